@@ -1,0 +1,245 @@
+"""The Kubernetes API as the engine needs it: a client, and cached node and
+namespace inventories kept fresh by list + watch.
+
+Watches use the real ``kubernetes`` client with ``_preload_content=False`` and
+read the JSON event stream themselves, so that a ``410 Gone`` (the watch's
+resourceVersion fell out of etcd's window) and dropped connections are
+handled the way client-go's reflector does: list again, then watch from the
+list's resourceVersion. Readers never wait for the API server.
+"""
+
+import json
+import logging
+import os
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, Generic, TypeVar
+
+from kubernetes import client as k8s
+from kubernetes import config as k8s_config
+from kubernetes.client.rest import ApiException
+
+from kubectl_nettraffic.errors import ClusterError
+from kubectl_nettraffic.nodes import Node, node_from_json, nodes_from_list
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+# How long one watch request stays open before we re-open it; the API server
+# ends watches after its own --min-request-timeout (default 1800s) anyway.
+WATCH_SECONDS = 300
+# Back-off after a failed list; short enough to recover quickly, long enough
+# not to hammer an API server that is restarting.
+RETRY_SECONDS = 2.0
+
+
+def api_client(kubeconfig: str = "", context: str | None = None) -> k8s.ApiClient:
+    """A client for the configured cluster.
+
+    Empty ``kubeconfig``: in-cluster config inside a pod, else KUBECONFIG
+    (colon-separated paths are merged) or ~/.kube/config. Refreshed tokens are
+    never written back to the user's kubeconfig (persist_config=False).
+    """
+    configuration = k8s.Configuration()
+    try:
+        if not kubeconfig and not context and os.environ.get("KUBERNETES_SERVICE_HOST"):
+            k8s_config.load_incluster_config(client_configuration=configuration)
+        else:
+            k8s_config.load_kube_config(
+                config_file=kubeconfig or None,
+                context=context,
+                client_configuration=configuration,
+                persist_config=False,
+            )
+    except k8s_config.ConfigException as error:
+        where = kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config"
+        raise ClusterError(
+            f"cannot load Kubernetes config from {where}: {error}; "
+            "pass --kubeconfig/--context or set KUBECONFIG"
+        ) from None
+    return k8s.ApiClient(configuration)
+
+
+def describe_api_error(error: Exception, what: str) -> ClusterError:
+    """Turn a client exception into one line that says what to check."""
+    if isinstance(error, ApiException):
+        hint = {
+            401: "your credentials were refused; refresh them (kubectl get nodes should work)",
+            403: "RBAC forbids it; grant get/list/watch on that resource",
+            404: "it does not exist",
+        }.get(error.status or 0, (error.reason or "").strip())
+        return ClusterError(f"{what}: HTTP {error.status}: {hint}")
+    return ClusterError(
+        f"{what}: the API server did not answer ({error.__class__.__name__}); "
+        "check --kubeconfig/--context and that the cluster is reachable"
+    )
+
+
+def read_json(response: Any) -> Any:
+    """Body of a ``_preload_content=False`` response, released afterwards."""
+    try:
+        return json.loads(response.data)
+    finally:
+        response.release_conn()
+
+
+def list_nodes(api: k8s.ApiClient, label_selector: str = "") -> list[Node]:
+    try:
+        response = k8s.CoreV1Api(api).list_node(
+            label_selector=label_selector or None, _preload_content=False
+        )
+        return nodes_from_list(read_json(response), "the API server's node list")
+    except ClusterError:
+        raise
+    except Exception as error:
+        raise describe_api_error(error, "listing nodes") from None
+
+
+def load_node_file(path: str) -> list[Node]:
+    """Nodes from ``kubectl get nodes -o json`` saved to a file."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            document = json.load(handle)
+    except FileNotFoundError:
+        raise ClusterError(f"nodes.file {path!r} does not exist; check the path") from None
+    except ValueError as error:
+        raise ClusterError(
+            f"nodes.file {path!r} is not JSON ({error}); save it with kubectl get nodes -o json"
+        ) from None
+    return nodes_from_list(document, f"nodes.file {path!r}")
+
+
+class ListWatchCache(Generic[T]):
+    """A name -> value cache of one cluster-scoped resource, kept by list + watch.
+
+    ``list_call`` is a CoreV1Api method such as ``list_node``; ``parse`` turns
+    one JSON object into the cached value.
+    """
+
+    def __init__(
+        self,
+        list_call: Callable[..., Any],
+        parse: Callable[[Mapping[str, Any]], T],
+        kind: str,
+        label_selector: str = "",
+    ) -> None:
+        self._list_call = list_call
+        self._parse = parse
+        self._kind = kind
+        self._label_selector = label_selector or None
+        self._items: dict[str, T] = {}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self.synced = threading.Event()
+        self.relists = 0
+        self.last_error: str | None = None
+        self._thread: threading.Thread | None = None
+
+    def items(self) -> dict[str, T]:
+        with self._lock:
+            return dict(self._items)
+
+    def get(self, name: str) -> T | None:
+        with self._lock:
+            return self._items.get(name)
+
+    def start(self) -> "ListWatchCache[T]":
+        self._thread = threading.Thread(target=self._run, name=f"watch-{self._kind}", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _list(self) -> str:
+        response = self._list_call(label_selector=self._label_selector, _preload_content=False)
+        document = read_json(response)
+        fresh = {}
+        for obj in document.get("items") or []:
+            value = self._parse(obj)
+            fresh[obj["metadata"]["name"]] = value
+        with self._lock:
+            self._items = fresh
+        self.relists += 1
+        self.synced.set()
+        return str((document.get("metadata") or {}).get("resourceVersion") or "")
+
+    def _events(self, resource_version: str) -> Iterator[dict[str, Any]]:
+        response = self._list_call(
+            label_selector=self._label_selector,
+            watch=True,
+            resource_version=resource_version,
+            allow_watch_bookmarks=True,
+            timeout_seconds=WATCH_SECONDS,
+            _preload_content=False,
+        )
+        try:
+            buffer = b""
+            for chunk in response.stream(amt=65536, decode_content=True):
+                if self._stop.is_set():
+                    return
+                buffer += chunk
+                while b"\n" in buffer:
+                    line, buffer = buffer.split(b"\n", 1)
+                    if line.strip():
+                        yield json.loads(line)
+        finally:
+            response.release_conn()
+
+    def _apply(self, event: Mapping[str, Any]) -> str | None:
+        """Apply one event; return its resourceVersion, or None to re-list."""
+        kind = event.get("type")
+        obj = event.get("object") or {}
+        if kind == "ERROR":
+            # 410 Gone: our resourceVersion is too old. Any other error: re-list too.
+            log.info("watch of %s ended with %s; re-listing", self._kind, obj.get("code"))
+            return None
+        metadata = obj.get("metadata") or {}
+        if kind in ("ADDED", "MODIFIED"):
+            value = self._parse(obj)
+            with self._lock:
+                self._items[metadata["name"]] = value
+        elif kind == "DELETED":
+            with self._lock:
+                self._items.pop(metadata.get("name", ""), None)
+        return str(metadata.get("resourceVersion") or "")
+
+    def _run(self) -> None:
+        resource_version: str | None = None
+        while not self._stop.is_set():
+            try:
+                if resource_version is None:
+                    resource_version = self._list()
+                    self.last_error = None
+                for event in self._events(resource_version):
+                    next_version = self._apply(event)
+                    if next_version is None:
+                        resource_version = None
+                        break
+                    resource_version = next_version or resource_version
+            except ApiException as error:
+                if error.status == 410:
+                    resource_version = None
+                    continue
+                self.last_error = str(describe_api_error(error, f"watching {self._kind}"))
+                log.warning("%s", self.last_error)
+                resource_version = None
+                self._stop.wait(RETRY_SECONDS)
+            except Exception as error:  # disconnects, timeouts, bad JSON
+                self.last_error = str(describe_api_error(error, f"watching {self._kind}"))
+                log.warning("%s; re-listing", self.last_error)
+                resource_version = None
+                self._stop.wait(RETRY_SECONDS)
+
+
+def node_cache(api: k8s.ApiClient) -> ListWatchCache[Node]:
+    return ListWatchCache(k8s.CoreV1Api(api).list_node, node_from_json, "nodes")
+
+
+def namespace_labels(obj: Mapping[str, Any]) -> Mapping[str, str]:
+    return dict((obj.get("metadata") or {}).get("labels") or {})
+
+
+def namespace_cache(api: k8s.ApiClient) -> ListWatchCache[Mapping[str, str]]:
+    return ListWatchCache(k8s.CoreV1Api(api).list_namespace, namespace_labels, "namespaces")

@@ -1,0 +1,89 @@
+"""Assembles sources, node inventory and scoreboard from Settings.
+
+The webhook and the plugin's ``--source prometheus`` both call this, so they
+score with exactly the same parts.
+"""
+
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from kubernetes import client as k8s
+
+from kubectl_nettraffic.cluster import ListWatchCache, api_client, load_node_file, node_cache
+from kubectl_nettraffic.config import Settings
+from kubectl_nettraffic.errors import ClusterError
+from kubectl_nettraffic.nodes import Node
+from kubectl_nettraffic.scoreboard import Scoreboard
+from kubectl_nettraffic.sources.metrics_server import MetricsServerSource
+from kubectl_nettraffic.sources.prometheus import PrometheusSource
+
+
+class FileNodes:
+    """Nodes from a ``kubectl get nodes -o json`` file, re-read when it changes."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._mtime = -1.0
+        self._nodes: list[Node] = []
+
+    def __call__(self) -> Sequence[Node]:
+        try:
+            mtime = os.stat(self.path).st_mtime
+        except OSError:
+            raise ClusterError(f"nodes.file {self.path!r} does not exist; check the path") from None
+        if mtime != self._mtime:
+            self._nodes = load_node_file(self.path)
+            self._mtime = mtime
+        return self._nodes
+
+
+class WatchedNodes:
+    """Nodes from the API server's list + watch cache."""
+
+    def __init__(self, cache: ListWatchCache[Node], sync_timeout: float) -> None:
+        self.cache = cache
+        self.sync_timeout = sync_timeout
+
+    def __call__(self) -> Sequence[Node]:
+        if not self.cache.synced.wait(self.sync_timeout):
+            raise ClusterError(
+                f"no node list from the API server yet ({self.cache.last_error or 'waiting'}); "
+                "check the API server address and RBAC for nodes list/watch"
+            )
+        return list(self.cache.items().values())
+
+
+@dataclass
+class Engine:
+    scoreboard: Scoreboard
+    api: k8s.ApiClient | None
+    node_watch: ListWatchCache[Node] | None
+
+
+def build_engine(
+    settings: Settings,
+    context: str | None = None,
+    api_factory: Callable[[str, str | None], k8s.ApiClient] = api_client,
+    watch_nodes: bool = True,
+) -> Engine:
+    """Wire the parts. ``watch_nodes=False`` lists once per refresh (short CLI runs)."""
+    needs_api = not settings.nodes.file or settings.metrics_server.enabled
+    api = api_factory(settings.kubeconfig, context) if needs_api else None
+    watch: ListWatchCache[Node] | None = None
+    nodes: Callable[[], Sequence[Node]]
+    if settings.nodes.file:
+        nodes = FileNodes(settings.nodes.file)
+    elif watch_nodes:
+        assert api is not None
+        watch = node_cache(api).start()
+        nodes = WatchedNodes(watch, sync_timeout=settings.prometheus.timeout + 5)
+    else:
+        assert api is not None
+        from kubectl_nettraffic.cluster import list_nodes
+
+        client = api
+        nodes = lambda: list_nodes(client)  # noqa: E731
+    prometheus = PrometheusSource(settings.prometheus) if settings.prometheus.url else None
+    metrics = MetricsServerSource(api) if settings.metrics_server.enabled and api else None
+    return Engine(Scoreboard(settings, nodes, prometheus, metrics), api, watch)

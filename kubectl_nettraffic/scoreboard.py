@@ -1,0 +1,229 @@
+"""The live scoreboard: a background refresher that publishes immutable
+snapshots, and the in-flight ledger that keeps bursts from herding.
+
+Readers (admission requests, /scores, the extender) only ever read the
+current snapshot reference, which the refresher swaps atomically; they never
+wait for Prometheus or the API server.
+
+Source choice per refresh: Prometheus when configured and it answers;
+otherwise metrics-server when enabled (the fallback); otherwise the previous
+snapshot is kept and simply ages until it is stale, at which point steering
+stops (better no advice than old advice).
+"""
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from kubectl_nettraffic.config import Settings
+from kubectl_nettraffic.errors import NetTrafficError
+from kubectl_nettraffic.labels import parse_selector
+from kubectl_nettraffic.nodes import Node
+from kubectl_nettraffic.scoring import NodeScore, score_nodes
+from kubectl_nettraffic.sources.metrics_server import MetricsServerSource, NodeUsage
+from kubectl_nettraffic.sources.prometheus import NodeTraffic, PrometheusSource, TrafficReport
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Diagnostics:
+    unmapped_series: tuple[str, ...] = ()
+    nodes_without_series: tuple[str, ...] = ()
+    duplicate_exporters: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    non_finite: tuple[str, ...] = ()
+    errors: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    generated_at: float  # the time the measurements describe (epoch seconds)
+    source: str  # prometheus | metrics-server
+    window: float  # rate window in seconds (prometheus)
+    scores: tuple[NodeScore, ...]  # ranked, best first
+    nodes: Mapping[str, Node]
+    diagnostics: Diagnostics
+
+    def age(self, now: float) -> float:
+        return max(0.0, now - self.generated_at)
+
+
+@dataclass(frozen=True)
+class _Admission:
+    at: float
+    bandwidth: float
+
+
+class InflightLedger:
+    """Pods steered recently, counted against the node they were steered to.
+
+    A pod admitted at ``t`` starts sending at ``t + pod_startup``; a rate()
+    over ``window`` then shows a growing share of its traffic, all of it once
+    a full window has passed. So against a snapshot measured at ``T`` the pod
+    still counts ``bandwidth * (1 - visible)`` with
+    ``visible = clamp((T - t - pod_startup) / window, 0, 1)``: the ledger
+    adds exactly the part the measurement cannot see yet.
+    """
+
+    def __init__(self, pod_startup: float, window: float) -> None:
+        self.pod_startup = pod_startup
+        self.window = window
+        self._entries: dict[str, list[_Admission]] = {}
+        self._lock = threading.Lock()
+
+    def add(self, node: str, bandwidth: float, at: float) -> None:
+        with self._lock:
+            self._entries.setdefault(node, []).append(_Admission(at, bandwidth))
+
+    def _unseen(self, entry: _Admission, measured_at: float) -> float:
+        visible = (measured_at - entry.at - self.pod_startup) / self.window
+        return entry.bandwidth * (1.0 - min(1.0, max(0.0, visible)))
+
+    def view(self, measured_at: float) -> dict[str, tuple[float, int]]:
+        """node -> (bytes/s not yet visible in a measurement at ``measured_at``, pods)."""
+        with self._lock:
+            entries = {node: list(items) for node, items in self._entries.items()}
+        view = {}
+        for node, items in entries.items():
+            unseen = sum(self._unseen(entry, measured_at) for entry in items)
+            pods = sum(1 for entry in items if self._unseen(entry, measured_at) > 0)
+            if pods:
+                view[node] = (unseen, pods)
+        return view
+
+    def prune(self, measured_at: float) -> None:
+        """Forget pods whose traffic a measurement at ``measured_at`` fully shows."""
+        with self._lock:
+            for node in list(self._entries):
+                kept = [e for e in self._entries[node] if self._unseen(e, measured_at) > 0]
+                if kept:
+                    self._entries[node] = kept
+                else:
+                    del self._entries[node]
+
+
+NodesProvider = Callable[[], Sequence[Node]]
+
+
+class Scoreboard:
+    def __init__(
+        self,
+        settings: Settings,
+        nodes: NodesProvider,
+        prometheus: PrometheusSource | None = None,
+        metrics_server: MetricsServerSource | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.settings = settings
+        self._nodes = nodes
+        self.prometheus = prometheus
+        self.metrics_server = metrics_server
+        self.clock = clock
+        self.selector = parse_selector(settings.nodes.selector)
+        self.ledger = InflightLedger(settings.steering.pod_startup, settings.prometheus.window)
+        self.source_failures: dict[str, int] = {"prometheus": 0, "metrics-server": 0, "nodes": 0}
+        self.refreshes = 0
+        self.last_refresh_seconds = 0.0
+        self._snapshot: Snapshot | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._refresh_lock = threading.Lock()
+
+    @property
+    def snapshot(self) -> Snapshot | None:
+        return self._snapshot
+
+    def is_stale(self, snapshot: Snapshot | None) -> bool:
+        if snapshot is None:
+            return True
+        return snapshot.age(self.clock()) > self.settings.refresh.max_staleness
+
+    def _fetch_traffic(self, nodes: Sequence[Node], errors: list[str]) -> TrafficReport | None:
+        if self.prometheus is None:
+            return None
+        try:
+            return self.prometheus.fetch(nodes)
+        except NetTrafficError as error:
+            self.source_failures["prometheus"] += 1
+            errors.append(f"prometheus: {error}")
+            log.warning("prometheus refresh failed: %s", error)
+            return None
+
+    def _fetch_usage(self, need: bool, errors: list[str]) -> Mapping[str, NodeUsage] | None:
+        if self.metrics_server is None or not need:
+            return None
+        try:
+            return self.metrics_server.fetch()
+        except NetTrafficError as error:
+            self.source_failures["metrics-server"] += 1
+            errors.append(f"metrics-server: {error}")
+            log.warning("metrics-server refresh failed: %s", error)
+            return None
+
+    def refresh(self) -> Snapshot | None:
+        """Measure once and publish a snapshot; returns it (or None if nothing answered)."""
+        with self._refresh_lock:
+            started = time.perf_counter()
+            errors: list[str] = []
+            try:
+                nodes = list(self._nodes())
+            except NetTrafficError as error:
+                self.source_failures["nodes"] += 1
+                log.warning("node inventory failed: %s", error)
+                return None
+            report = self._fetch_traffic(nodes, errors)
+            weights = self.settings.scoring.weights
+            usage = self._fetch_usage(report is None or weights.cpu + weights.memory > 0, errors)
+            if report is None and usage is None:
+                self.last_refresh_seconds = time.perf_counter() - started
+                return None
+            traffic: Mapping[str, NodeTraffic] | None = report.by_node if report else None
+            measured_at = report.evaluated_at if report else self.clock()
+            scores = score_nodes(
+                nodes,
+                traffic,
+                usage,
+                self.settings.scoring,
+                self.settings.prometheus.direction,
+                self.selector,
+                idle_scale=self.settings.steering.default_pod_bandwidth,
+            )
+            diagnostics = Diagnostics(
+                unmapped_series=report.unmapped_series if report else (),
+                nodes_without_series=report.nodes_without_series if report else (),
+                duplicate_exporters=report.duplicate_exporters if report else {},
+                non_finite=report.non_finite if report else (),
+                errors=tuple(errors),
+            )
+            snapshot = Snapshot(
+                generated_at=measured_at,
+                source="prometheus" if report else "metrics-server",
+                window=self.settings.prometheus.window,
+                scores=tuple(scores),
+                nodes={node.name: node for node in nodes},
+                diagnostics=diagnostics,
+            )
+            self._snapshot = snapshot  # one reference swap: readers see old or new
+            self.ledger.prune(measured_at)
+            self.refreshes += 1
+            self.last_refresh_seconds = time.perf_counter() - started
+            return snapshot
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.refresh()
+            except Exception:  # never let the refresher die; the next tick retries
+                log.exception("refresh failed unexpectedly")
+            self._stop.wait(self.settings.refresh.interval)
+
+    def start(self) -> "Scoreboard":
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._loop, name="scoreboard", daemon=True)
+            self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()

@@ -1,0 +1,89 @@
+"""The scoreboard as the JSON document of DESIGN.md §3 (``top -o json``, ``/scores``).
+
+Pure: snapshot + in-flight ledger view in, wire dict out. The in-flight load
+is folded into each node's score here, so what ``top`` shows is exactly what
+the next admission would use.
+"""
+
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any, TypedDict
+
+from kubectl_nettraffic.scoreboard import Snapshot
+from kubectl_nettraffic.scoring import rank_key
+from kubectl_nettraffic.units import format_duration
+
+
+class NodeRow(TypedDict):
+    name: str
+    receiveBytesPerSecond: float | None
+    transmitBytesPerSecond: float | None
+    trafficBytesPerSecond: float | None
+    linkUtilization: float | None
+    cpuUsageRatio: float | None
+    memoryUsageRatio: float | None
+    inflightPods: int
+    score: int
+    eligible: bool
+    reason: str | None
+
+
+class ScoresDocument(TypedDict):
+    generatedAt: str
+    source: str
+    window: str
+    stale: bool
+    nodes: list[NodeRow]
+
+
+def rfc3339(epoch: float) -> str:
+    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _rounded(value: float | None, digits: int) -> float | None:
+    return None if value is None else round(value, digits)
+
+
+def scores_document(
+    snapshot: Snapshot, inflight: Mapping[str, tuple[float, int]], stale: bool
+) -> ScoresDocument:
+    def extra(name: str) -> float:
+        return inflight.get(name, (0.0, 0))[0]
+
+    ranked = sorted(snapshot.scores, key=lambda s: rank_key(s, extra(s.name)))
+    rows: list[NodeRow] = []
+    for node in ranked:
+        rows.append(
+            NodeRow(
+                name=node.name,
+                receiveBytesPerSecond=_rounded(node.receive, 3),
+                transmitBytesPerSecond=_rounded(node.transmit, 3),
+                trafficBytesPerSecond=_rounded(node.traffic, 3),
+                linkUtilization=_rounded(node.link_utilization, 6),
+                cpuUsageRatio=_rounded(node.cpu_ratio, 6),
+                memoryUsageRatio=_rounded(node.memory_ratio, 6),
+                inflightPods=inflight.get(node.name, (0.0, 0))[1],
+                score=round(min(100.0, max(0.0, node.score_with(extra(node.name))))),
+                eligible=node.eligible,
+                reason=node.reason,
+            )
+        )
+    return ScoresDocument(
+        generatedAt=rfc3339(snapshot.generated_at),
+        source=snapshot.source,
+        window=format_duration(snapshot.window),
+        stale=stale,
+        nodes=rows,
+    )
+
+
+def diagnostics_document(snapshot: Snapshot) -> dict[str, Any]:
+    """Extra detail for ``-o wide`` and doctor: what did not map, and why."""
+    d = snapshot.diagnostics
+    return {
+        "unmappedSeries": list(d.unmapped_series),
+        "nodesWithoutSeries": list(d.nodes_without_series),
+        "duplicateExporters": {k: list(v) for k, v in d.duplicate_exporters.items()},
+        "nonFinite": list(d.non_finite),
+        "errors": list(d.errors),
+    }

@@ -1,0 +1,196 @@
+"""Pure scoring: nodes + measurements -> ranked NodeScore list.
+
+Formula. For every node ``i`` and every component ``k`` with data:
+
+    x_net(i) = load(i) / max_j load(j)        mode "traffic"; 0 for all when every
+                                              node is idle (no division by zero)
+    x_net(i) = min(1, util(i))                mode "link-utilization", where
+                                              util = busiest direction / link speed
+    x_cpu(i) = cpu usage / allocatable cpu
+    x_mem(i) = memory usage / allocatable memory
+
+    score(i) = 100 * sum_k w_k * (1 - x_k(i)) / sum_k w_k,   clamped to 0..100
+
+``load`` is receive, transmit or their sum (``prometheus.direction``). A node
+with no component that has both data and a weight above zero has no data: it
+gets score 0, a reason, and ranks after every node with data. When traffic is
+missing altogether (metrics-server fallback) and neither cpu nor memory has a
+weight, cpu and memory get weight 1 each so the fallback still ranks.
+
+Load added after the measurement (pods steered since, see scoreboard) lowers
+the network part linearly: ``score - penalty_per_byte * extra``, with
+``penalty_per_byte = 100 * w_net / sum_k w_k / scale`` and scale = the max
+load (traffic mode) or the node's link speed (link-utilization mode). The
+unclamped value is kept for ranking so bursts keep spreading past zero.
+
+Ranking: eligible before ineligible, data before no data, higher score,
+lower traffic, then name, so equal inputs always give the same order.
+"""
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from kubectl_nettraffic.config import ScoringSettings, Weights
+from kubectl_nettraffic.labels import LabelSelector
+from kubectl_nettraffic.nodes import Node, ineligibility
+from kubectl_nettraffic.sources.metrics_server import NodeUsage
+from kubectl_nettraffic.sources.prometheus import NodeTraffic
+
+
+@dataclass(frozen=True)
+class NodeScore:
+    name: str
+    receive: float | None  # bytes/s
+    transmit: float | None  # bytes/s
+    traffic: float | None  # bytes/s in the configured direction(s)
+    link_speed: float | None  # bytes/s
+    link_utilization: float | None  # 0..1+
+    cpu_ratio: float | None
+    memory_ratio: float | None
+    score: float  # 0..100 before in-flight load; higher is better
+    penalty_per_byte: float  # score lost per byte/s of extra load
+    eligible: bool
+    has_data: bool
+    reason: str | None
+
+    def score_with(self, extra_load: float) -> float:
+        """Score once ``extra_load`` bytes/s more land here (unclamped)."""
+        return self.score - self.penalty_per_byte * extra_load
+
+
+def directional_load(traffic: NodeTraffic, direction: str) -> float:
+    if direction == "receive":
+        return traffic.receive
+    if direction == "transmit":
+        return traffic.transmit
+    return traffic.receive + traffic.transmit
+
+
+def link_utilization(traffic: NodeTraffic, direction: str, speed: float | None) -> float | None:
+    """Busiest selected direction over link speed: NICs are full duplex."""
+    if not speed:
+        return None
+    if direction == "receive":
+        return traffic.receive / speed
+    if direction == "transmit":
+        return traffic.transmit / speed
+    return max(traffic.receive, traffic.transmit) / speed
+
+
+def effective_weights(weights: Weights, have_traffic: bool) -> Weights:
+    if have_traffic:
+        return weights
+    if weights.cpu + weights.memory > 0:
+        return Weights(network=0.0, cpu=weights.cpu, memory=weights.memory)
+    return Weights(network=0.0, cpu=1.0, memory=1.0)
+
+
+def _ratio(usage: float | None, allocatable: float | None) -> float | None:
+    if usage is None or not allocatable:
+        return None
+    return usage / allocatable
+
+
+def rank_key(score: NodeScore, extra: float = 0.0) -> tuple[bool, bool, float, float, str]:
+    return (
+        not score.eligible,
+        not score.has_data,
+        -score.score_with(extra),
+        score.traffic if score.traffic is not None else float("inf"),
+        score.name,
+    )
+
+
+def score_nodes(
+    nodes: Sequence[Node],
+    traffic: Mapping[str, NodeTraffic] | None,
+    usage: Mapping[str, NodeUsage] | None,
+    settings: ScoringSettings,
+    direction: str,
+    selector: LabelSelector,
+    idle_scale: float = float(2**20),
+    no_traffic_reason: str = "no traffic series for this node",
+) -> list[NodeScore]:
+    """Score every node and return them ranked, best first (see module doc).
+
+    ``idle_scale`` (bytes/s) stands in for the max load when every node is
+    idle, so that in-flight pods still lower a node's score.
+    """
+    have_traffic = traffic is not None
+    weights = effective_weights(settings.weights, have_traffic)
+    traffic = traffic or {}
+    usage = usage or {}
+    loads = {name: directional_load(t, direction) for name, t in traffic.items()}
+    max_load = max(loads.values(), default=0.0)
+    known_speeds = [t.link_speed for t in traffic.values() if t.link_speed]
+    link_mode = settings.mode == "link-utilization" and bool(known_speeds)
+    assumed_speed = min(known_speeds) if known_speeds else None
+
+    scored = []
+    for node in nodes:
+        measured = traffic.get(node.name)
+        node_usage = usage.get(node.name)
+        cpu = _ratio(node_usage.cpu if node_usage else None, node.allocatable_cpu)
+        memory = _ratio(node_usage.memory if node_usage else None, node.allocatable_memory)
+        notes: list[str] = []
+        utilization = None
+        components: list[tuple[float, float]] = []  # (weight, x)
+        penalty_scale = 0.0
+        if measured is not None:
+            speed = measured.link_speed
+            if link_mode and not speed:
+                speed = assumed_speed
+                notes.append(
+                    f"link speed unknown; assumed the slowest known, {assumed_speed:g} B/s"
+                )
+            utilization = link_utilization(measured, direction, speed)
+            if weights.network > 0:
+                if link_mode and utilization is not None and speed:
+                    components.append((weights.network, min(1.0, utilization)))
+                    penalty_scale = speed
+                else:
+                    # An idle cluster (max 0) puts every node at 100; a pod
+                    # added there still costs something so bursts spread.
+                    components.append(
+                        (weights.network, loads[node.name] / max_load if max_load else 0.0)
+                    )
+                    penalty_scale = max_load or idle_scale
+        elif have_traffic and weights.network > 0:
+            notes.append(no_traffic_reason)
+        if weights.cpu > 0 and cpu is not None:
+            components.append((weights.cpu, min(1.0, cpu)))
+        if weights.memory > 0 and memory is not None:
+            components.append((weights.memory, min(1.0, memory)))
+
+        total_weight = sum(w for w, _ in components)
+        has_data = total_weight > 0
+        if has_data:
+            raw = 100.0 * sum(w * (1.0 - x) for w, x in components) / total_weight
+            score = min(100.0, max(0.0, raw))
+            network_share = weights.network / total_weight if measured is not None else 0.0
+            penalty = 100.0 * network_share / penalty_scale if penalty_scale else 0.0
+        else:
+            score, penalty = 0.0, 0.0
+            if not notes:
+                notes.append("no cpu/memory usage from metrics-server for this node")
+        blocked = ineligibility(node, selector)
+        reason = "; ".join([blocked] if blocked else notes) or None
+        scored.append(
+            NodeScore(
+                name=node.name,
+                receive=measured.receive if measured else None,
+                transmit=measured.transmit if measured else None,
+                traffic=loads.get(node.name),
+                link_speed=measured.link_speed if measured else None,
+                link_utilization=utilization,
+                cpu_ratio=cpu,
+                memory_ratio=memory,
+                score=score,
+                penalty_per_byte=penalty,
+                eligible=blocked is None,
+                has_data=has_data,
+                reason=reason,
+            )
+        )
+    scored.sort(key=rank_key)
+    return scored

@@ -1,0 +1,48 @@
+"""Node CPU and memory usage from metrics-server (``metrics.k8s.io``).
+
+Usage is divided by the node's allocatable in scoring; here we only read and
+parse the raw usage, through the real kubernetes client.
+"""
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from kubernetes import client as k8s
+
+from kubectl_nettraffic.cluster import describe_api_error, read_json
+from kubectl_nettraffic.errors import SourceError
+from kubectl_nettraffic.units import parse_quantity
+
+
+@dataclass(frozen=True)
+class NodeUsage:
+    cpu: float  # cores
+    memory: float  # bytes
+
+
+class MetricsServerSource:
+    def __init__(self, api: k8s.ApiClient) -> None:
+        self.api = api
+
+    def fetch(self) -> Mapping[str, NodeUsage]:
+        try:
+            response = k8s.CustomObjectsApi(self.api).list_cluster_custom_object(
+                "metrics.k8s.io", "v1beta1", "nodes", _preload_content=False
+            )
+            document = read_json(response)
+        except Exception as error:
+            raise SourceError(
+                str(describe_api_error(error, "reading metrics.k8s.io/v1beta1 nodes"))
+                + " (is metrics-server installed? kubectl top nodes should work)"
+            ) from None
+        usage: dict[str, NodeUsage] = {}
+        for item in document.get("items") or []:
+            name = (item.get("metadata") or {}).get("name")
+            values = item.get("usage") or {}
+            try:
+                usage[name] = NodeUsage(
+                    cpu=parse_quantity(values["cpu"]), memory=parse_quantity(values["memory"])
+                )
+            except (KeyError, ValueError, TypeError):
+                continue  # a node without usable numbers simply has no data
+        return usage

@@ -1,0 +1,112 @@
+"""Parsing and formatting of the two unit families the config uses.
+
+Durations are Go/Prometheus style (``15s``, ``2m``, ``1h30m``) because that is
+what operators type into Prometheus and Kubernetes manifests already.
+Bandwidths and resource amounts are Kubernetes quantities (``1Mi``, ``500k``,
+``3800m``) for the same reason.
+"""
+
+import math
+import re
+
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w|y)")
+_DURATION_SECONDS = {
+    "ms": 0.001,
+    "s": 1.0,
+    "m": 60.0,
+    "h": 3600.0,
+    "d": 86400.0,
+    "w": 7 * 86400.0,
+    "y": 365 * 86400.0,
+}
+
+_QUANTITY = re.compile(
+    r"^([+-]?(?:\d+(?:\.\d*)?|\.\d+))(?:([eE][+-]?\d+)|(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E))?$"
+)
+_QUANTITY_FACTOR = {
+    None: 1.0,
+    "n": 1e-9,
+    "u": 1e-6,
+    "m": 1e-3,
+    "k": 1e3,
+    "M": 1e6,
+    "G": 1e9,
+    "T": 1e12,
+    "P": 1e15,
+    "E": 1e18,
+    "Ki": 2.0**10,
+    "Mi": 2.0**20,
+    "Gi": 2.0**30,
+    "Ti": 2.0**40,
+    "Pi": 2.0**50,
+    "Ei": 2.0**60,
+}
+
+
+def parse_duration(text: str) -> float:
+    """``"1m30s"`` -> 90.0 seconds. Raises ValueError naming the text."""
+    raw = str(text).strip()
+    position = 0
+    total = 0.0
+    for match in _DURATION_PART.finditer(raw):
+        if match.start() != position:
+            break
+        total += float(match.group(1)) * _DURATION_SECONDS[match.group(2)]
+        position = match.end()
+    if not raw or position != len(raw):
+        raise ValueError(f"{text!r} is not a duration; write it like 15s, 2m or 1h30m")
+    return total
+
+
+def parse_quantity(text: str | int | float) -> float:
+    """``"1Mi"`` -> 1048576.0, ``"3800m"`` -> 3.8. Raises ValueError naming the text."""
+    if isinstance(text, bool):
+        raise ValueError(f"{text!r} is not a quantity; write it like 1Mi, 500k or 1000")
+    if isinstance(text, int | float):
+        if not math.isfinite(text):
+            raise ValueError(f"{text!r} is not a finite quantity")
+        return float(text)
+    match = _QUANTITY.match(str(text).strip())
+    if not match:
+        raise ValueError(f"{text!r} is not a quantity; write it like 1Mi, 500k or 1000")
+    number = float(match.group(1))
+    if match.group(2):
+        return number * 10.0 ** int(match.group(2)[1:])
+    return number * _QUANTITY_FACTOR[match.group(3)]
+
+
+def format_duration(seconds: float) -> str:
+    """Short human age: ``42s``, ``3m10s``, ``2h5m``, ``3d``."""
+    if not math.isfinite(seconds):
+        return "-"
+    whole = max(0, round(seconds))
+    if whole < 60:
+        return f"{whole}s"
+    if whole < 3600:
+        minutes, secs = divmod(whole, 60)
+        return f"{minutes}m{secs}s" if secs else f"{minutes}m"
+    if whole < 86400:
+        hours, rest = divmod(whole, 3600)
+        minutes = rest // 60
+        return f"{hours}h{minutes}m" if minutes else f"{hours}h"
+    return f"{whole // 86400}d"
+
+
+def promql_duration(seconds: float) -> str:
+    """A range PromQL accepts in every version: whole milliseconds or seconds."""
+    if seconds == int(seconds):
+        return f"{int(seconds)}s"
+    return f"{round(seconds * 1000)}ms"
+
+
+def format_rate(bytes_per_second: float | None, bits: bool = False) -> str:
+    """SI bytes/s (``12.3MB/s``) or bits/s (``98.4Mb/s``); ``-`` for no data."""
+    if bytes_per_second is None or not math.isfinite(bytes_per_second):
+        return "-"
+    value = bytes_per_second * (8 if bits else 1)
+    unit = "b/s" if bits else "B/s"
+    for prefix in ("", "k", "M", "G", "T"):
+        if abs(value) < 999.5 or prefix == "T":
+            return f"{value:.0f}{prefix}{unit}" if prefix == "" else f"{value:.1f}{prefix}{unit}"
+        value /= 1000.0
+    raise AssertionError("unreachable")

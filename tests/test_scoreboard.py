@@ -1,0 +1,142 @@
+"""Scoreboard: source choice, fallback, staleness, non-blocking readers, ledger."""
+
+import socket
+import threading
+import time
+
+import pytest
+
+from kubectl_nettraffic.cluster import api_client
+from kubectl_nettraffic.config import settings_from_mapping
+from kubectl_nettraffic.engine import build_engine
+from kubectl_nettraffic.scoreboard import InflightLedger, Scoreboard
+from kubectl_nettraffic.scoreview import scores_document
+from kubectl_nettraffic.sources.metrics_server import MetricsServerSource
+from kubectl_nettraffic.sources.prometheus import PrometheusSource
+from tests.harness.fakeapi import node, node_metrics
+from tests.harness.prometheus import Device, Exporter, prometheus_with_history
+
+END = float(int(time.time()) // 60 * 60 - 120)
+
+
+@pytest.fixture(scope="module")
+def prometheus():
+    exporters = [
+        Exporter(f"10.0.0.{i}:9100", f"n{i}", [Device("eth0", rate, rate)])
+        for i, rate in ((1, 5e6), (2, 1e6), (3, 3e6))
+    ]
+    server = prometheus_with_history(exporters, END)
+    yield server
+    server.stop()
+
+
+def _dead_url() -> str:
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.close()
+    return f"http://127.0.0.1:{port}"
+
+
+@pytest.fixture
+def cluster(fake_api):
+    for i in (1, 2, 3):
+        fake_api.put(node(f"n{i}", ip=f"10.0.0.{i}", cpu="4", memory="8Gi"))
+    for name, cpu in (("n1", "1"), ("n2", "3"), ("n3", "2")):
+        fake_api.put(node_metrics(name, cpu, "2Gi"), plural="nodes")
+    return fake_api
+
+
+def test_engine_scores_live_from_prometheus_and_api(prometheus, cluster, kubeconfig):
+    settings = settings_from_mapping(
+        {"kubeconfig": kubeconfig, "prometheus": {"url": prometheus.url}}
+    )
+    engine = build_engine(settings)
+    engine.scoreboard.prometheus = PrometheusSource(settings.prometheus, clock=lambda: END)
+    try:
+        snapshot = engine.scoreboard.refresh()
+        assert snapshot is not None and snapshot.source == "prometheus"
+        assert [s.name for s in snapshot.scores] == ["n2", "n3", "n1"]
+        document = scores_document(snapshot, {}, stale=False)
+        assert document["source"] == "prometheus" and document["window"] == "2m"
+        assert [n["score"] for n in document["nodes"]] == [80, 40, 0]
+    finally:
+        engine.node_watch.stop()
+
+
+def test_falls_back_to_metrics_server_when_prometheus_is_down(cluster, kubeconfig):
+    settings = settings_from_mapping({"kubeconfig": kubeconfig, "prometheus": {"url": _dead_url()}})
+    engine = build_engine(settings)
+    try:
+        snapshot = engine.scoreboard.refresh()
+        assert snapshot.source == "metrics-server"
+        assert "prometheus" in snapshot.diagnostics.errors[0]
+        assert engine.scoreboard.source_failures["prometheus"] == 1
+        # cpu/memory get weight 1 each in the fallback: n1 (1 of 4 cores) is quietest.
+        assert [s.name for s in snapshot.scores] == ["n1", "n3", "n2"]
+    finally:
+        engine.node_watch.stop()
+
+
+def test_nothing_answers_keeps_the_old_snapshot_until_stale(cluster, kubeconfig):
+    now = [1000.0]
+    settings = settings_from_mapping(
+        {"prometheus": {"url": _dead_url()}, "refresh": {"maxStaleness": "1m"}}
+    )
+    api = api_client(kubeconfig)
+    from kubectl_nettraffic.cluster import list_nodes
+
+    board = Scoreboard(
+        settings,
+        lambda: list_nodes(api),
+        PrometheusSource(settings.prometheus),
+        MetricsServerSource(api),
+        clock=lambda: now[0],
+    )
+    first = board.refresh()
+    assert first is not None and not board.is_stale(first)
+    cluster.forbidden.add(("GET", "/apis/metrics.k8s.io"))
+    now[0] += 61
+    assert board.refresh() is None
+    assert board.snapshot is first and board.is_stale(board.snapshot)
+
+
+def test_readers_never_wait_for_a_hung_prometheus(cluster, kubeconfig):
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(5)
+    url = f"http://127.0.0.1:{listener.getsockname()[1]}"
+    settings = settings_from_mapping({"prometheus": {"url": url, "timeout": "1500ms"}})
+    api = api_client(kubeconfig)
+    from kubectl_nettraffic.cluster import list_nodes
+
+    board = Scoreboard(
+        settings,
+        lambda: list_nodes(api),
+        PrometheusSource(settings.prometheus),
+        MetricsServerSource(api),
+    )
+    first = board.refresh()  # falls back after the timeout
+    refreshing = threading.Thread(target=board.refresh)
+    refreshing.start()
+    time.sleep(0.2)
+    started = time.perf_counter()
+    for _ in range(1000):
+        assert board.snapshot is first
+    elapsed = time.perf_counter() - started
+    refreshing.join()
+    listener.close()
+    assert elapsed < 0.05, f"1000 reads took {elapsed:.3f}s while a refresh was hung"
+
+
+def test_ledger_counts_only_what_the_measurement_cannot_see_yet():
+    ledger = InflightLedger(pod_startup=10, window=120)
+    ledger.add("a", 1000.0, at=100.0)
+    ledger.add("a", 500.0, at=200.0)
+    assert ledger.view(100.0) == {"a": (1500.0, 2)}  # measured before either started
+    unseen, pods = ledger.view(170.0)["a"]  # first pod 60s into its 120s window
+    assert unseen == pytest.approx(1000 * 0.5 + 500) and pods == 2
+    ledger.prune(231.0)  # first pod fully visible now
+    assert ledger.view(231.0)["a"][1] == 1
+    ledger.prune(400.0)
+    assert ledger.view(400.0) == {}

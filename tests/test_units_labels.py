@@ -1,0 +1,58 @@
+import pytest
+
+from kubectl_nettraffic.errors import ConfigError
+from kubectl_nettraffic.labels import parse_selector
+from kubectl_nettraffic.units import format_duration, format_rate, parse_duration, parse_quantity
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"), [("15s", 15), ("2m", 120), ("1h30m", 5400), ("500ms", 0.5), ("1d", 86400)]
+)
+def test_durations(text, seconds):
+    assert parse_duration(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["", "15", "s", "1m 30s", "-1s", "1.s"])
+def test_bad_durations(text):
+    with pytest.raises(ValueError):
+        parse_duration(text)
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("1Mi", 2**20),
+        ("500k", 500_000),
+        ("3800m", 3.8),
+        ("123456789n", 0.123456789),
+        ("16Gi", 16 * 2**30),
+        ("1e3", 1000),
+        (100, 100),
+        ("1.5M", 1_500_000),
+    ],
+)
+def test_quantities(text, value):
+    assert parse_quantity(text) == pytest.approx(value)
+
+
+def test_formatting():
+    assert (
+        format_duration(42) == "42s"
+        and format_duration(190) == "3m10s"
+        and format_duration(120) == "2m"
+    )
+    assert format_rate(None) == "-"
+    assert format_rate(12_345_678) == "12.3MB/s"
+    assert format_rate(1_000_000, bits=True) == "8.0Mb/s"
+    assert format_rate(512) == "512B/s"
+
+
+def test_selector_forms():
+    labels = {"filter.xy.com": "", "zone": "a", "tier": "edge"}
+    assert parse_selector("filter.xy.com").matches(labels)
+    assert parse_selector("zone in (a,b),tier=edge").matches(labels)
+    assert not parse_selector("zone notin (a)").matches(labels)
+    assert parse_selector("!spot,tier!=db").matches(labels)
+    assert not parse_selector("spot").matches(labels)
+    with pytest.raises(ConfigError, match="cannot read"):
+        parse_selector("zone in a")
