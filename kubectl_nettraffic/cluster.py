@@ -17,7 +17,7 @@ from typing import Any, Generic, TypeVar
 
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
-from kubernetes.client.rest import ApiException
+from kubernetes.client.exceptions import ApiException
 
 from kubectl_nettraffic.errors import ClusterError
 from kubectl_nettraffic.nodes import Node, node_from_json, nodes_from_list

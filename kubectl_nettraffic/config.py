@@ -116,6 +116,8 @@ class ExtenderSettings:
 
 @dataclass(frozen=True)
 class ServerSettings:
+    # All interfaces: the API server reaches the pod through its Service.
+    address: str = "0.0.0.0"
     port: int = 8443
     cert_file: str = "/etc/nettraffic/tls/tls.crt"
     key_file: str = "/etc/nettraffic/tls/tls.key"
@@ -287,7 +289,7 @@ def _scheduler_names(key: str, value: Any) -> tuple[str, ...]:
 
 
 def _log_level(key: str, value: Any) -> str:
-    return _choice("debug", "info", "warning", "error")(key, str(value).lower())
+    return str(_choice("debug", "info", "warning", "error")(key, str(value).lower()))
 
 
 # YAML key -> (dataclass field, parser). Nested sections map to dataclasses.
@@ -351,6 +353,7 @@ _SCHEMA: dict[str, tuple[str, Any]] = {
     "server": (
         "server",
         {
+            "address": ("address", _string),
             "port": ("port", _integer(1, 65535)),
             "certFile": ("cert_file", _string),
             "keyFile": ("key_file", _string),

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from kubectl_nettraffic.config import Settings
 from kubectl_nettraffic.errors import NetTrafficError
 from kubectl_nettraffic.labels import parse_selector
-from kubectl_nettraffic.nodes import Node
+from kubectl_nettraffic.nodes import Node, ineligibility
 from kubectl_nettraffic.scoring import NodeScore, score_nodes
 from kubectl_nettraffic.sources.metrics_server import MetricsServerSource, NodeUsage
 from kubectl_nettraffic.sources.prometheus import NodeTraffic, PrometheusSource, TrafficReport
@@ -45,6 +45,10 @@ class Snapshot:
     scores: tuple[NodeScore, ...]  # ranked, best first
     nodes: Mapping[str, Node]
     diagnostics: Diagnostics
+    # For placement: eligible nodes with data (best first), and nodes with
+    # data blocked only by taints, which a tolerating pod may still use.
+    candidates: tuple[NodeScore, ...] = ()
+    tainted: tuple[NodeScore, ...] = ()
 
     def age(self, now: float) -> float:
         return max(0.0, now - self.generated_at)
@@ -130,6 +134,9 @@ class Scoreboard:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._refresh_lock = threading.Lock()
+        # Held while a pod's nodes are chosen and booked in the ledger, so
+        # concurrent admissions see each other's bookings.
+        self.steering_lock = threading.Lock()
 
     @property
     def snapshot(self) -> Snapshot | None:
@@ -197,13 +204,23 @@ class Scoreboard:
                 non_finite=report.non_finite if report else (),
                 errors=tuple(errors),
             )
+            by_name = {node.name: node for node in nodes}
+            tolerate_all = [{"operator": "Exists"}]
             snapshot = Snapshot(
                 generated_at=measured_at,
                 source="prometheus" if report else "metrics-server",
                 window=self.settings.prometheus.window,
                 scores=tuple(scores),
-                nodes={node.name: node for node in nodes},
+                nodes=by_name,
                 diagnostics=diagnostics,
+                candidates=tuple(s for s in scores if s.eligible and s.has_data),
+                tainted=tuple(
+                    s
+                    for s in scores
+                    if not s.eligible
+                    and s.has_data
+                    and ineligibility(by_name[s.name], self.selector, tolerate_all) is None
+                ),
             )
             self._snapshot = snapshot  # one reference swap: readers see old or new
             self.ledger.prune(measured_at)

@@ -37,7 +37,7 @@ class MetricsServerSource:
             ) from None
         usage: dict[str, NodeUsage] = {}
         for item in document.get("items") or []:
-            name = (item.get("metadata") or {}).get("name")
+            name = str((item.get("metadata") or {}).get("name") or "")
             values = item.get("usage") or {}
             try:
                 usage[name] = NodeUsage(

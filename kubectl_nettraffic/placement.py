@@ -1,0 +1,318 @@
+"""Pure placement: a pod and a snapshot in, preferred node terms and a JSON
+patch out.
+
+Rules (DESIGN.md §3, Pod mutation):
+- Candidates are nodes the pod could actually run on: eligible in the
+  snapshot (or blocked only by taints the pod tolerates), matching its
+  nodeSelector and required node affinity, and with data.
+- The top N candidates by score (in-flight load included) become one
+  preferred term each, ``matchFields metadata.name In [node]``, with weights
+  graded by score: the best gets 100, each other 100 minus its score gap to
+  the best, never below 1.
+- Existing affinity of any shape is kept; our terms are appended. A pod that
+  already carries ``nettraffic.io/preferred-nodes`` is left alone, so
+  reinvocation adds nothing twice.
+"""
+
+import copy
+import heapq
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import jsonpatch
+
+from kubectl_nettraffic.labels import LabelSelector
+from kubectl_nettraffic.nodes import Node, ineligibility
+from kubectl_nettraffic.scoring import NodeScore
+from kubectl_nettraffic.units import parse_quantity
+
+ANNOTATION_PREFIX = "nettraffic.io/"
+PREFERRED_NODES = "nettraffic.io/preferred-nodes"
+SCORED_AT = "nettraffic.io/scored-at"
+SOURCE = "nettraffic.io/source"
+SKIPPED = "nettraffic.io/skipped"
+EXPECTED_BANDWIDTH = "nettraffic.io/expected-bandwidth"
+SKIP_LABEL = "nettraffic.io/skip"
+PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
+REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
+MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
+
+Pod = Mapping[str, Any]
+JsonPatch = list[dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class Preference:
+    node: str
+    weight: int
+    score: float
+
+
+def _metadata(pod: Pod) -> Mapping[str, Any]:
+    return pod.get("metadata") or {}
+
+
+def _spec(pod: Pod) -> Mapping[str, Any]:
+    return pod.get("spec") or {}
+
+
+def untouchable_reason(
+    pod: Pod, namespace_labels: Mapping[str, str] | None, scheduler_names: Sequence[str]
+) -> str | None:
+    """Pods we never modify at all (no patch, not even an annotation)."""
+    metadata, spec = _metadata(pod), _spec(pod)
+    if spec.get("nodeName"):
+        return "node-name-set"
+    if MIRROR_ANNOTATION in (metadata.get("annotations") or {}):
+        return "mirror-pod"
+    if any(ref.get("kind") == "DaemonSet" for ref in metadata.get("ownerReferences") or []):
+        return "daemonset"
+    if (metadata.get("labels") or {}).get(SKIP_LABEL) == "true":
+        return "skip-label"
+    if (namespace_labels or {}).get(SKIP_LABEL) == "true":
+        return "namespace-skip-label"
+    if (spec.get("schedulerName") or "default-scheduler") not in scheduler_names:
+        return "scheduler-name"
+    if PREFERRED_NODES in (metadata.get("annotations") or {}):
+        return "already-steered"
+    return None
+
+
+def pod_bandwidth(pod: Pod, default: float) -> tuple[float, str | None]:
+    """Expected bytes/s of the pod, and a warning when its annotation is unusable."""
+    text = (_metadata(pod).get("annotations") or {}).get(EXPECTED_BANDWIDTH)
+    if text is None:
+        return default, None
+    try:
+        value = parse_quantity(str(text))
+    except ValueError:
+        value = -1.0
+    if value < 0:
+        return default, (
+            f"{EXPECTED_BANDWIDTH}={text!r} is not a bandwidth in bytes/s; "
+            f"using the default {default:g}. Write it like 10Mi or 500k"
+        )
+    return value, None
+
+
+# ---------------------------------------------------------------- constraints
+
+
+def _expression_matches(expression: Mapping[str, Any], value: str | None) -> bool:
+    operator = expression.get("operator")
+    values = [str(v) for v in expression.get("values") or []]
+    if operator == "In":
+        return value is not None and value in values
+    if operator == "NotIn":
+        return value is None or value not in values
+    if operator == "Exists":
+        return value is not None
+    if operator == "DoesNotExist":
+        return value is None
+    if operator in ("Gt", "Lt") and value is not None and len(values) == 1:
+        try:
+            left, right = int(value), int(values[0])
+        except ValueError:
+            return False
+        return left > right if operator == "Gt" else left < right
+    return False
+
+
+def _term_matches(term: Mapping[str, Any], node: Node) -> bool:
+    expressions = term.get("matchExpressions") or []
+    fields = term.get("matchFields") or []
+    if not expressions and not fields:
+        return False  # Kubernetes: an empty term matches no node
+    for expression in expressions:
+        if not _expression_matches(expression, node.labels.get(str(expression.get("key")))):
+            return False
+    for expression in fields:
+        value = node.name if expression.get("key") == "metadata.name" else None
+        if not _expression_matches(expression, value):
+            return False
+    return True
+
+
+def pod_fits(pod: Pod) -> Callable[[Node], bool]:
+    """nodeSelector and required node affinity of ``pod`` as a node predicate."""
+    spec = _spec(pod)
+    selector = {str(k): str(v) for k, v in (spec.get("nodeSelector") or {}).items()}
+    required = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(REQUIRED) or {}
+    terms = required.get("nodeSelectorTerms")
+
+    def fits(node: Node) -> bool:
+        if any(node.labels.get(k) != v for k, v in selector.items()):
+            return False
+        return terms is None or any(_term_matches(t, node) for t in terms)
+
+    return fits
+
+
+# ---------------------------------------------------------------- choosing
+
+
+def choose_nodes(
+    candidates: Sequence[NodeScore],
+    tainted: Sequence[NodeScore],
+    nodes: Mapping[str, Node],
+    pod: Pod,
+    selector: LabelSelector,
+    inflight: Mapping[str, tuple[float, int]],
+    count: int,
+) -> list[Preference]:
+    """The best ``count`` nodes for ``pod``, in-flight load included.
+
+    ``candidates`` are eligible nodes with data, best base score first.
+    In-flight load only lowers a score, so the scan stops as soon as a node's
+    base score cannot beat the current N-th best: cost grows with N and the
+    number of busy nodes, not with cluster size. ``tainted`` (usually few)
+    are nodes blocked only by taints; they count if the pod tolerates them.
+    """
+    fits = pod_fits(pod)
+    # Min-heap of (effective score, -position, score): the worst kept choice on
+    # top. Position in the base ranking breaks ties (less traffic, then name).
+    best: list[tuple[float, int, NodeScore]] = []
+
+    def consider(position: int, score: NodeScore) -> None:
+        node = nodes.get(score.name)
+        if node is None or not fits(node):
+            return
+        key = (score.score_with(inflight.get(score.name, (0.0, 0))[0]), -position, score)
+        if len(best) < count:
+            heapq.heappush(best, key)
+        elif key[:2] > best[0][:2]:
+            heapq.heapreplace(best, key)
+
+    for position, score in enumerate(candidates):
+        if len(best) == count and score.score <= best[0][0]:
+            break
+        consider(position, score)
+    tolerations = _spec(pod).get("tolerations") or []
+    if tolerations:
+        for position, score in enumerate(tainted, start=len(candidates)):
+            node = nodes.get(score.name)
+            if node is not None and ineligibility(node, selector, tolerations) is None:
+                consider(position, score)
+
+    ranked = sorted(best, key=lambda entry: entry[:2], reverse=True)
+    if not ranked:
+        return []
+    top = ranked[0][0]
+    return [
+        Preference(
+            node=score.name,
+            weight=max(1, min(100, round(100 - (top - effective)))),
+            score=effective,
+        )
+        for effective, _, score in ranked
+    ]
+
+
+# ---------------------------------------------------------------- patching
+
+
+def _escape(key: str) -> str:
+    return key.replace("~", "~0").replace("/", "~1")
+
+
+def _term(preference: Preference) -> dict[str, Any]:
+    return {
+        "weight": preference.weight,
+        "preference": {
+            "matchFields": [{"key": "metadata.name", "operator": "In", "values": [preference.node]}]
+        },
+    }
+
+
+def _steered_nodes(pod: Pod) -> set[str]:
+    """Nodes that already have a one-node matchFields preferred term."""
+    affinity = (_spec(pod).get("affinity") or {}).get("nodeAffinity") or {}
+    found: set[str] = set()
+    for term in affinity.get(PREFERRED) or []:
+        for field in (term.get("preference") or {}).get("matchFields") or []:
+            if field.get("key") == "metadata.name" and field.get("operator") == "In":
+                found.update(field.get("values") or [])
+    return found
+
+
+def annotation_ops(pod: Pod, annotations: Mapping[str, str]) -> JsonPatch:
+    existing = _metadata(pod).get("annotations")
+    if not isinstance(existing, Mapping):
+        return [{"op": "add", "path": "/metadata/annotations", "value": dict(annotations)}]
+    return [
+        {"op": "add", "path": f"/metadata/annotations/{_escape(key)}", "value": value}
+        for key, value in annotations.items()
+    ]
+
+
+def affinity_patch(
+    pod: Pod, preferences: Sequence[Preference], annotations: Mapping[str, str]
+) -> JsonPatch:
+    """JSON patch appending our terms to whatever affinity the pod has."""
+    already = _steered_nodes(pod)
+    terms = [_term(p) for p in preferences if p.node not in already]
+    ops: JsonPatch = []
+    affinity = _spec(pod).get("affinity")
+    if terms:
+        if not isinstance(affinity, Mapping):
+            ops.append(
+                {
+                    "op": "add",
+                    "path": "/spec/affinity",
+                    "value": {"nodeAffinity": {PREFERRED: terms}},
+                }
+            )
+        elif not isinstance(affinity.get("nodeAffinity"), Mapping):
+            ops.append(
+                {"op": "add", "path": "/spec/affinity/nodeAffinity", "value": {PREFERRED: terms}}
+            )
+        elif not isinstance(affinity["nodeAffinity"].get(PREFERRED), list):
+            ops.append(
+                {"op": "add", "path": f"/spec/affinity/nodeAffinity/{PREFERRED}", "value": terms}
+            )
+        else:
+            ops.extend(
+                {"op": "add", "path": f"/spec/affinity/nodeAffinity/{PREFERRED}/-", "value": t}
+                for t in terms
+            )
+    return ops + annotation_ops(pod, annotations)
+
+
+class PatchCheckFailed(ValueError):
+    """Our patch, applied locally, did not give a valid pod."""
+
+
+def apply_and_check(pod: Pod, patch: JsonPatch) -> dict[str, Any]:
+    """Apply ``patch`` to a copy of ``pod`` and check the result before sending it."""
+    try:
+        result: dict[str, Any] = jsonpatch.apply_patch(copy.deepcopy(dict(pod)), patch)
+    except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException, TypeError) as error:
+        raise PatchCheckFailed(f"patch does not apply: {error}") from None
+    spec, original_spec = result.get("spec"), _spec(pod)
+    if not isinstance(spec, dict):
+        raise PatchCheckFailed("patched pod has no spec")
+    for key, value in original_spec.items():
+        if key != "affinity" and spec.get(key) != value:
+            raise PatchCheckFailed(f"patch changed spec.{key}")
+    for key in ("podAffinity", "podAntiAffinity"):
+        if (original_spec.get("affinity") or {}).get(key) != (spec.get("affinity") or {}).get(key):
+            raise PatchCheckFailed(f"patch changed spec.affinity.{key}")
+    node_affinity = (spec.get("affinity") or {}).get("nodeAffinity") or {}
+    before = (original_spec.get("affinity") or {}).get("nodeAffinity") or {}
+    if node_affinity.get(REQUIRED) != before.get(REQUIRED):
+        raise PatchCheckFailed("patch changed required node affinity")
+    terms = node_affinity.get(PREFERRED) or []
+    if terms[: len(before.get(PREFERRED) or [])] != (before.get(PREFERRED) or []):
+        raise PatchCheckFailed("patch changed existing preferred terms")
+    for term in terms:
+        weight = term.get("weight") if isinstance(term, dict) else None
+        if not isinstance(weight, int) or not 1 <= weight <= 100:
+            raise PatchCheckFailed(f"preferred term weight {weight!r} is outside 1..100")
+        for field in (term.get("preference") or {}).get("matchFields") or []:
+            if len(field.get("values") or []) != 1:
+                raise PatchCheckFailed("a matchFields requirement must have exactly one value")
+    annotations = (result.get("metadata") or {}).get("annotations") or {}
+    if not all(isinstance(v, str) for v in annotations.values()):
+        raise PatchCheckFailed("an annotation value is not a string")
+    return result

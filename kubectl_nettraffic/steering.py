@@ -1,0 +1,121 @@
+"""One admission decision: skip rules, candidate choice, burst booking, patch.
+
+Glue between the scoreboard (live state) and placement (pure rules); the
+webhook's /mutate and the placement benchmark both call ``Steerer.decide``.
+"""
+
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from kubectl_nettraffic.config import Settings
+from kubectl_nettraffic.placement import (
+    PREFERRED_NODES,
+    SCORED_AT,
+    SKIPPED,
+    SOURCE,
+    JsonPatch,
+    PatchCheckFailed,
+    Pod,
+    Preference,
+    affinity_patch,
+    annotation_ops,
+    apply_and_check,
+    choose_nodes,
+    pod_bandwidth,
+    untouchable_reason,
+)
+from kubectl_nettraffic.scoreboard import Scoreboard
+from kubectl_nettraffic.scoreview import rfc3339
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Decision:
+    patch: JsonPatch | None  # None: allow unchanged
+    preferences: tuple[Preference, ...] = ()
+    skip: str | None = None  # reason code when not steered
+    warnings: tuple[str, ...] = ()
+    source: str | None = None
+
+
+class Steerer:
+    def __init__(
+        self, scoreboard: Scoreboard, settings: Settings, clock: Callable[[], float] = time.time
+    ) -> None:
+        self.scoreboard = scoreboard
+        self.settings = settings
+        self.clock = clock
+
+    def _skipped(self, pod: Pod, reason: str, warning: str) -> Decision:
+        # Soft skips are written on the pod so `kubectl nettraffic explain` can say why.
+        patch = annotation_ops(pod, {SKIPPED: reason})
+        try:
+            apply_and_check(pod, patch)
+        except PatchCheckFailed:
+            patch = []
+        return Decision(patch=patch or None, skip=reason, warnings=(warning,))
+
+    def decide(
+        self, pod: Pod, namespace_labels: Mapping[str, str] | None, dry_run: bool
+    ) -> Decision:
+        steering = self.settings.steering
+        reason = untouchable_reason(pod, namespace_labels, steering.scheduler_names)
+        if reason:
+            return Decision(patch=None, skip=reason)
+        snapshot = self.scoreboard.snapshot
+        if snapshot is None:
+            return self._skipped(
+                pod,
+                "no-snapshot",
+                "nettraffic: no traffic data yet; node choice left to the scheduler",
+            )
+        if self.scoreboard.is_stale(snapshot):
+            age = snapshot.age(self.clock())
+            return self._skipped(
+                pod,
+                "stale-snapshot",
+                f"nettraffic: traffic data is {age:.0f}s old; node choice left to the scheduler",
+            )
+        bandwidth, warning = pod_bandwidth(pod, steering.default_pod_bandwidth)
+        warnings = (warning,) if warning else ()
+        with self.scoreboard.steering_lock:
+            inflight = self.scoreboard.ledger.view(snapshot.generated_at)
+            preferences = choose_nodes(
+                snapshot.candidates,
+                snapshot.tainted,
+                snapshot.nodes,
+                pod,
+                self.scoreboard.selector,
+                inflight,
+                steering.preferred_nodes,
+            )
+            if not preferences:
+                decision = self._skipped(
+                    pod, "no-candidate", "nettraffic: no eligible node fits this pod's constraints"
+                )
+                return Decision(
+                    decision.patch, skip=decision.skip, warnings=warnings + decision.warnings
+                )
+            annotations = {
+                PREFERRED_NODES: ",".join(p.node for p in preferences),
+                SCORED_AT: rfc3339(snapshot.generated_at),
+                SOURCE: snapshot.source,
+            }
+            patch = affinity_patch(pod, preferences, annotations)
+            try:
+                apply_and_check(pod, patch)
+            except PatchCheckFailed as error:
+                log.warning("patch check failed, allowing unchanged: %s", error)
+                return Decision(
+                    patch=None,
+                    skip="patch-check-failed",
+                    warnings=(*warnings, f"nettraffic: patch not applied ({error})"),
+                )
+            if not dry_run:  # sideEffects None: a dry run books nothing
+                self.scoreboard.ledger.add(preferences[0].node, bandwidth, self.clock())
+        return Decision(
+            patch=patch, preferences=tuple(preferences), warnings=warnings, source=snapshot.source
+        )

@@ -1,0 +1,114 @@
+"""AdmissionReview v1 on the wire: parse and validate a request, build the
+response. Pure; types follow k8s.io/api/admission/v1/types.go.
+"""
+
+import base64
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, NotRequired, TypedDict
+
+from kubectl_nettraffic.errors import InputError
+
+API_VERSION = "admission.k8s.io/v1"
+KIND = "AdmissionReview"
+
+
+class HttpInputError(InputError):
+    """Malformed input, with the HTTP status that says so."""
+
+    def __init__(self, message: str, status: int = 400) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class AdmissionResponse(TypedDict):
+    uid: str
+    allowed: bool
+    patchType: NotRequired[str]
+    patch: NotRequired[str]
+    warnings: NotRequired[list[str]]
+
+
+class AdmissionReviewOut(TypedDict):
+    apiVersion: str
+    kind: str
+    response: AdmissionResponse
+
+
+@dataclass(frozen=True)
+class Review:
+    api_version: str
+    kind: str
+    uid: str
+    operation: str
+    resource_kind: str  # request.kind.kind
+    namespace: str
+    name: str  # request.name, empty for generateName pods
+    obj: Mapping[str, Any] | None
+    dry_run: bool
+
+    @property
+    def is_pod_create(self) -> bool:
+        return self.operation == "CREATE" and self.resource_kind == "Pod"
+
+    def pod_name(self) -> str:
+        """A name for logs: request.name, else generateName + '*'."""
+        metadata = (self.obj or {}).get("metadata") or {}
+        return self.name or metadata.get("name") or f"{metadata.get('generateName', '')}*"
+
+
+def parse_review(body: Any) -> Review:
+    """Validate an AdmissionReview request; raise HttpInputError saying what is wrong."""
+    if not isinstance(body, dict):
+        raise HttpInputError("body is not a JSON object; send an AdmissionReview")
+    api_version = body.get("apiVersion")
+    if api_version != API_VERSION:
+        raise HttpInputError(
+            f"apiVersion {api_version!r} is not supported; send {API_VERSION} "
+            "(admissionReviewVersions: [v1] in the webhook configuration)"
+        )
+    if body.get("kind") != KIND:
+        raise HttpInputError(f"kind {body.get('kind')!r} is not {KIND}")
+    request = body.get("request")
+    if not isinstance(request, dict):
+        raise HttpInputError("AdmissionReview has no request object")
+    uid = request.get("uid")
+    if not isinstance(uid, str) or not uid:
+        raise HttpInputError("request.uid is missing; the API server always sets it")
+    kind = request.get("kind") or {}
+    resource_kind = kind.get("kind", "") if isinstance(kind, dict) else ""
+    operation = str(request.get("operation") or "")
+    obj = request.get("object")
+    if operation == "CREATE" and resource_kind == "Pod":
+        if not isinstance(obj, dict):
+            raise HttpInputError("request.object is missing for a Pod CREATE")
+        if obj.get("kind", "Pod") != "Pod" or not isinstance(obj.get("spec", {}), dict):
+            raise HttpInputError(f"request.object is a {obj.get('kind')!r}, not a Pod")
+    return Review(
+        api_version=api_version,
+        kind=KIND,
+        uid=uid,
+        operation=operation,
+        resource_kind=str(resource_kind),
+        namespace=str(
+            request.get("namespace") or (obj or {}).get("metadata", {}).get("namespace") or ""
+        ),
+        name=str(request.get("name") or ""),
+        obj=obj if isinstance(obj, dict) else None,
+        dry_run=bool(request.get("dryRun", False)),
+    )
+
+
+def build_response(
+    review: Review, patch: Sequence[Mapping[str, Any]] | None = None, warnings: Sequence[str] = ()
+) -> AdmissionReviewOut:
+    """Always allowed: this webhook only ever advises. uid/apiVersion/kind are echoed."""
+    response: AdmissionResponse = {"uid": review.uid, "allowed": True}
+    if patch:
+        response["patchType"] = "JSONPatch"
+        response["patch"] = base64.b64encode(json.dumps(list(patch)).encode()).decode()
+    if warnings:
+        # The API server may truncate warnings over 256 characters; ours are short.
+        response["warnings"] = [w[:256] for w in warnings]
+    return {"apiVersion": review.api_version, "kind": review.kind, "response": response}

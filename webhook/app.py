@@ -1,0 +1,321 @@
+"""The HTTP server: a thin flask layer over the engine.
+
+``create_app(settings, scoreboard=None)`` builds the app. Without a
+scoreboard it wires the engine from settings and starts the refresher (the
+production path, run inside the gunicorn worker). Every request handler
+answers JSON; bad input gets 400/413/415 with a message that says what to
+fix; nothing ever answers a traceback, and /mutate never denies a pod.
+"""
+
+import json
+import logging
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from flask import Flask, Response, g, request
+from werkzeug.exceptions import HTTPException
+
+from kubectl_nettraffic.cluster import ListWatchCache, namespace_cache
+from kubectl_nettraffic.config import Settings
+from kubectl_nettraffic.engine import build_engine
+from kubectl_nettraffic.scoreboard import Scoreboard
+from kubectl_nettraffic.scoreview import diagnostics_document, scores_document
+from kubectl_nettraffic.steering import Steerer
+from webhook import admission, extender
+from webhook.admission import HttpInputError
+from webhook.metrics import ADMISSION_BUCKETS, Counter, Gauge, Histogram, Reading, Registry
+from webhook.tls import reloader_for
+
+log = logging.getLogger("nettraffic.webhook")
+
+
+class WebhookMetrics:
+    def __init__(self, scoreboard: Scoreboard) -> None:
+        self.registry = Registry()
+        add = self.registry.add
+        self.requests = add(
+            Counter(
+                "nettraffic_http_requests_total",
+                "HTTP requests by path and status code.",
+                ("path", "code"),
+            )
+        )
+        self.admission_latency = add(
+            Histogram(
+                "nettraffic_admission_duration_seconds",
+                "Time to answer an AdmissionReview, in the API server's webhook buckets.",
+                ADMISSION_BUCKETS,
+            )
+        )
+        self.admissions = add(
+            Counter(
+                "nettraffic_admission_reviews_total", "AdmissionReviews by outcome.", ("outcome",)
+            )
+        )
+        self.mutations = add(Counter("nettraffic_mutations_total", "Pods given preferred nodes."))
+        self.skips = add(
+            Counter("nettraffic_skips_total", "Pods not steered, by reason.", ("reason",))
+        )
+        self.extender = add(
+            Counter(
+                "nettraffic_extender_requests_total",
+                "Extender calls by verb and outcome.",
+                ("verb", "outcome"),
+            )
+        )
+        now = scoreboard.clock
+        add(
+            Gauge(
+                "nettraffic_snapshot_age_seconds",
+                "Age of the data behind the current scores.",
+                lambda: scoreboard.snapshot.age(now()) if scoreboard.snapshot else None,
+            )
+        )
+        add(
+            Gauge(
+                "nettraffic_snapshot_stale",
+                "1 when the scores are older than refresh.maxStaleness.",
+                lambda: float(scoreboard.is_stale(scoreboard.snapshot)),
+            )
+        )
+        add(
+            Gauge(
+                "nettraffic_refresh_duration_seconds",
+                "Duration of the last refresh.",
+                lambda: scoreboard.last_refresh_seconds,
+            )
+        )
+        add(
+            Gauge(
+                "nettraffic_scored_nodes",
+                "Nodes in the current snapshot.",
+                lambda: float(len(scoreboard.snapshot.scores)) if scoreboard.snapshot else None,
+            )
+        )
+        add(
+            Reading(
+                "nettraffic_source_failures_total",
+                "Failed reads per source.",
+                "counter",
+                ("source",),
+                lambda: {(k,): float(v) for k, v in scoreboard.source_failures.items()},
+            )
+        )
+
+
+def _json(body: Any, status: int = 200) -> Response:
+    return Response(json.dumps(body), status=status, mimetype="application/json")
+
+
+def _error(message: str, status: int, go_field: bool = False) -> Response:
+    body: dict[str, Any] = {"error": message}
+    if go_field:
+        body["Error"] = message  # the extender protocol's own error field
+    return _json(body, status)
+
+
+def _read_json_body() -> Any:
+    mimetype = request.mimetype
+    if mimetype != "application/json":
+        raise HttpInputError(
+            f"Content-Type {request.content_type or '(none)'!r} is not supported; send application/json",
+            status=415,
+        )
+    raw = request.get_data(cache=False)  # raises 413 past MAX_CONTENT_LENGTH
+    try:
+        return json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as error:
+        raise HttpInputError(f"body is not valid JSON: {error}") from None
+
+
+# Past this, a too-large body is not read to the end; the connection just closes.
+DRAIN_LIMIT = 64 * 2**20
+
+
+def _drain_body() -> None:
+    """Read and drop an oversized body so the client receives our 413 instead
+    of a reset connection while it is still sending."""
+    stream = request.environ.get("wsgi.input")
+    length = request.content_length or 0
+    if stream is None or length > DRAIN_LIMIT:
+        return
+    remaining = length
+    while remaining > 0:
+        chunk = stream.read(min(remaining, 1 << 20))
+        if not chunk:
+            return
+        remaining -= len(chunk)
+
+
+def create_app(
+    settings: Settings,
+    scoreboard: Scoreboard | None = None,
+    namespaces: ListWatchCache[Mapping[str, str]] | None = None,
+) -> Flask:
+    if scoreboard is None:
+        engine = build_engine(settings)
+        scoreboard = engine.scoreboard.start()
+        if engine.api is not None and namespaces is None:
+            namespaces = namespace_cache(engine.api).start()
+    board: Scoreboard = scoreboard
+    steerer = Steerer(board, settings)
+    metrics = WebhookMetrics(board)
+    cert = reloader_for(settings.server.cert_file, settings.server.key_file)
+
+    app = Flask("nettraffic-webhook")
+    app.config["MAX_CONTENT_LENGTH"] = settings.server.max_request_bytes
+    app.extensions["nettraffic"] = {"scoreboard": board, "metrics": metrics, "steerer": steerer}
+
+    @app.before_request
+    def _start_timer() -> None:
+        g.started = time.perf_counter()
+
+    @app.after_request
+    def _count(response: Response) -> Response:
+        metrics.requests.inc(
+            request.path if request.url_rule else "other", str(response.status_code)
+        )
+        return response
+
+    @app.errorhandler(HTTPException)
+    def _http_error(error: HTTPException) -> Response:
+        if error.code == 413:
+            _drain_body()
+        messages = {
+            413: f"body is larger than {settings.server.max_request_bytes} bytes (server.maxRequestBytes)",
+            404: f"no endpoint {request.path}; see /mutate, /scheduler/filter, /scheduler/prioritize, /scores",
+            405: f"{request.method} is not allowed on {request.path}",
+        }
+        return _error(
+            messages.get(error.code or 500, error.description or "error"),
+            error.code or 500,
+            request.path.startswith("/scheduler/"),
+        )
+
+    @app.errorhandler(HttpInputError)
+    def _input_error(error: HttpInputError) -> Response:
+        log.info("bad request to %s: %s", request.path, error)
+        return _error(str(error), error.status, request.path.startswith("/scheduler/"))
+
+    @app.errorhandler(Exception)
+    def _unexpected(error: Exception) -> Response:
+        log.exception("unexpected error on %s", request.path)
+        return _error(
+            "internal error; see the webhook's log", 500, request.path.startswith("/scheduler/")
+        )
+
+    @app.post("/mutate")
+    def mutate() -> Response:
+        review = admission.parse_review(_read_json_body())
+        try:
+            response = _admit(review)
+        except Exception:
+            # Never block a pod: anything unexpected means "allow unchanged".
+            log.exception(
+                "uid=%s pod=%s/%s: decision failed; allowing unchanged",
+                review.uid,
+                review.namespace,
+                review.pod_name(),
+            )
+            metrics.admissions.inc("error")
+            response = admission.build_response(
+                review, warnings=["nettraffic: internal error; pod not steered"]
+            )
+        metrics.admission_latency.observe(time.perf_counter() - g.started)
+        return _json(response)
+
+    def _admit(review: admission.Review) -> admission.AdmissionReviewOut:
+        if not review.is_pod_create or review.obj is None:
+            metrics.admissions.inc("ignored")
+            return admission.build_response(review)
+        labels = namespaces.get(review.namespace) if namespaces is not None else None
+        decision = steerer.decide(review.obj, labels, review.dry_run)
+        if decision.preferences:
+            metrics.admissions.inc("mutated")
+            metrics.mutations.inc()
+            log.info(
+                "uid=%s pod=%s/%s preferred=%s dryRun=%s",
+                review.uid,
+                review.namespace,
+                review.pod_name(),
+                ",".join(p.node for p in decision.preferences),
+                review.dry_run,
+            )
+        else:
+            metrics.admissions.inc("skipped")
+            metrics.skips.inc(decision.skip or "unknown")
+            log.info(
+                "uid=%s pod=%s/%s skipped=%s",
+                review.uid,
+                review.namespace,
+                review.pod_name(),
+                decision.skip,
+            )
+        return admission.build_response(review, decision.patch, decision.warnings)
+
+    def _extender_call(verb: str, answer: Callable[[extender.ExtenderArgs, bool], Any]) -> Response:
+        args = extender.parse_args(_read_json_body())
+        stale = board.is_stale(board.snapshot)
+        if stale:
+            log.warning("extender %s: scores missing or stale; expressing no opinion", verb)
+        metrics.extender.inc(verb, "degraded" if stale else "ok")
+        return _json(answer(args, stale))
+
+    @app.post("/scheduler/filter")
+    def scheduler_filter() -> Response:
+        return _extender_call(
+            "filter",
+            lambda args, stale: extender.filter_nodes(
+                args, board.snapshot, stale, board.selector, settings.extender
+            ),
+        )
+
+    @app.post("/scheduler/prioritize")
+    def scheduler_prioritize() -> Response:
+        def answer(args: extender.ExtenderArgs, stale: bool) -> Any:
+            snapshot = board.snapshot
+            inflight = board.ledger.view(snapshot.generated_at) if snapshot else {}
+            return extender.prioritize(args, snapshot, stale, inflight)
+
+        return _extender_call("prioritize", answer)
+
+    @app.get("/scores")
+    def scores() -> Response:
+        snapshot = board.snapshot
+        if snapshot is None:
+            return _error("no scores yet; the first refresh has not finished (see /readyz)", 503)
+        document: dict[str, Any] = dict(
+            scores_document(
+                snapshot, board.ledger.view(snapshot.generated_at), board.is_stale(snapshot)
+            )
+        )
+        if request.args.get("diagnostics") in ("1", "true"):
+            document["diagnostics"] = diagnostics_document(snapshot)
+        return _json(document)
+
+    @app.get("/healthz")
+    def healthz() -> Response:
+        return _json({"status": "ok"})
+
+    @app.get("/readyz")
+    def readyz() -> Response:
+        snapshot = board.snapshot
+        status = cert.status()
+        body = {
+            "ready": snapshot is not None,
+            "snapshotAgeSeconds": round(snapshot.age(board.clock()), 3) if snapshot else None,
+            "stale": board.is_stale(snapshot),
+            "certificate": {
+                "served": status.served,
+                "onDisk": status.on_disk,
+                "inSync": status.in_sync,
+            },
+        }
+        return _json(body, 200 if snapshot is not None else 503)
+
+    @app.get("/metrics")
+    def prometheus_metrics() -> Response:
+        return Response(metrics.registry.expose(), mimetype="text/plain; version=0.0.4")
+
+    return app

@@ -1,0 +1,142 @@
+"""The webhook's own metrics in the Prometheus text exposition format.
+
+A few dozen lines instead of a dependency: counters with labels, one
+histogram, and gauges read at scrape time. Thread-safe; one registry per app
+(tests build their own).
+"""
+
+import math
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from typing import Protocol, TypeVar
+
+# The API server's own webhook latency buckets
+# (apiserver_admission_webhook_admission_duration_seconds), so the two line up.
+ADMISSION_BUCKETS = (0.005, 0.025, 0.1, 0.5, 1.0, 2.5, 10.0, 25.0)
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def _labels(names: Sequence[str], values: Sequence[str]) -> str:
+    if not names:
+        return ""
+    pairs = ",".join(f'{n}="{_escape(v)}"' for n, v in zip(names, values, strict=True))
+    return "{" + pairs + "}"
+
+
+class Counter:
+    def __init__(self, name: str, help_text: str, labels: Sequence[str] = ()) -> None:
+        self.name, self.help, self.label_names = name, help_text, tuple(labels)
+        self._values: dict[tuple[str, ...], float] = {}
+        self._lock = threading.Lock()
+
+    def inc(self, *labels: str, amount: float = 1.0) -> None:
+        with self._lock:
+            self._values[labels] = self._values.get(labels, 0.0) + amount
+
+    def value(self, *labels: str) -> float:
+        with self._lock:
+            return self._values.get(labels, 0.0)
+
+    def expose(self) -> list[str]:
+        lines = [f"# HELP {self.name} {self.help}", f"# TYPE {self.name} counter"]
+        with self._lock:
+            for labels, value in sorted(self._values.items()):
+                lines.append(f"{self.name}{_labels(self.label_names, labels)} {value:g}")
+        return lines
+
+
+class Histogram:
+    def __init__(
+        self, name: str, help_text: str, buckets: Sequence[float], labels: Sequence[str] = ()
+    ) -> None:
+        self.name, self.help, self.buckets, self.label_names = (
+            name,
+            help_text,
+            tuple(buckets),
+            tuple(labels),
+        )
+        self._data: dict[tuple[str, ...], list[float]] = {}  # counts per bucket + [sum, count]
+        self._lock = threading.Lock()
+
+    def observe(self, seconds: float, *labels: str) -> None:
+        with self._lock:
+            data = self._data.setdefault(labels, [0.0] * (len(self.buckets) + 2))
+            for index, bound in enumerate(self.buckets):
+                if seconds <= bound:
+                    data[index] += 1
+            data[-2] += seconds
+            data[-1] += 1
+
+    def expose(self) -> list[str]:
+        lines = [f"# HELP {self.name} {self.help}", f"# TYPE {self.name} histogram"]
+        with self._lock:
+            for labels, data in sorted(self._data.items()):
+                names = (*self.label_names, "le")
+                for index, bound in enumerate(self.buckets):
+                    lines.append(
+                        f"{self.name}_bucket{_labels(names, (*labels, f'{bound:g}'))} {data[index]:g}"
+                    )
+                lines.append(f"{self.name}_bucket{_labels(names, (*labels, '+Inf'))} {data[-1]:g}")
+                lines.append(f"{self.name}_sum{_labels(self.label_names, labels)} {data[-2]:.6f}")
+                lines.append(f"{self.name}_count{_labels(self.label_names, labels)} {data[-1]:g}")
+        return lines
+
+
+class Gauge:
+    def __init__(self, name: str, help_text: str, read: Callable[[], float | None]) -> None:
+        self.name, self.help, self.read = name, help_text, read
+
+    def expose(self) -> list[str]:
+        value = self.read()
+        lines = [f"# HELP {self.name} {self.help}", f"# TYPE {self.name} gauge"]
+        if value is not None and not math.isnan(value):
+            lines.append(f"{self.name} {value:g}")
+        return lines
+
+
+class Reading:
+    """A labelled counter or gauge whose values live elsewhere, read at scrape time."""
+
+    def __init__(
+        self,
+        name: str,
+        help_text: str,
+        kind: str,
+        labels: Sequence[str],
+        read: Callable[[], Mapping[tuple[str, ...], float]],
+    ) -> None:
+        self.name, self.help, self.kind, self.label_names, self.read = (
+            name,
+            help_text,
+            kind,
+            tuple(labels),
+            read,
+        )
+
+    def expose(self) -> list[str]:
+        lines = [f"# HELP {self.name} {self.help}", f"# TYPE {self.name} {self.kind}"]
+        for labels, value in sorted(self.read().items()):
+            lines.append(f"{self.name}{_labels(self.label_names, labels)} {value:g}")
+        return lines
+
+
+class Exposable(Protocol):
+    def expose(self) -> list[str]: ...
+
+
+M = TypeVar("M", bound=Exposable)
+
+
+class Registry:
+    def __init__(self) -> None:
+        self.metrics: list[Exposable] = []
+
+    def add(self, metric: M) -> M:
+        self.metrics.append(metric)
+        return metric
+
+    def expose(self) -> str:
+        return "\n".join(line for metric in self.metrics for line in metric.expose()) + "\n"
