@@ -17,55 +17,19 @@ import requests
 
 from kubectl_nettraffic.certs import Issuance, write_files
 from tests.conftest import wait_for
-from tests.harness.exporter import LiveExporter
+from tests.e2e.conftest import (
+    EQUAL,
+    MIXED_RATES,
+)
+from tests.e2e.conftest import (
+    node_file as _node_file,
+)
+from tests.e2e.conftest import (
+    webhook_config as _config,
+)
 from tests.harness.fakeapi import node
-from tests.harness.prometheus import Device, Exporter, PrometheusServer
 from tests.harness.reviews import pod, review
 from tests.harness.webhook import WebhookProcess
-
-EQUAL = [f"n{i:02d}" for i in range(10)]
-MIXED_RATES = {"q1": 1e6, "q2": 3e6, "q3": 6e6}  # bytes/s, both directions together
-
-
-def _exporters() -> list[Exporter]:
-    exporters = [
-        Exporter(f"10.1.0.{i}:9100", name, [Device("eth0", 5e6, 5e6)])
-        for i, name in enumerate(EQUAL)
-    ]
-    for i, (name, total) in enumerate(MIXED_RATES.items()):
-        exporters.append(Exporter(f"10.2.0.{i}:9100", name, [Device("eth0", total / 2, total / 2)]))
-    exporters.append(Exporter("10.3.0.1:9100", "t1", [Device("eth0", 0.0, 0.0)]))
-    exporters.append(Exporter("10.3.0.2:9100", "gpu-free", [Device("eth0", 0.0, 0.0)]))
-    return exporters
-
-
-@pytest.fixture(scope="module")
-def prometheus():
-    exporter = LiveExporter(_exporters())
-    server = PrometheusServer(scrape_targets=[exporter.target], scrape_interval="1s")
-    yield server
-    server.stop()
-    exporter.stop()
-
-
-def _node_file(directory, name: str, nodes: list[dict]) -> str:
-    path = os.path.join(str(directory), name)
-    with open(path, "w") as handle:
-        json.dump({"apiVersion": "v1", "kind": "List", "items": nodes}, handle)
-    return path
-
-
-def _config(prometheus_url: str, node_file: str, **extra) -> dict:
-    config = {
-        "prometheus": {"url": prometheus_url, "window": "10s"},
-        "metricsServer": {"enabled": False},
-        "nodes": {"file": node_file},
-        "refresh": {"interval": "1s", "maxStaleness": "30s"},
-        "steering": {"podStartup": "10s"},
-    }
-    for key, value in extra.items():
-        config.setdefault(key, {}).update(value)
-    return config
 
 
 @pytest.fixture(scope="module")
