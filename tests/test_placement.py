@@ -1,0 +1,310 @@
+"""Pure placement rules: table tests and a hypothesis property test."""
+
+import copy
+
+import jsonpatch
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kubectl_nettraffic.config import settings_from_mapping
+from kubectl_nettraffic.labels import parse_selector
+from kubectl_nettraffic.nodes import node_from_json
+from kubectl_nettraffic.placement import (
+    PatchCheckFailed,
+    Preference,
+    affinity_patch,
+    apply_and_check,
+    choose_nodes,
+    pod_bandwidth,
+    pod_fits,
+)
+from kubectl_nettraffic.scoreboard import Scoreboard
+from kubectl_nettraffic.sources.prometheus import NodeTraffic
+from kubectl_nettraffic.steering import Steerer
+from tests.harness.fakeapi import node
+from tests.harness.reviews import pod
+
+EVERYONE = parse_selector("")
+
+
+def _board(loads: dict[str, float], **nodes_kwargs) -> Scoreboard:
+    """A scoreboard whose 'Prometheus' is a fixed traffic map (pure scoring inputs)."""
+    nodes = [node_from_json(node(name, **nodes_kwargs.get(name, {}))) for name in loads]
+
+    class FixedTraffic:
+        def fetch(self, _nodes):  # same interface as PrometheusSource.fetch
+            from kubectl_nettraffic.sources.prometheus import TrafficReport
+
+            return TrafficReport(
+                {n: NodeTraffic(v / 2, v / 2, None, ("x",)) for n, v in loads.items()},
+                (),
+                (),
+                {},
+                (),
+                1000.0,
+            )
+
+    settings = settings_from_mapping(
+        {"prometheus": {"url": "http://unused"}, "metricsServer": {"enabled": False}}
+    )
+    board = Scoreboard(settings, lambda: nodes, FixedTraffic(), None, clock=lambda: 1000.0)  # type: ignore[arg-type]
+    board.refresh()
+    return board
+
+
+def test_weights_are_graded_by_score():
+    board = _board({"a": 0.0, "b": 5e6, "c": 10e6, "d": 20e6})
+    snap = board.snapshot
+    prefs = choose_nodes(snap.candidates, snap.tainted, snap.nodes, pod(), EVERYONE, {}, 3)
+    assert [(p.node, p.weight) for p in prefs] == [("a", 100), ("b", 75), ("c", 50)]
+
+
+def test_choice_is_independent_of_cluster_size_past_the_top():
+    """Early stop: a node whose base score cannot beat the N-th best is never looked at."""
+    loads = {f"n{i:04d}": float(i) * 1e3 for i in range(5000)}
+    board = _board(loads)
+    snap = board.snapshot
+    looked = []
+
+    class Watching(dict):
+        def get(self, key, default=None):
+            looked.append(key)
+            return super().get(key, default)
+
+    prefs = choose_nodes(
+        snap.candidates, snap.tainted, Watching(snap.nodes), pod(), EVERYONE, {}, 3
+    )
+    assert [p.node for p in prefs] == ["n0000", "n0001", "n0002"]
+    assert len(looked) <= 4
+
+
+def test_inflight_load_moves_the_choice():
+    board = _board({"a": 1e6, "b": 2e6, "c": 8e6})
+    snap = board.snapshot
+    prefs = choose_nodes(
+        snap.candidates, snap.tainted, snap.nodes, pod(), EVERYONE, {"a": (2e6, 2)}, 2
+    )
+    assert [p.node for p in prefs] == ["b", "a"]
+
+
+@pytest.mark.parametrize(
+    ("spec", "fits"),
+    [
+        ({"nodeSelector": {"zone": "a"}}, {"x"}),
+        (
+            {
+                "affinity": {
+                    "nodeAffinity": {
+                        "requiredDuringSchedulingIgnoredDuringExecution": {
+                            "nodeSelectorTerms": [
+                                {
+                                    "matchExpressions": [
+                                        {"key": "zone", "operator": "NotIn", "values": ["a"]}
+                                    ]
+                                }
+                            ]
+                        }
+                    }
+                }
+            },
+            {"y", "z"},
+        ),
+        (
+            {
+                "affinity": {
+                    "nodeAffinity": {
+                        "requiredDuringSchedulingIgnoredDuringExecution": {
+                            "nodeSelectorTerms": [
+                                {
+                                    "matchExpressions": [
+                                        {"key": "gen", "operator": "Gt", "values": ["3"]}
+                                    ]
+                                },
+                                {
+                                    "matchFields": [
+                                        {"key": "metadata.name", "operator": "In", "values": ["x"]}
+                                    ]
+                                },
+                            ]
+                        }
+                    }
+                }
+            },
+            {"x", "z"},
+        ),
+        (
+            {
+                "affinity": {
+                    "nodeAffinity": {
+                        "requiredDuringSchedulingIgnoredDuringExecution": {
+                            "nodeSelectorTerms": [{}]
+                        }
+                    }
+                }
+            },
+            set(),
+        ),  # an empty term matches nothing, as in Kubernetes
+        (
+            {
+                "affinity": {
+                    "nodeAffinity": {
+                        "requiredDuringSchedulingIgnoredDuringExecution": {
+                            "nodeSelectorTerms": [
+                                {"matchExpressions": [{"key": "gpu", "operator": "DoesNotExist"}]}
+                            ]
+                        }
+                    }
+                }
+            },
+            {"x", "y"},
+        ),
+    ],
+)
+def test_pod_constraints(spec, fits):
+    nodes = [
+        node_from_json(node("x", labels={"zone": "a", "gen": "2"})),
+        node_from_json(node("y", labels={"zone": "b", "gen": "3"})),
+        node_from_json(node("z", labels={"zone": "b", "gen": "5", "gpu": "yes"})),
+    ]
+    predicate = pod_fits(pod(spec=spec))
+    assert {n.name for n in nodes if predicate(n)} == fits
+
+
+def test_bandwidth_annotation():
+    assert pod_bandwidth(pod(annotations={"nettraffic.io/expected-bandwidth": "10Mi"}), 1.0) == (
+        10 * 2**20,
+        None,
+    )
+    value, warning = pod_bandwidth(
+        pod(annotations={"nettraffic.io/expected-bandwidth": "10 MB"}), 7.0
+    )
+    assert value == 7.0 and "'10 MB' is not a bandwidth" in warning and "10Mi" in warning
+
+
+def test_patch_check_rejects_a_patch_that_would_change_other_fields():
+    original = pod()
+    bad = [{"op": "replace", "path": "/spec/restartPolicy", "value": "Never"}]
+    with pytest.raises(PatchCheckFailed, match="changed spec.restartPolicy"):
+        apply_and_check(original, bad)
+    bad_weight = affinity_patch(original, [Preference("a", 0, 1.0)], {})
+    with pytest.raises(PatchCheckFailed, match="outside 1..100"):
+        apply_and_check(original, bad_weight)
+
+
+def test_stale_and_missing_snapshots_skip_with_a_warning():
+    board = _board({"a": 1.0})
+    now = [1000.0]
+    board.clock = lambda: now[0]
+    steerer = Steerer(board, board.settings, clock=lambda: now[0])
+    assert steerer.decide(pod(), None, False).preferences
+    now[0] += 121
+    decision = steerer.decide(pod(), None, False)
+    assert decision.skip == "stale-snapshot" and "121s old" in decision.warnings[0]
+    board._snapshot = None
+    assert steerer.decide(pod(), None, False).skip == "no-snapshot"
+
+
+# ---------------------------------------------------------------- property
+
+_json_leaf = st.one_of(st.none(), st.booleans(), st.integers(-5, 5), st.text(max_size=5))
+_label = st.text(alphabet="abcxyz-./", min_size=1, max_size=8)
+_term = st.fixed_dictionaries(
+    {
+        "weight": st.integers(1, 100),
+        "preference": st.fixed_dictionaries(
+            {
+                "matchExpressions": st.lists(
+                    st.fixed_dictionaries(
+                        {
+                            "key": _label,
+                            "operator": st.sampled_from(["In", "NotIn", "Exists"]),
+                            "values": st.lists(_label, max_size=2),
+                        }
+                    ),
+                    max_size=2,
+                )
+            }
+        ),
+    }
+)
+_node_affinity = st.one_of(
+    st.none(),
+    st.just({}),
+    st.fixed_dictionaries(
+        {},
+        optional={
+            "preferredDuringSchedulingIgnoredDuringExecution": st.lists(_term, max_size=3),
+            "requiredDuringSchedulingIgnoredDuringExecution": st.just(
+                {
+                    "nodeSelectorTerms": [
+                        {"matchExpressions": [{"key": "zone", "operator": "Exists"}]}
+                    ]
+                }
+            ),
+        },
+    ),
+)
+_affinity = st.one_of(
+    st.none(),
+    st.just({}),
+    st.fixed_dictionaries(
+        {},
+        optional={
+            "nodeAffinity": _node_affinity,
+            "podAntiAffinity": st.just({"preferredDuringSchedulingIgnoredDuringExecution": []}),
+        },
+    ),
+)
+_annotations = st.one_of(st.none(), st.dictionaries(_label, st.text(max_size=5), max_size=3))
+
+
+def _leaves(value, path=()):
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield from _leaves(item, (*path, key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from _leaves(item, (*path, index))
+    else:
+        yield path, value
+
+
+def _lookup(value, path):
+    for part in path:
+        value = value[part]
+    return value
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    affinity=_affinity,
+    annotations=_annotations,
+    extra=st.dictionaries(_label, _json_leaf, max_size=3),
+    names=st.lists(st.sampled_from(["a", "b", "c", "d"]), min_size=1, max_size=3, unique=True),
+)
+def test_patch_is_idempotent_and_never_removes_a_field(affinity, annotations, extra, names):
+    original = pod(spec={"affinity": affinity} if affinity is not None else {})
+    if annotations is not None:
+        original["metadata"]["annotations"] = annotations
+    original["metadata"]["labels"].update({k: str(v) for k, v in extra.items()})
+    if affinity is None:
+        original["spec"].pop("affinity", None)
+    preferences = [Preference(n, 100 - i, 50.0) for i, n in enumerate(names)]
+    ours = {"nettraffic.io/preferred-nodes": ",".join(names), "nettraffic.io/source": "prometheus"}
+
+    once = jsonpatch.apply_patch(
+        copy.deepcopy(original), affinity_patch(original, preferences, ours)
+    )
+    twice = jsonpatch.apply_patch(copy.deepcopy(once), affinity_patch(once, preferences, ours))
+    assert twice == once
+    apply_and_check(original, affinity_patch(original, preferences, ours))
+    for path, value in _leaves(original):
+        if value is None and path[-1] in (
+            "affinity",
+            "nodeAffinity",
+            "annotations",
+            "preferredDuringSchedulingIgnoredDuringExecution",
+        ):
+            continue  # null is Kubernetes' "absent": ours may fill it
+        assert _lookup(once, path) == value, path
