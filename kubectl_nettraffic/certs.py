@@ -189,7 +189,7 @@ def issue(
 # ---------------------------------------------------------------- checking
 
 
-def _signed_by(cert: x509.Certificate, ca: x509.Certificate) -> bool:
+def signed_by(cert: x509.Certificate, ca: x509.Certificate) -> bool:
     public = ca.public_key()
     algorithm = cert.signature_hash_algorithm
     if algorithm is None or cert.issuer != ca.subject:
@@ -228,7 +228,7 @@ def problems(
         serialization.Encoding.DER, public
     ) != cert.public_key().public_bytes(serialization.Encoding.DER, public):
         found.append("tls.key does not match tls.crt")
-    if not _signed_by(cert, ca):
+    if not signed_by(cert, ca):
         found.append("tls.crt is not signed by ca.crt")
     try:
         san = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value

@@ -129,6 +129,7 @@ class Scoreboard:
         self.ledger = InflightLedger(settings.steering.pod_startup, settings.prometheus.window)
         self.source_failures: dict[str, int] = {"prometheus": 0, "metrics-server": 0, "nodes": 0}
         self.refreshes = 0
+        self.last_errors: tuple[str, ...] = ()  # of the latest refresh, for the CLI
         self.last_refresh_seconds = 0.0
         self._snapshot: Snapshot | None = None
         self._stop = threading.Event()
@@ -158,8 +159,8 @@ class Scoreboard:
             log.warning("prometheus refresh failed: %s", error)
             return None
 
-    def _fetch_usage(self, need: bool, errors: list[str]) -> Mapping[str, NodeUsage] | None:
-        if self.metrics_server is None or not need:
+    def _fetch_usage(self, errors: list[str]) -> Mapping[str, NodeUsage] | None:
+        if self.metrics_server is None:
             return None
         try:
             return self.metrics_server.fetch()
@@ -178,11 +179,14 @@ class Scoreboard:
                 nodes = list(self._nodes())
             except NetTrafficError as error:
                 self.source_failures["nodes"] += 1
+                self.last_errors = (f"nodes: {error}",)
                 log.warning("node inventory failed: %s", error)
                 return None
             report = self._fetch_traffic(nodes, errors)
-            weights = self.settings.scoring.weights
-            usage = self._fetch_usage(report is None or weights.cpu + weights.memory > 0, errors)
+            # Usage is read whenever metrics-server is enabled, weighted or not:
+            # one list call per refresh, and `top` shows CPU% and MEM% beside traffic.
+            usage = self._fetch_usage(errors)
+            self.last_errors = tuple(errors)
             if report is None and usage is None:
                 self.last_refresh_seconds = time.perf_counter() - started
                 return None

@@ -13,6 +13,7 @@ from kubectl_nettraffic.config import Settings
 from kubectl_nettraffic.placement import (
     PREFERRED_NODES,
     SCORED_AT,
+    SCORES,
     SKIPPED,
     SOURCE,
     JsonPatch,
@@ -103,6 +104,9 @@ class Steerer:
                 PREFERRED_NODES: ",".join(p.node for p in preferences),
                 SCORED_AT: rfc3339(snapshot.generated_at),
                 SOURCE: snapshot.source,
+                SCORES: ",".join(
+                    f"{p.node}={max(0, min(100, round(p.score)))}" for p in preferences
+                ),
             }
             patch = affinity_patch(pod, preferences, annotations)
             try:

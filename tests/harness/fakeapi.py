@@ -179,6 +179,7 @@ class FakeKubeAPI:
 
             def _handle(self) -> None:
                 parsed = urllib.parse.urlsplit(self.path)
+                parsed = parsed._replace(path=urllib.parse.unquote(parsed.path))
                 query = urllib.parse.parse_qs(parsed.query)
                 length = int(self.headers.get("Content-Length") or 0)
                 raw = self.rfile.read(length) if length else b""

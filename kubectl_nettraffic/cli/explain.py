@@ -1,0 +1,123 @@
+"""``kubectl nettraffic explain POD``: what the webhook decided for one pod, and why."""
+
+import argparse
+from typing import Any
+
+from kubernetes import client as k8s
+from kubernetes import config as k8s_config
+
+from kubectl_nettraffic.cli.top import WebhookLocation, fetch
+from kubectl_nettraffic.cluster import api_client, describe_api_error, read_json
+from kubectl_nettraffic.config import Settings, load_settings
+from kubectl_nettraffic.errors import ClusterError, NetTrafficError
+from kubectl_nettraffic.placement import (
+    PREFERRED_NODES,
+    SCORED_AT,
+    SCORES,
+    SKIPPED,
+    SOURCE,
+    untouchable_reason,
+)
+
+SKIP_EXPLANATIONS = {
+    "node-name-set": "spec.nodeName was already set, so no scheduler was involved",
+    "mirror-pod": "it is a static (mirror) pod, managed by the kubelet",
+    "daemonset": "it belongs to a DaemonSet, which places one pod per node by design",
+    "skip-label": "it is labelled nettraffic.io/skip=true",
+    "namespace-skip-label": "its namespace is labelled nettraffic.io/skip=true",
+    "scheduler-name": "its schedulerName is not in steering.schedulerNames",
+    "already-steered": "it already carried nettraffic.io/preferred-nodes (reinvocation)",
+    "no-candidate": "no eligible node with traffic data fits its nodeSelector, required affinity and tolerations",
+    "no-snapshot": "the webhook had no traffic data yet (just started, or no source answered)",
+    "stale-snapshot": "the webhook's traffic data was older than refresh.maxStaleness",
+}
+
+
+def _context_namespace(settings: Settings, context: str | None) -> str:
+    try:
+        contexts, active = k8s_config.list_kube_config_contexts(
+            config_file=settings.kubeconfig or None
+        )
+    except Exception:
+        return "default"
+    chosen = next((c for c in contexts if c["name"] == context), active) if context else active
+    return str(((chosen or {}).get("context") or {}).get("namespace") or "default")
+
+
+def _ordinal(index: int) -> str:
+    return {0: "1st", 1: "2nd", 2: "3rd"}.get(index, f"{index + 1}th")
+
+
+def explain_text(
+    pod: dict[str, Any],
+    now_scores: dict[str, int] | None,
+    scores_note: str,
+    scheduler_names: tuple[str, ...],
+) -> str:
+    metadata = pod.get("metadata") or {}
+    annotations = metadata.get("annotations") or {}
+    spec = pod.get("spec") or {}
+    lines = [f"Pod {metadata.get('namespace')}/{metadata.get('name')}"]
+    preferred = [n for n in (annotations.get(PREFERRED_NODES) or "").split(",") if n]
+    if preferred:
+        then = dict(
+            part.split("=", 1) for part in (annotations.get(SCORES) or "").split(",") if "=" in part
+        )
+        lines.append(
+            f"Steered:    yes, scored at {annotations.get(SCORED_AT, '?')} from {annotations.get(SOURCE, '?')}"
+        )
+        lines.append(f"Scores now: {scores_note}")
+        lines.append("Preferred:")
+        width = max(len(n) for n in [*preferred, "NODE"])
+        lines.append(f"  {'NODE'.ljust(width)}   SCORE THEN   SCORE NOW")
+        for node in preferred:
+            now = "-" if now_scores is None or node not in now_scores else str(now_scores[node])
+            lines.append(f"  {node.ljust(width)}   {then.get(node, '-').ljust(10)}   {now}")
+        landed = spec.get("nodeName")
+        if not landed:
+            lines.append("Landed on:  not scheduled yet")
+        elif landed in preferred:
+            lines.append(f"Landed on:  {landed} ({_ordinal(preferred.index(landed))} preference)")
+        else:
+            lines.append(
+                f"Landed on:  {landed}, not a preferred node: the preference is soft, and the scheduler's "
+                "other scores (spread, resources) or its filters outweighed it"
+            )
+        return "\n".join(lines) + "\n"
+    reason = annotations.get(SKIPPED) or untouchable_reason(pod, None, scheduler_names)
+    if reason:
+        lines.append(f"Steered:    no ({reason}): {SKIP_EXPLANATIONS.get(reason, reason)}")
+    else:
+        lines.append(
+            "Steered:    no nettraffic annotations: the webhook did not see this pod. It may predate the "
+            "install, its namespace may be excluded by the webhook's namespaceSelector, or the call failed "
+            "and failurePolicy Ignore let it through (see kubectl nettraffic doctor)"
+        )
+    if spec.get("nodeName"):
+        lines.append(f"Landed on:  {spec['nodeName']}")
+    return "\n".join(lines) + "\n"
+
+
+def run_explain(args: argparse.Namespace) -> int:
+    overrides = {"kubeconfig": args.kubeconfig, "prometheus.url": args.prometheus_url}
+    settings = load_settings(args.config, overrides)
+    namespace = args.namespace or _context_namespace(settings, args.context)
+    api = api_client(settings.kubeconfig, args.context)
+    try:
+        response = k8s.CoreV1Api(api).read_namespaced_pod(
+            args.pod, namespace, _preload_content=False
+        )
+        pod = read_json(response)
+    except Exception as error:
+        raise describe_api_error(error, f"reading pod {namespace}/{args.pod}") from None
+    if not isinstance(pod, dict):
+        raise ClusterError(f"pod {namespace}/{args.pod}: the API server answered no object")
+    try:
+        location = WebhookLocation(args.webhook_namespace, args.webhook_service, args.webhook_port)
+        document, origin = fetch(args.source, settings, args.context, location, args.verbose)
+        now_scores: dict[str, int] | None = {r["name"]: r["score"] for r in document["nodes"]}
+        note = f"from the {origin}, {document['generatedAt']}"
+    except NetTrafficError as error:
+        now_scores, note = None, f"unavailable ({error})"
+    print(explain_text(pod, now_scores, note, settings.steering.scheduler_names), end="")
+    return 0

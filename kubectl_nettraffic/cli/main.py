@@ -1,0 +1,301 @@
+"""``kubectl nettraffic``: top, explain, doctor, certs, version.
+
+kubectl finds this as ``kubectl-nettraffic`` on PATH and passes every
+argument after the plugin name. Errors are one line on stderr, ``error:
+...``, exit code 1; the traceback only with ``-v``.
+"""
+
+import argparse
+import logging
+import os
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+from kubectl_nettraffic import __version__
+from kubectl_nettraffic.cli import render
+from kubectl_nettraffic.cli.top import WebhookLocation, fetch, node_filter
+from kubectl_nettraffic.config import Settings, load_settings
+from kubectl_nettraffic.errors import NetTrafficError
+
+CLEAR = "\x1b[H\x1b[2J"
+
+
+def _settings(args: argparse.Namespace) -> Settings:
+    overrides: dict[str, Any] = {"kubeconfig": getattr(args, "kubeconfig", None)}
+    if getattr(args, "prometheus_url", None):
+        overrides["prometheus.url"] = args.prometheus_url
+    return load_settings(args.config, overrides)
+
+
+def _location(args: argparse.Namespace) -> WebhookLocation:
+    return WebhookLocation(args.webhook_namespace, args.webhook_service, args.webhook_port)
+
+
+def _use_colour(stream: Any) -> bool:
+    return bool(stream.isatty()) and "NO_COLOR" not in os.environ
+
+
+def run_top(args: argparse.Namespace) -> int:
+    settings = _settings(args)
+    location = _location(args)
+    wanted = node_filter(settings, args.context, args.nodes, args.selector)
+    terminal = sys.stdout.isatty()
+    previous: dict[str, int] | None = None
+    frames = 0
+    while True:
+        document, origin = fetch(args.source, settings, args.context, location, args.verbose)
+        rows = [r for r in document["nodes"] if wanted is None or r["name"] in wanted]
+        if wanted is not None:
+            missing = sorted(wanted - {r["name"] for r in document["nodes"]})
+            if missing and args.nodes:
+                print(
+                    f"error: node(s) {', '.join(missing)} not found in the scores", file=sys.stderr
+                )
+                if not rows:
+                    return 1
+        rows = render.sort_rows(rows, args.sort_by)
+        if args.output == "json":
+            text = render.as_json(document, rows)
+        elif args.output == "yaml":
+            text = render.as_yaml(document, rows)
+        else:
+            text = render.table(
+                document,
+                rows,
+                now=time.time(),
+                wide=args.output == "wide",
+                headers=not args.no_headers,
+                bits=args.units == "bits",
+                colour=_use_colour(sys.stdout),
+                bars=terminal,
+                previous=previous if args.watch else None,
+            )
+        if args.watch and terminal:
+            header = f"Every {args.interval:g}s · source: {origin} · {time.strftime('%H:%M:%S')}   (Ctrl-C to quit)\n\n"
+            sys.stdout.write(CLEAR + header + text)
+        else:
+            if args.watch and frames:
+                sys.stdout.write("\n")
+            sys.stdout.write(text)
+        sys.stdout.flush()
+        if (
+            args.source == "auto"
+            and not args.watch
+            and args.output in ("table", "wide")
+            and args.verbose
+        ):
+            print(f"source: {origin}", file=sys.stderr)
+        frames += 1
+        if not args.watch:
+            return 0
+        previous = {r["name"]: r["score"] for r in document["nodes"]}
+        time.sleep(args.interval)
+
+
+def run_version(args: argparse.Namespace) -> int:
+    print(f"kubectl-nettraffic {__version__}")
+    return 0
+
+
+def _add_cluster_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--config", default=os.environ.get("NETTRAFFIC_CONFIG"), help="config file (YAML)"
+    )
+    parser.add_argument(
+        "--kubeconfig", help="path to the kubeconfig file (default: KUBECONFIG, ~/.kube/config)"
+    )
+    parser.add_argument("--context", help="kubeconfig context to use")
+    parser.add_argument(
+        "-v", "--verbose", action="store_true", help="tracebacks and source details"
+    )
+
+
+def _add_webhook_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--webhook-namespace", default="nettraffic", help="namespace of the webhook Service"
+    )
+    parser.add_argument(
+        "--webhook-service", default="nettraffic", help="name of the webhook Service"
+    )
+    parser.add_argument("--webhook-port", type=int, default=443, help="port of the webhook Service")
+
+
+def _positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be more than 0 seconds")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="kubectl nettraffic",
+        description="Network-aware pod placement: live node traffic scores, explanations, TLS tooling.",
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    top = commands.add_parser(
+        "top", help="per-node traffic, CPU/memory and the score the webhook uses"
+    )
+    top.add_argument("nodes", nargs="*", metavar="NODE", help="only these nodes")
+    top.add_argument("-l", "--selector", default="", help="label selector, e.g. zone=a,!spot")
+    top.add_argument(
+        "--sort-by",
+        choices=render.SORT_KEYS,
+        default="score",
+        help="score: best first; traffic/rx/tx/cpu/memory: busiest first; name: A-Z",
+    )
+    top.add_argument("-o", "--output", choices=("table", "wide", "json", "yaml"), default="table")
+    top.add_argument("--no-headers", action="store_true", help="no header line")
+    top.add_argument(
+        "--units", choices=("bytes", "bits"), default="bytes", help="bytes/s (SI) or bits/s"
+    )
+    top.add_argument("-w", "--watch", action="store_true", help="redraw every --interval seconds")
+    top.add_argument(
+        "--interval", type=_positive_seconds, default=5.0, help="seconds between frames (5)"
+    )
+    top.add_argument("--prometheus-url", help="Prometheus to compute from (--source prometheus)")
+    top.add_argument(
+        "--source",
+        choices=("auto", "webhook", "prometheus"),
+        default="auto",
+        help="webhook: the running webhook's /scores; prometheus: compute here; auto: webhook, else here",
+    )
+    _add_cluster_flags(top)
+    _add_webhook_flags(top)
+    top.set_defaults(run=run_top)
+
+    explain = commands.add_parser(
+        "explain", help="why a pod got (or did not get) its preferred nodes"
+    )
+    explain.add_argument("pod", metavar="POD")
+    explain.add_argument(
+        "-n", "--namespace", default=None, help="the pod's namespace (default: context's)"
+    )
+    explain.add_argument(
+        "--prometheus-url", help="Prometheus for the scores now, if the webhook is unreachable"
+    )
+    explain.add_argument("--source", choices=("auto", "webhook", "prometheus"), default="auto")
+    _add_cluster_flags(explain)
+    _add_webhook_flags(explain)
+    explain.set_defaults(run=_lazy("kubectl_nettraffic.cli.explain", "run_explain"))
+
+    doctor = commands.add_parser(
+        "doctor", help="check every part the webhook depends on, with the fix"
+    )
+    doctor.add_argument("--prometheus-url", help="override prometheus.url")
+    doctor.add_argument(
+        "--webhook-name", default="nettraffic", help="MutatingWebhookConfiguration name"
+    )
+    doctor.add_argument(
+        "--secret", default="nettraffic-tls", help="TLS Secret in the webhook namespace"
+    )
+    _add_cluster_flags(doctor)
+    _add_webhook_flags(doctor)
+    doctor.set_defaults(run=_lazy("kubectl_nettraffic.cli.doctor", "run_doctor"))
+
+    certs = commands.add_parser("certs", help="issue, store, patch and rotate the webhook's TLS")
+    actions = certs.add_subparsers(dest="action", required=True, metavar="ACTION")
+    for name, text in (
+        ("create", "CA + serving cert into a Secret (or --out-dir); keeps a valid one"),
+        ("patch", "set caBundle on the MutatingWebhookConfiguration"),
+        ("rotate", "new serving cert (and CA when due) with no rejected handshakes"),
+    ):
+        action = actions.add_parser(name, help=text)
+        action.add_argument(
+            "--namespace", "-n", default="nettraffic", help="namespace of the Service and Secret"
+        )
+        action.add_argument("--service", default="nettraffic", help="webhook Service name (SANs)")
+        action.add_argument("--secret", default="nettraffic-tls", help="TLS Secret name")
+        if name in ("patch", "rotate"):
+            action.add_argument(
+                "--webhook-name", default="nettraffic", help="MutatingWebhookConfiguration name"
+            )
+        if name == "patch":
+            action.add_argument(
+                "--failure-policy",
+                choices=("Ignore", "Fail"),
+                help="also set failurePolicy (left alone by default)",
+            )
+        if name in ("create", "rotate"):
+            action.add_argument(
+                "--key-type",
+                choices=("ecdsa", "rsa"),
+                default="ecdsa",
+                help="ECDSA P-256 (default) or RSA 2048",
+            )
+            action.add_argument(
+                "--ca-days", type=int, default=5 * 365, help="CA validity in days (1825)"
+            )
+            action.add_argument(
+                "--days", type=int, default=365, help="serving cert validity in days (365)"
+            )
+            action.add_argument(
+                "--renew-before", type=int, default=30, help="renew when fewer days remain (30)"
+            )
+            action.add_argument(
+                "--extra-san", action="append", default=[], help="extra DNS name or IP SAN"
+            )
+        if name == "create":
+            action.add_argument(
+                "--out-dir", help="write ca.crt, tls.crt, tls.key here instead of a Secret"
+            )
+        if name == "rotate":
+            action.add_argument("--force", action="store_true", help="rotate even if not due")
+        _add_cluster_flags(action)
+        action.set_defaults(run=_lazy("kubectl_nettraffic.cli.certs_command", f"run_{name}"))
+
+    version = commands.add_parser("version", help="print the version")
+    version.set_defaults(run=run_version, verbose=False)
+    return parser
+
+
+def _lazy(module: str, name: str) -> Callable[[argparse.Namespace], int]:
+    """Import a command's module only when it runs: keeps `top` start-up fast."""
+
+    def run(args: argparse.Namespace) -> int:
+        import importlib
+
+        command: Callable[[argparse.Namespace], int] = getattr(
+            importlib.import_module(module), name
+        )
+        return command(args)
+
+    return run
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    # The engine logs for the webhook's benefit; here errors reach the user as
+    # one line instead, and the log only with -v.
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.CRITICAL, format="%(levelname)s %(message)s"
+    )
+    try:
+        return int(args.run(args))
+    except KeyboardInterrupt:
+        return 0  # Ctrl-C ends --watch; that is success
+    except NetTrafficError as error:
+        if args.verbose:
+            traceback.print_exc()
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    except BrokenPipeError:
+        return 0  # `| head` closed the pipe
+    except Exception as error:
+        if args.verbose:
+            traceback.print_exc()
+        print(
+            f"error: {error.__class__.__name__}: {error} (run with -v for details)", file=sys.stderr
+        )
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,97 @@
+"""Where ``top`` gets its scores: the running webhook (through the API
+server's service proxy, no port-forward) or the same engine run locally."""
+
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+from kubernetes import client as k8s
+
+from kubectl_nettraffic.cluster import api_client, describe_api_error, list_nodes, read_json
+from kubectl_nettraffic.config import Settings
+from kubectl_nettraffic.engine import build_engine
+from kubectl_nettraffic.errors import ClusterError, NetTrafficError, SourceError
+from kubectl_nettraffic.scoreview import scores_document
+
+
+@dataclass(frozen=True)
+class WebhookLocation:
+    namespace: str = "nettraffic"
+    service: str = "nettraffic"
+    port: int = 443
+
+    def proxy_name(self) -> str:
+        return f"https:{self.service}:{self.port}"
+
+
+def from_webhook(api: k8s.ApiClient, where: WebhookLocation) -> dict[str, Any]:
+    """GET /scores through /api/v1/namespaces/NS/services/https:SVC:PORT/proxy/."""
+    try:
+        response = k8s.CoreV1Api(api).connect_get_namespaced_service_proxy_with_path(
+            where.proxy_name(), where.namespace, "scores", _preload_content=False
+        )
+        document = read_json(response)
+    except ValueError:
+        raise ClusterError(
+            f"the webhook {where.namespace}/{where.service} answered something that is not JSON"
+        ) from None
+    except Exception as error:
+        raise describe_api_error(
+            error,
+            f"reading scores from the webhook {where.namespace}/{where.service} via the service proxy",
+        ) from None
+    if not isinstance(document, dict) or not isinstance(document.get("nodes"), list):
+        raise ClusterError(
+            f"the webhook {where.namespace}/{where.service} answered no scores: {str(document)[:200]}"
+        )
+    return document
+
+
+def computed_locally(settings: Settings, context: str | None) -> dict[str, Any]:
+    """One refresh of the same engine the webhook runs, here and now."""
+    engine = build_engine(settings, context=context, watch_nodes=False)
+    snapshot = engine.scoreboard.refresh()
+    if snapshot is None:
+        reasons = "; ".join(engine.scoreboard.last_errors) or "no source is configured"
+        raise SourceError(f"{reasons}; or run kubectl nettraffic doctor")
+    for error in snapshot.diagnostics.errors:
+        print(f"warning: {error}", file=sys.stderr)
+    return dict(scores_document(snapshot, {}, stale=False))
+
+
+def fetch(
+    source: str, settings: Settings, context: str | None, where: WebhookLocation, verbose: bool
+) -> tuple[dict[str, Any], str]:
+    """The scores document and a word on where it came from."""
+    if source == "webhook":
+        return from_webhook(api_client(settings.kubeconfig, context), where), "webhook"
+    if source == "prometheus":
+        return computed_locally(settings, context), "local engine"
+    try:
+        return from_webhook(api_client(settings.kubeconfig, context), where), "webhook"
+    except NetTrafficError as error:
+        if verbose:
+            print(f"webhook unavailable ({error}); computing locally", file=sys.stderr)
+        return computed_locally(settings, context), "local engine (webhook unavailable)"
+
+
+def node_filter(
+    settings: Settings, context: str | None, names: list[str], selector: str
+) -> set[str] | None:
+    """Names to show, or None for all: NODE arguments and -l through the API."""
+    wanted = set(names) if names else None
+    if selector:
+        if settings.nodes.file:
+            from kubectl_nettraffic.cluster import load_node_file
+            from kubectl_nettraffic.labels import parse_selector
+
+            parsed = parse_selector(selector)
+            matched = {
+                n.name for n in load_node_file(settings.nodes.file) if parsed.matches(n.labels)
+            }
+        else:
+            matched = {
+                n.name for n in list_nodes(api_client(settings.kubeconfig, context), selector)
+            }
+        wanted = matched if wanted is None else wanted & matched
+    return wanted
