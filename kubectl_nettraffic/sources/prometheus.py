@@ -276,7 +276,11 @@ def attribute(
     for exporter in sorted(exporter_node_key):
         name = node_of(exporter)
         if name is None:
-            unmapped.append(exporter)
+            claimed = (
+                uname_by_instance.get(exporter_node_key[exporter][0]) if not node_label else None
+            )
+            # Say which name it claimed: that is what the operator will look for.
+            unmapped.append(f"{exporter}, nodename {claimed}" if claimed else exporter)
             continue
         values = signals.get(exporter)
         if values and ("rx" in values or "tx" in values):
