@@ -454,6 +454,20 @@ def patch_ca_bundle(
     return configuration
 
 
+def delete_webhook_configuration(api: k8s.ApiClient, name: str) -> str:
+    try:
+        k8s.AdmissionregistrationV1Api(api).delete_mutating_webhook_configuration(
+            name, _preload_content=False
+        )
+    except ApiException as error:
+        if error.status == 404:
+            return f"MutatingWebhookConfiguration {name} was already gone"
+        raise describe_api_error(error, f"deleting MutatingWebhookConfiguration {name}") from None
+    except Exception as error:
+        raise describe_api_error(error, f"deleting MutatingWebhookConfiguration {name}") from None
+    return f"deleted MutatingWebhookConfiguration {name}"
+
+
 # ---------------------------------------------------------------- commands
 
 

@@ -6,6 +6,7 @@ from kubectl_nettraffic.certs import (
     Issuance,
     create_in_cluster,
     create_in_directory,
+    delete_webhook_configuration,
     patch_in_cluster,
     rotate_in_cluster,
 )
@@ -53,4 +54,15 @@ def run_patch(args: argparse.Namespace) -> int:
 def run_rotate(args: argparse.Namespace) -> int:
     api = api_client(args.kubeconfig or "", args.context)
     print(rotate_in_cluster(api, args.secret, args.webhook_name, _issuance(args), force=args.force))
+    return 0
+
+
+def run_cleanup(args: argparse.Namespace) -> int:
+    """Remove the webhook configuration first on uninstall, so no pod creation
+    waits on a webhook whose pods are already going away."""
+    print(
+        delete_webhook_configuration(
+            api_client(args.kubeconfig or "", args.context), args.webhook_name
+        )
+    )
     return 0

@@ -251,6 +251,15 @@ def build_parser() -> argparse.ArgumentParser:
         _add_cluster_flags(action)
         action.set_defaults(run=_lazy("kubectl_nettraffic.cli.certs_command", f"run_{name}"))
 
+    cleanup = commands.add_parser(
+        "cleanup", help="delete the MutatingWebhookConfiguration (uninstall hook)"
+    )
+    cleanup.add_argument(
+        "--webhook-name", default="nettraffic", help="MutatingWebhookConfiguration name"
+    )
+    _add_cluster_flags(cleanup)
+    cleanup.set_defaults(run=_lazy("kubectl_nettraffic.cli.certs_command", "run_cleanup"))
+
     version = commands.add_parser("version", help="print the version")
     version.set_defaults(run=run_version, verbose=False)
     return parser

@@ -51,7 +51,11 @@ def main() -> int:
     try:
         step("Live node_exporter traffic for 8 nodes, scraped by a real Prometheus on 127.0.0.1")
         exporters = [
-            Exporter(f"10.0.0.{i}:9100", name, [Device("eth0", rx, tx, speed=speed), Device("veth1a2b", 5 * MB, 5 * MB)])
+            Exporter(
+                f"10.0.0.{i}:9100",
+                name,
+                [Device("eth0", rx, tx, speed=speed), Device("veth1a2b", 5 * MB, 5 * MB)],
+            )
             for i, (name, (rx, tx, speed, _)) in enumerate(NODES.items(), start=1)
         ]
         exporter = LiveExporter(exporters)
@@ -60,15 +64,29 @@ def main() -> int:
 
         nodes_file = os.path.join(workdir, "nodes.json")
         items = [node(name, labels=labels) for name, (_, _, _, labels) in NODES.items()]
-        items[6]["spec"]["taints"] = [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]
+        items[6]["spec"]["taints"] = [
+            {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
+        ]
         with open(nodes_file, "w") as handle:
             json.dump({"apiVersion": "v1", "kind": "List", "items": items}, handle)
 
         step("TLS from our own cert tooling: kubectl nettraffic certs create --out-dir")
         cert_dir = os.path.join(workdir, "tls")
         plugin = shutil.which("kubectl-nettraffic") or "kubectl-nettraffic"
-        subprocess.run([plugin, "certs", "create", "--out-dir", cert_dir,
-                        "--extra-san", "127.0.0.1", "--extra-san", "localhost"], check=True)
+        subprocess.run(
+            [
+                plugin,
+                "certs",
+                "create",
+                "--out-dir",
+                cert_dir,
+                "--extra-san",
+                "127.0.0.1",
+                "--extra-san",
+                "localhost",
+            ],
+            check=True,
+        )
 
         config = {
             "prometheus": {"url": prometheus.url, "window": "10s"},
@@ -83,7 +101,9 @@ def main() -> int:
         step("Waiting for a full 10s rate window of samples")
         deadline = time.monotonic() + 90
         query = "min(count_over_time(node_uname_info[10s])) >= 10"
-        while not requests.get(f"{prometheus.url}/api/v1/query", params={"query": query}, timeout=5).json()["data"]["result"]:
+        while not requests.get(
+            f"{prometheus.url}/api/v1/query", params={"query": query}, timeout=5
+        ).json()["data"]["result"]:
             if time.monotonic() > deadline:
                 raise RuntimeError("Prometheus collected no samples in 90s")
             time.sleep(0.5)
@@ -95,16 +115,28 @@ def main() -> int:
         step("kubectl nettraffic top --source prometheus (the same engine, computed locally)")
         kubectl = shutil.which("kubectl")
         command = [kubectl, "nettraffic"] if kubectl else [plugin]
-        subprocess.run([*command, "top", "--source", "prometheus", "--config", config_path, "-o", "wide"], check=True)
+        subprocess.run(
+            [*command, "top", "--source", "prometheus", "--config", config_path, "-o", "wide"],
+            check=True,
+        )
 
         step("Sample pods posted to POST /mutate as AdmissionReview v1 over HTTPS")
         samples = [
             *[(f"web-7d9c4b-{i}", pod()) for i in range(4)],
-            ("ingest-0 (expects 50Mi/s)", pod(name="ingest-0", owner_kind="StatefulSet",
-                                              annotations={"nettraffic.io/expected-bandwidth": "50Mi"})),
+            (
+                "ingest-0 (expects 50Mi/s)",
+                pod(
+                    name="ingest-0",
+                    owner_kind="StatefulSet",
+                    annotations={"nettraffic.io/expected-bandwidth": "50Mi"},
+                ),
+            ),
             *[(f"web-7d9c4b-{i}", pod()) for i in range(4, 6)],
             ("zone-b only", pod(spec={"nodeSelector": {"zone": "b"}})),
-            ("gpu job (tolerates the taint)", pod(spec={"tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists"}]})),
+            (
+                "gpu job (tolerates the taint)",
+                pod(spec={"tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists"}]}),
+            ),
             ("node-exporter (DaemonSet)", pod(owner_kind="DaemonSet")),
         ]
         width = max(len(label) for label, _ in samples)
@@ -116,15 +148,21 @@ def main() -> int:
             patched = jsonpatch.apply_patch(obj, json.loads(base64.b64decode(answer["patch"])))
             annotations = patched["metadata"]["annotations"]
             if "nettraffic.io/preferred-nodes" in annotations:
-                print(f"{label.ljust(width)}  prefers {annotations['nettraffic.io/scores'].replace(',', ', ')}")
+                print(
+                    f"{label.ljust(width)}  prefers {annotations['nettraffic.io/scores'].replace(',', ', ')}"
+                )
             else:
                 print(f"{label.ljust(width)}  skipped: {annotations.get('nettraffic.io/skipped')}")
 
         step("Live scores with the in-flight pods booked (GET /scores)")
         scores = webhook.session.get(webhook.url + "/scores").json()
         for row in scores["nodes"][:5]:
-            print(f"{row['name']:<10} score {row['score']:>3}  in-flight pods {row['inflightPods']}")
-        print("\nDone: busy worker-a2 and worker-b2 were never a first choice; bursts spread over the quiet nodes.")
+            print(
+                f"{row['name']:<10} score {row['score']:>3}  in-flight pods {row['inflightPods']}"
+            )
+        print(
+            "\nDone: busy worker-a2 and worker-b2 were never a first choice; bursts spread over the quiet nodes."
+        )
         return 0
     finally:
         for part in (webhook, prometheus, exporter):

