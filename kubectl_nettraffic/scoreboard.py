@@ -69,6 +69,10 @@ class InflightLedger:
     still counts ``bandwidth * (1 - visible)`` with
     ``visible = clamp((T - t - pod_startup) / window, 0, 1)``: the ledger
     adds exactly the part the measurement cannot see yet.
+
+    Admission is the hot path, so the per-node sums for the current
+    measurement time are kept up to date on every ``add`` (O(1)) and only
+    rebuilt when a new snapshot changes ``T`` (once per refresh).
     """
 
     def __init__(self, pod_startup: float, window: float) -> None:
@@ -76,26 +80,37 @@ class InflightLedger:
         self.window = window
         self._entries: dict[str, list[_Admission]] = {}
         self._lock = threading.Lock()
-
-    def add(self, node: str, bandwidth: float, at: float) -> None:
-        with self._lock:
-            self._entries.setdefault(node, []).append(_Admission(at, bandwidth))
+        self._view: dict[str, tuple[float, int]] = {}
+        self._view_at: float | None = None
 
     def _unseen(self, entry: _Admission, measured_at: float) -> float:
         visible = (measured_at - entry.at - self.pod_startup) / self.window
         return entry.bandwidth * (1.0 - min(1.0, max(0.0, visible)))
 
-    def view(self, measured_at: float) -> dict[str, tuple[float, int]]:
-        """node -> (bytes/s not yet visible in a measurement at ``measured_at``, pods)."""
+    def add(self, node: str, bandwidth: float, at: float) -> None:
+        entry = _Admission(at, bandwidth)
         with self._lock:
-            entries = {node: list(items) for node, items in self._entries.items()}
-        view = {}
-        for node, items in entries.items():
-            unseen = sum(self._unseen(entry, measured_at) for entry in items)
-            pods = sum(1 for entry in items if self._unseen(entry, measured_at) > 0)
-            if pods:
-                view[node] = (unseen, pods)
-        return view
+            self._entries.setdefault(node, []).append(entry)
+            if self._view_at is not None:
+                unseen = self._unseen(entry, self._view_at)
+                if unseen > 0:
+                    total, pods = self._view.get(node, (0.0, 0))
+                    self._view[node] = (total + unseen, pods + 1)  # one value swap: readers stay safe
+
+    def view(self, measured_at: float) -> Mapping[str, tuple[float, int]]:
+        """node -> (bytes/s not yet visible in a measurement at ``measured_at``, pods).
+
+        The mapping is live and shared: look values up, do not change it.
+        """
+        with self._lock:
+            if measured_at != self._view_at:
+                fresh: dict[str, tuple[float, int]] = {}
+                for node, items in self._entries.items():
+                    unseen = [u for u in (self._unseen(e, measured_at) for e in items) if u > 0]
+                    if unseen:
+                        fresh[node] = (sum(unseen), len(unseen))
+                self._view, self._view_at = fresh, measured_at
+            return self._view
 
     def prune(self, measured_at: float) -> None:
         """Forget pods whose traffic a measurement at ``measured_at`` fully shows."""

@@ -140,3 +140,14 @@ def test_ledger_counts_only_what_the_measurement_cannot_see_yet():
     assert ledger.view(231.0)["a"][1] == 1
     ledger.prune(400.0)
     assert ledger.view(400.0) == {}
+
+
+def test_ledger_view_follows_adds_between_refreshes():
+    ledger = InflightLedger(pod_startup=10, window=120)
+    assert ledger.view(100.0) == {}
+    ledger.add("a", 1000.0, at=101.0)
+    ledger.add("a", 1000.0, at=102.0)
+    ledger.add("b", 10.0, at=103.0)
+    assert ledger.view(100.0) == {"a": (2000.0, 2), "b": (10.0, 1)}
+    # A new measurement time rebuilds the sums from the entries.
+    assert ledger.view(171.0)["a"] == pytest.approx((2000.0 - 1000 * (60 + 59) / 120, 2))

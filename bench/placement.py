@@ -1,0 +1,295 @@
+"""Placement quality: does steering keep new pods off saturated NICs?
+
+A simulation driven by the real engine and placement code (Scoreboard,
+Steerer: the same objects the webhook runs), with kube-scheduler modelled as
+in bench/scheduler_model.py. Run:
+
+    python -m bench.placement            # full run, writes docs/benchmarks.md section + PNG
+    python -m bench.placement --quick    # fewer seeds
+
+Model, per seed:
+- Nodes with 10 Gbit/s links, 3 zones, 16 cores / 64 GiB, skewed background
+  traffic: most nodes lightly loaded, 10% near saturation (75-95%).
+- Workloads scale up in bursts: every 30 s a workload adds 10-40 replicas
+  within one second. Each pod sends its own traffic (log-normal, median
+  20 MB/s) starting 10 s after admission and requests 0.5 CPU / 1 GiB.
+- Metrics refresh every 15 s from a 2 m rate window, so the data lags.
+- Strategies: (a) default scheduler alone; (b) the tutorials' approach:
+  prefer the single lowest-traffic node (weight 100), no burst accounting;
+  (c) this project with its defaults; (d) an oracle that knows every pod's
+  traffic and puts it on the least-loaded node.
+- A placement is "hot" when the node's committed load (background plus every
+  pod already placed there, started or not) is above 80% of its link when
+  the pod lands: that pod will suffer once everything runs.
+"""
+
+import argparse
+import math
+import os
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from bench.report import write_section
+from bench.scheduler_model import ClusterState, schedule
+from kubectl_nettraffic.config import settings_from_mapping
+from kubectl_nettraffic.nodes import node_from_json
+from kubectl_nettraffic.scoreboard import Scoreboard
+from kubectl_nettraffic.sources.prometheus import NodeTraffic, TrafficReport
+from kubectl_nettraffic.steering import Steerer
+from tests.harness.fakeapi import node
+from tests.harness.reviews import pod as pod_object
+
+LINK = 1.25e9  # 10 Gbit/s in bytes/s
+WINDOW = 120.0
+REFRESH = 15.0
+STARTUP = 10.0
+HOT = 0.8
+STRATEGIES = ("default", "tutorial", "nettraffic", "oracle")
+LABELS = {
+    "default": "(a) default scheduler",
+    "tutorial": "(b) tutorial: lowest node, no accounting",
+    "nettraffic": "(c) kubectl-nettraffic defaults",
+    "oracle": "(d) oracle",
+}
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    nodes: int
+    bursts: int
+    burst_sizes: tuple[int, int] = (10, 40)
+    pod_median: float = 20e6  # bytes/s
+    estimate_factor: float | None = None  # annotate pods with factor x true traffic; None: no annotation
+    hot_fraction: float = 0.10
+
+
+@dataclass
+class Placed:
+    node: int
+    traffic: float
+    start: float
+
+
+@dataclass
+class Run:
+    placements: list[Placed] = field(default_factory=list)
+    hot: int = 0
+    burst_max: list[int] = field(default_factory=list)  # per burst: most pods on one node
+    burst_sizes: list[int] = field(default_factory=list)
+
+
+class MeasuredTraffic:
+    """A Prometheus stand-in for the simulation: rate() over the window, as of the sim clock."""
+
+    def __init__(self, background: np.ndarray, names: list[str], clock: Callable[[], float]) -> None:
+        self.background = background
+        self.names = names
+        self.clock = clock
+        self.placements: list[Placed] = []
+
+    def measured(self, at: float) -> np.ndarray:
+        values = self.background.copy()
+        for placed in self.placements:
+            overlap = max(0.0, at - max(placed.start, at - WINDOW))
+            values[placed.node] += placed.traffic * overlap / WINDOW
+        return values
+
+    def fetch(self, _nodes: Any) -> TrafficReport:
+        at = self.clock()
+        values = self.measured(at)
+        by_node = {name: NodeTraffic(v * 0.8, v * 0.2, LINK, ("sim",)) for name, v in zip(self.names, values, strict=True)}
+        return TrafficReport(by_node, (), (), {}, (), at)
+
+
+def _cluster(scenario: Scenario, rng: np.random.Generator) -> tuple[np.ndarray, ClusterState]:
+    n = scenario.nodes
+    utilisation = np.clip(rng.lognormal(math.log(0.12), 0.6, n), 0.01, 0.6)
+    hot = rng.choice(n, size=max(1, round(n * scenario.hot_fraction)), replace=False)
+    utilisation[hot] = rng.uniform(0.75, 0.95, len(hot))
+    state = ClusterState(
+        cpu_allocatable=np.full(n, 16.0),
+        memory_allocatable=np.full(n, 64.0),
+        cpu_requested=rng.uniform(0.2, 0.6, n) * 16,
+        memory_requested=rng.uniform(0.2, 0.6, n) * 64,
+        zone=np.arange(n) % 3,
+    )
+    return utilisation * LINK, state
+
+
+def simulate(scenario: Scenario, strategy: str, seed: int) -> tuple[Run, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    background, state = _cluster(scenario, rng)
+    workload_rng = np.random.default_rng(seed + 10_000)  # same workloads for every strategy
+    tie_rng = np.random.default_rng(seed + 20_000)
+    names = [f"node-{i:03d}" for i in range(scenario.nodes)]
+    index = {name: i for i, name in enumerate(names)}
+    now = [0.0]
+    source = MeasuredTraffic(background, names, lambda: now[0])
+    nodes = [node_from_json(node(name)) for name in names]
+    settings = settings_from_mapping({"prometheus": {"url": "http://sim"}, "metricsServer": {"enabled": False},
+                                      "steering": {"podStartup": f"{STARTUP:g}s"}})
+    board = Scoreboard(settings, lambda: nodes, source, None, clock=lambda: now[0])  # type: ignore[arg-type]
+    steerer = Steerer(board, settings, clock=lambda: now[0])
+    committed = background.copy()
+    run = Run()
+    next_refresh = float(rng.uniform(0, REFRESH))
+    lowest: int | None = None  # the tutorial's pick at the last refresh
+
+    for burst in range(scenario.bursts):
+        burst_start = 60.0 + burst * 30.0
+        replicas = int(workload_rng.integers(scenario.burst_sizes[0], scenario.burst_sizes[1] + 1))
+        traffic = workload_rng.lognormal(math.log(scenario.pod_median), 0.5, replicas)
+        counts: dict[int, int] = {}
+        for j in range(replicas):
+            now[0] = burst_start + j * (0.9 / replicas)
+            while now[0] >= next_refresh:
+                saved, now[0] = now[0], next_refresh
+                board.refresh()
+                lowest = int(np.argmin(source.measured(next_refresh)))
+                now[0] = saved
+                next_refresh += REFRESH
+            preferred: dict[int, int] = {}
+            if strategy == "tutorial" and lowest is not None:
+                preferred = {lowest: 100}
+            elif strategy == "nettraffic":
+                annotations = {}
+                if scenario.estimate_factor is not None:
+                    annotations["nettraffic.io/expected-bandwidth"] = f"{traffic[j] * scenario.estimate_factor:.0f}"
+                decision = steerer.decide(pod_object(annotations=annotations or None), None, dry_run=False)
+                preferred = {index[p.node]: p.weight for p in decision.preferences}
+            if strategy == "oracle":
+                chosen = int(np.argmin(committed + traffic[j]))
+                state.cpu_requested[chosen] += 0.5
+                state.memory_requested[chosen] += 1.0
+            else:
+                chosen = schedule(state, f"workload-{burst}", 0.5, 1.0, preferred, tie_rng)
+            if committed[chosen] / LINK > HOT:
+                run.hot += 1
+            committed[chosen] += traffic[j]
+            placed = Placed(chosen, float(traffic[j]), now[0] + STARTUP)
+            run.placements.append(placed)
+            source.placements.append(placed)
+            counts[chosen] = counts.get(chosen, 0) + 1
+        run.burst_max.append(max(counts.values()))
+        run.burst_sizes.append(replicas)
+    return run, committed / LINK
+
+
+@dataclass(frozen=True)
+class Summary:
+    max_utilisation: float
+    hot_share: float
+    std_utilisation: float
+    burst_max_share: float  # largest share of one burst on one node
+
+
+def summarise(scenario: Scenario, strategy: str, seeds: Sequence[int]) -> tuple[Summary, np.ndarray]:
+    maxima, hot, stds, spread = [], 0, [], []
+    pods = 0
+    last = np.zeros(0)
+    for seed in seeds:
+        run, utilisation = simulate(scenario, strategy, seed)
+        maxima.append(float(utilisation.max()))
+        stds.append(float(utilisation.std()))
+        hot += run.hot
+        pods += len(run.placements)
+        spread.append(max(top / size for top, size in zip(run.burst_max, run.burst_sizes, strict=True)))
+        last = utilisation
+    return Summary(statistics.mean(maxima), hot / pods, statistics.mean(stds), statistics.mean(spread)), last
+
+
+def plot(per_strategy: dict[str, np.ndarray], path: str, title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(1, 4, figsize=(16, 3.6), sharey=True)
+    for axis, strategy in zip(axes, STRATEGIES, strict=True):
+        values = np.sort(per_strategy[strategy])[::-1] * 100
+        colours = ["#d62728" if v > HOT * 100 else "#1f77b4" for v in values]
+        axis.bar(range(len(values)), values, color=colours, width=1.0)
+        axis.axhline(HOT * 100, color="grey", linestyle="--", linewidth=0.8)
+        axis.set_title(LABELS[strategy], fontsize=9)
+        axis.set_xlabel("nodes, busiest first")
+    axes[0].set_ylabel("link utilisation after placement (%)")
+    figure.suptitle(title, fontsize=10)
+    figure.tight_layout()
+    figure.savefig(path, dpi=90)
+    plt.close(figure)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="fewer seeds (for a smoke run)")
+    parser.add_argument("--no-write", action="store_true", help="print only; leave docs/ alone")
+    args = parser.parse_args(argv)
+    seeds_small = range(3 if args.quick else 20)
+    seeds_large = range(1 if args.quick else 5)
+    main_scenarios = [
+        (Scenario("50 nodes", nodes=50, bursts=12), seeds_small),
+        (Scenario("500 nodes", nodes=500, bursts=40), seeds_large),
+    ]
+    limit_scenarios = [
+        (Scenario("50 nodes, pods annotated with their true traffic", 50, 12, estimate_factor=1.0), seeds_small),
+        (Scenario("50 nodes, annotation 10x too low", 50, 12, estimate_factor=0.1), seeds_small),
+        (Scenario("50 nodes, annotation 10x too high", 50, 12, estimate_factor=10.0), seeds_small),
+        (Scenario("50 nodes, bursts of 150-200 pods", 50, 6, burst_sizes=(150, 200)), seeds_small),
+        (Scenario("10 nodes", 10, 6, burst_sizes=(5, 15)), seeds_small),
+        (Scenario("50 nodes, heavy pods (median 100 MB/s)", 50, 12, pod_median=100e6), seeds_small),
+    ]
+    started = time.time()
+    lines = ["| scenario | strategy | max link util | pods placed hot (>80%) | std of util | largest share of a burst on one node |",
+             "|---|---|---|---|---|---|"]
+    verdicts = []
+    plots: dict[str, dict[str, np.ndarray]] = {}
+    for scenario, seeds in [*main_scenarios, *limit_scenarios]:
+        results = {}
+        for strategy in STRATEGIES:
+            summary, last = summarise(scenario, strategy, list(seeds))
+            results[strategy] = summary
+            plots.setdefault(scenario.name, {})[strategy] = last
+            lines.append(
+                f"| {scenario.name} ({len(seeds)} seeds) | {LABELS[strategy]} | {summary.max_utilisation:.1%} | "
+                f"{summary.hot_share:.2%} | {summary.std_utilisation:.3f} | {summary.burst_max_share:.0%} |"
+            )
+        ours, oracle, tutorial = results["nettraffic"], results["oracle"], results["tutorial"]
+        ratio = tutorial.hot_share / ours.hot_share if ours.hot_share else math.inf
+        verdicts.append(
+            f"| {scenario.name} | {ours.max_utilisation - oracle.max_utilisation:+.1%} | {ours.hot_share:.2%} | "
+            f"{'∞' if ratio == math.inf else f'{ratio:.1f}x'} |"
+        )
+    elapsed = time.time() - started
+    table = "\n".join(lines)
+    verdict = "\n".join(["| scenario | (c) max util minus (d) | (c) hot placements | (b) hot / (c) hot |",
+                         "|---|---|---|---|", *verdicts])
+    print(table)
+    print()
+    print(verdict)
+    print(f"\n{elapsed:.0f}s")
+    if not args.no_write:
+        os.makedirs("docs/img", exist_ok=True)
+        images = []
+        for name in ("50 nodes", "500 nodes"):
+            path = f"docs/img/placement-{name.split()[0]}-nodes.png"
+            plot(plots[name], path, f"Link utilisation per node after placement, {name} (last seed)")
+            images.append(f"![{name}]({path.removeprefix('docs/')})")
+        write_section(
+            "placement",
+            "Placement quality",
+            "python -m bench.placement",
+            f"{table}\n\nAgainst the goals (c within 2% of d on max utilisation, at most 0.5% hot "
+            f"placements, at least 5x fewer than b):\n\n{verdict}\n\n" + "\n\n".join(images)
+            + f"\n\nRun time: {elapsed:.0f} s.",
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,33 @@
+"""Writes one benchmark's section into docs/benchmarks.md, keeping the others.
+
+Each section sits between ``<!-- bench:NAME -->`` markers, so benchmarks can
+be rerun one at a time and the file stays in a stable order.
+"""
+
+import os
+import platform
+import time
+
+PATH = os.path.join("docs", "benchmarks.md")
+HEADER = """# Benchmarks
+
+Every figure here was measured by the command above its table, on the
+project's 2-core machine, and is rewritten when that command runs again.
+Compare ratios within one table: the machines are shared and noisy.
+"""
+
+
+def write_section(name: str, title: str, command: str, body: str) -> None:
+    start, end = f"<!-- bench:{name} -->", f"<!-- /bench:{name} -->"
+    text = open(PATH).read() if os.path.exists(PATH) else HEADER
+    stamp = f"{time.strftime('%Y-%m-%d')}, {platform.python_implementation()} {platform.python_version()}, {os.cpu_count()} cores"
+    section = f"{start}\n## {title}\n\n`{command}` ({stamp})\n\n{body}\n{end}"
+    if start in text and end in text:
+        before, rest = text.split(start, 1)
+        after = rest.split(end, 1)[1]
+        text = before + section + after
+    else:
+        text = text.rstrip() + "\n\n" + section + "\n"
+    os.makedirs(os.path.dirname(PATH), exist_ok=True)
+    with open(PATH, "w") as handle:
+        handle.write(text)
