@@ -65,7 +65,9 @@ class Scenario:
     bursts: int
     burst_sizes: tuple[int, int] = (10, 40)
     pod_median: float = 20e6  # bytes/s
-    estimate_factor: float | None = None  # annotate pods with factor x true traffic; None: no annotation
+    estimate_factor: float | None = (
+        None  # annotate pods with factor x true traffic; None: no annotation
+    )
     hot_fraction: float = 0.10
 
 
@@ -87,7 +89,9 @@ class Run:
 class MeasuredTraffic:
     """A Prometheus stand-in for the simulation: rate() over the window, as of the sim clock."""
 
-    def __init__(self, background: np.ndarray, names: list[str], clock: Callable[[], float]) -> None:
+    def __init__(
+        self, background: np.ndarray, names: list[str], clock: Callable[[], float]
+    ) -> None:
         self.background = background
         self.names = names
         self.clock = clock
@@ -103,7 +107,10 @@ class MeasuredTraffic:
     def fetch(self, _nodes: Any) -> TrafficReport:
         at = self.clock()
         values = self.measured(at)
-        by_node = {name: NodeTraffic(v * 0.8, v * 0.2, LINK, ("sim",)) for name, v in zip(self.names, values, strict=True)}
+        by_node = {
+            name: NodeTraffic(v * 0.8, v * 0.2, LINK, ("sim",))
+            for name, v in zip(self.names, values, strict=True)
+        }
         return TrafficReport(by_node, (), (), {}, (), at)
 
 
@@ -132,8 +139,13 @@ def simulate(scenario: Scenario, strategy: str, seed: int) -> tuple[Run, np.ndar
     now = [0.0]
     source = MeasuredTraffic(background, names, lambda: now[0])
     nodes = [node_from_json(node(name)) for name in names]
-    settings = settings_from_mapping({"prometheus": {"url": "http://sim"}, "metricsServer": {"enabled": False},
-                                      "steering": {"podStartup": f"{STARTUP:g}s"}})
+    settings = settings_from_mapping(
+        {
+            "prometheus": {"url": "http://sim"},
+            "metricsServer": {"enabled": False},
+            "steering": {"podStartup": f"{STARTUP:g}s"},
+        }
+    )
     board = Scoreboard(settings, lambda: nodes, source, None, clock=lambda: now[0])  # type: ignore[arg-type]
     steerer = Steerer(board, settings, clock=lambda: now[0])
     committed = background.copy()
@@ -160,8 +172,12 @@ def simulate(scenario: Scenario, strategy: str, seed: int) -> tuple[Run, np.ndar
             elif strategy == "nettraffic":
                 annotations = {}
                 if scenario.estimate_factor is not None:
-                    annotations["nettraffic.io/expected-bandwidth"] = f"{traffic[j] * scenario.estimate_factor:.0f}"
-                decision = steerer.decide(pod_object(annotations=annotations or None), None, dry_run=False)
+                    annotations["nettraffic.io/expected-bandwidth"] = (
+                        f"{traffic[j] * scenario.estimate_factor:.0f}"
+                    )
+                decision = steerer.decide(
+                    pod_object(annotations=annotations or None), None, dry_run=False
+                )
                 preferred = {index[p.node]: p.weight for p in decision.preferences}
             if strategy == "oracle":
                 chosen = int(np.argmin(committed + traffic[j]))
@@ -189,7 +205,9 @@ class Summary:
     burst_max_share: float  # largest share of one burst on one node
 
 
-def summarise(scenario: Scenario, strategy: str, seeds: Sequence[int]) -> tuple[Summary, np.ndarray]:
+def summarise(
+    scenario: Scenario, strategy: str, seeds: Sequence[int]
+) -> tuple[Summary, np.ndarray]:
     maxima, hot, stds, spread = [], 0, [], []
     pods = 0
     last = np.zeros(0)
@@ -199,9 +217,13 @@ def summarise(scenario: Scenario, strategy: str, seeds: Sequence[int]) -> tuple[
         stds.append(float(utilisation.std()))
         hot += run.hot
         pods += len(run.placements)
-        spread.append(max(top / size for top, size in zip(run.burst_max, run.burst_sizes, strict=True)))
+        spread.append(
+            max(top / size for top, size in zip(run.burst_max, run.burst_sizes, strict=True))
+        )
         last = utilisation
-    return Summary(statistics.mean(maxima), hot / pods, statistics.mean(stds), statistics.mean(spread)), last
+    return Summary(
+        statistics.mean(maxima), hot / pods, statistics.mean(stds), statistics.mean(spread)
+    ), last
 
 
 def plot(per_strategy: dict[str, np.ndarray], path: str, title: str) -> None:
@@ -226,7 +248,9 @@ def plot(per_strategy: dict[str, np.ndarray], path: str, title: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--quick", action="store_true", help="fewer seeds (for a smoke run)")
     parser.add_argument("--no-write", action="store_true", help="print only; leave docs/ alone")
     args = parser.parse_args(argv)
@@ -237,7 +261,12 @@ def main(argv: list[str] | None = None) -> int:
         (Scenario("500 nodes", nodes=500, bursts=40), seeds_large),
     ]
     limit_scenarios = [
-        (Scenario("50 nodes, pods annotated with their true traffic", 50, 12, estimate_factor=1.0), seeds_small),
+        (
+            Scenario(
+                "50 nodes, pods annotated with their true traffic", 50, 12, estimate_factor=1.0
+            ),
+            seeds_small,
+        ),
         (Scenario("50 nodes, annotation 10x too low", 50, 12, estimate_factor=0.1), seeds_small),
         (Scenario("50 nodes, annotation 10x too high", 50, 12, estimate_factor=10.0), seeds_small),
         (Scenario("50 nodes, bursts of 150-200 pods", 50, 6, burst_sizes=(150, 200)), seeds_small),
@@ -245,8 +274,10 @@ def main(argv: list[str] | None = None) -> int:
         (Scenario("50 nodes, heavy pods (median 100 MB/s)", 50, 12, pod_median=100e6), seeds_small),
     ]
     started = time.time()
-    lines = ["| scenario | strategy | max link util | pods placed hot (>80%) | std of util | largest share of a burst on one node |",
-             "|---|---|---|---|---|---|"]
+    lines = [
+        "| scenario | strategy | max link util | pods placed hot (>80%) | std of util | largest share of a burst on one node |",
+        "|---|---|---|---|---|---|",
+    ]
     verdicts = []
     plots: dict[str, dict[str, np.ndarray]] = {}
     for scenario, seeds in [*main_scenarios, *limit_scenarios]:
@@ -267,8 +298,13 @@ def main(argv: list[str] | None = None) -> int:
         )
     elapsed = time.time() - started
     table = "\n".join(lines)
-    verdict = "\n".join(["| scenario | (c) max util minus (d) | (c) hot placements | (b) hot / (c) hot |",
-                         "|---|---|---|---|", *verdicts])
+    verdict = "\n".join(
+        [
+            "| scenario | (c) max util minus (d) | (c) hot placements | (b) hot / (c) hot |",
+            "|---|---|---|---|",
+            *verdicts,
+        ]
+    )
     print(table)
     print()
     print(verdict)
@@ -278,14 +314,17 @@ def main(argv: list[str] | None = None) -> int:
         images = []
         for name in ("50 nodes", "500 nodes"):
             path = f"docs/img/placement-{name.split()[0]}-nodes.png"
-            plot(plots[name], path, f"Link utilisation per node after placement, {name} (last seed)")
+            plot(
+                plots[name], path, f"Link utilisation per node after placement, {name} (last seed)"
+            )
             images.append(f"![{name}]({path.removeprefix('docs/')})")
         write_section(
             "placement",
             "Placement quality",
             "python -m bench.placement",
             f"{table}\n\nAgainst the goals (c within 2% of d on max utilisation, at most 0.5% hot "
-            f"placements, at least 5x fewer than b):\n\n{verdict}\n\n" + "\n\n".join(images)
+            f"placements, at least 5x fewer than b):\n\n{verdict}\n\n"
+            + "\n\n".join(images)
             + f"\n\nRun time: {elapsed:.0f} s.",
         )
     return 0

@@ -19,7 +19,10 @@ Compare ratios within one table: the machines are shared and noisy.
 
 def write_section(name: str, title: str, command: str, body: str) -> None:
     start, end = f"<!-- bench:{name} -->", f"<!-- /bench:{name} -->"
-    text = open(PATH).read() if os.path.exists(PATH) else HEADER
+    text = HEADER
+    if os.path.exists(PATH):
+        with open(PATH) as handle:
+            text = handle.read()
     stamp = f"{time.strftime('%Y-%m-%d')}, {platform.python_implementation()} {platform.python_version()}, {os.cpu_count()} cores"
     section = f"{start}\n## {title}\n\n`{command}` ({stamp})\n\n{body}\n{end}"
     if start in text and end in text:

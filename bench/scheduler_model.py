@@ -74,7 +74,9 @@ def topology_spread_scores(state: ClusterState, workload: str) -> np.ndarray:
     return 100.0 * (top + bottom - raw) / top
 
 
-def resource_scores(state: ClusterState, cpu: float, memory: float) -> tuple[np.ndarray, np.ndarray]:
+def resource_scores(
+    state: ClusterState, cpu: float, memory: float
+) -> tuple[np.ndarray, np.ndarray]:
     cpu_fraction = np.minimum(1.0, (state.cpu_requested + cpu) / state.cpu_allocatable)
     memory_fraction = np.minimum(1.0, (state.memory_requested + memory) / state.memory_allocatable)
     least_allocated = ((1 - cpu_fraction) * 100 + (1 - memory_fraction) * 100) / 2

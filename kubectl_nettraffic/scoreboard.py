@@ -95,7 +95,10 @@ class InflightLedger:
                 unseen = self._unseen(entry, self._view_at)
                 if unseen > 0:
                     total, pods = self._view.get(node, (0.0, 0))
-                    self._view[node] = (total + unseen, pods + 1)  # one value swap: readers stay safe
+                    self._view[node] = (
+                        total + unseen,
+                        pods + 1,
+                    )  # one value swap: readers stay safe
 
     def view(self, measured_at: float) -> Mapping[str, tuple[float, int]]:
         """node -> (bytes/s not yet visible in a measurement at ``measured_at``, pods).

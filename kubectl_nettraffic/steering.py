@@ -16,6 +16,7 @@ from kubectl_nettraffic.placement import (
     SCORES,
     SKIPPED,
     SOURCE,
+    CandidateHeap,
     JsonPatch,
     PatchCheckFailed,
     Pod,
@@ -49,6 +50,9 @@ class Steerer:
         self.scoreboard = scoreboard
         self.settings = settings
         self.clock = clock
+        # Live candidate order for the current snapshot; rebuilt when it changes.
+        self._live: CandidateHeap | None = None
+        self._live_for: object = None
 
     def _skipped(self, pod: Pod, reason: str, warning: str) -> Decision:
         # Soft skips are written on the pod so `kubectl nettraffic explain` can say why.
@@ -84,6 +88,8 @@ class Steerer:
         warnings = (warning,) if warning else ()
         with self.scoreboard.steering_lock:
             inflight = self.scoreboard.ledger.view(snapshot.generated_at)
+            if self._live_for is not snapshot:
+                self._live, self._live_for = CandidateHeap(snapshot.candidates, inflight), snapshot
             preferences = choose_nodes(
                 snapshot.candidates,
                 snapshot.tainted,
@@ -92,6 +98,7 @@ class Steerer:
                 self.scoreboard.selector,
                 inflight,
                 steering.preferred_nodes,
+                self._live,
             )
             if not preferences:
                 decision = self._skipped(
@@ -120,6 +127,8 @@ class Steerer:
                 )
             if not dry_run:  # sideEffects None: a dry run books nothing
                 self.scoreboard.ledger.add(preferences[0].node, bandwidth, self.clock())
+                if self._live is not None:
+                    self._live.book(preferences[0].node, bandwidth)
         return Decision(
             patch=patch, preferences=tuple(preferences), warnings=warnings, source=snapshot.source
         )

@@ -308,3 +308,30 @@ def test_patch_is_idempotent_and_never_removes_a_field(affinity, annotations, ex
         ):
             continue  # null is Kubernetes' "absent": ours may fill it
         assert _lookup(once, path) == value, path
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    loads=st.lists(st.floats(0, 1e8), min_size=1, max_size=30),
+    bookings=st.lists(st.tuples(st.integers(0, 29), st.floats(0, 5e7)), max_size=40),
+    count=st.integers(1, 5),
+)
+def test_live_heap_chooses_exactly_what_the_scan_chooses(loads, bookings, count):
+    from kubectl_nettraffic.placement import CandidateHeap
+
+    board = _board({f"n{i:02d}": load for i, load in enumerate(loads)})
+    snap = board.snapshot
+    live = CandidateHeap(snap.candidates, {})
+    inflight: dict[str, tuple[float, int]] = {}
+    for index, bandwidth in bookings:
+        name = f"n{index % len(loads):02d}"
+        live.book(name, bandwidth)
+        extra, pods = inflight.get(name, (0.0, 0))
+        inflight[name] = (extra + bandwidth, pods + 1)
+        scanned = choose_nodes(
+            snap.candidates, snap.tainted, snap.nodes, pod(), EVERYONE, inflight, count
+        )
+        from_heap = choose_nodes(
+            snap.candidates, snap.tainted, snap.nodes, pod(), EVERYONE, inflight, count, live
+        )
+        assert [p.node for p in from_heap] == [p.node for p in scanned]

@@ -234,18 +234,21 @@ def create_app(
         if decision.preferences:
             metrics.admissions.inc("mutated")
             metrics.mutations.inc()
-            log.info(
-                "uid=%s pod=%s/%s preferred=%s dryRun=%s",
-                review.uid,
-                review.namespace,
-                review.pod_name(),
-                ",".join(p.node for p in decision.preferences),
-                review.dry_run,
-            )
+            # DEBUG, not INFO: the decision is on the pod itself (annotations) and
+            # in /metrics, and a log line per admission costs about as much as the decision.
+            if log.isEnabledFor(logging.DEBUG):
+                log.debug(
+                    "uid=%s pod=%s/%s preferred=%s dryRun=%s",
+                    review.uid,
+                    review.namespace,
+                    review.pod_name(),
+                    ",".join(p.node for p in decision.preferences),
+                    review.dry_run,
+                )
         else:
             metrics.admissions.inc("skipped")
             metrics.skips.inc(decision.skip or "unknown")
-            log.info(
+            log.debug(
                 "uid=%s pod=%s/%s skipped=%s",
                 review.uid,
                 review.namespace,
