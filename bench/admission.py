@@ -27,7 +27,7 @@ from tests.harness.prometheus import free_port
 from tests.harness.reviews import pod, review
 from tests.harness.webhook import WebhookProcess, make_certs
 
-DURATION = 15
+DURATION = int(os.environ.get("NT_BENCH_SECONDS", "15"))
 
 
 def wrk_script(directory: str, paced: bool) -> str:

@@ -53,6 +53,7 @@ class Steerer:
         # Live candidate order for the current snapshot; rebuilt when it changes.
         self._live: CandidateHeap | None = None
         self._live_for: object = None
+        self._scored_at = ""  # RFC 3339 time of that snapshot, formatted once
 
     def _skipped(self, pod: Pod, reason: str, warning: str) -> Decision:
         # Soft skips are written on the pod so `kubectl nettraffic explain` can say why.
@@ -90,6 +91,7 @@ class Steerer:
             inflight = self.scoreboard.ledger.view(snapshot.generated_at)
             if self._live_for is not snapshot:
                 self._live, self._live_for = CandidateHeap(snapshot.candidates, inflight), snapshot
+                self._scored_at = rfc3339(snapshot.generated_at)
             preferences = choose_nodes(
                 snapshot.candidates,
                 snapshot.tainted,
@@ -109,7 +111,7 @@ class Steerer:
                 )
             annotations = {
                 PREFERRED_NODES: ",".join(p.node for p in preferences),
-                SCORED_AT: rfc3339(snapshot.generated_at),
+                SCORED_AT: self._scored_at,
                 SOURCE: snapshot.source,
                 SCORES: ",".join(
                     f"{p.node}={max(0, min(100, round(p.score)))}" for p in preferences

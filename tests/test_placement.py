@@ -185,7 +185,9 @@ def test_bandwidth_annotation():
 def test_patch_check_rejects_a_patch_that_would_change_other_fields():
     original = pod()
     bad = [{"op": "replace", "path": "/spec/restartPolicy", "value": "Never"}]
-    with pytest.raises(PatchCheckFailed, match="changed spec.restartPolicy"):
+    with pytest.raises(
+        PatchCheckFailed, match="replace /spec/restartPolicy reaches outside spec.affinity"
+    ):
         apply_and_check(original, bad)
     bad_weight = affinity_patch(original, [Preference("a", 0, 1.0)], {})
     with pytest.raises(PatchCheckFailed, match="outside 1..100"):

@@ -1,0 +1,75 @@
+"""The production wiring: the webhook reads nodes (list + watch), namespaces
+and metrics-server from the API server (the fake one over HTTP), traffic from
+the real Prometheus."""
+
+import base64
+import json
+
+import jsonpatch
+import pytest
+
+from tests.conftest import wait_for
+from tests.e2e.conftest import MIXED_RATES
+from tests.harness.fakeapi import FakeKubeAPI, node, node_metrics
+from tests.harness.reviews import pod, review
+from tests.harness.webhook import WebhookProcess
+
+
+@pytest.fixture
+def cluster_webhook(prometheus, tmp_path):
+    api = FakeKubeAPI()
+    for name in MIXED_RATES:
+        api.put(node(name))
+        api.put(node_metrics(name, "1", "2Gi"), plural="nodes")
+    api.put({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}})
+    api.put(
+        {
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": {"name": "batch", "labels": {"nettraffic.io/skip": "true"}},
+        }
+    )
+    config = {
+        "kubeconfig": api.kubeconfig(str(tmp_path / "kubeconfig")),
+        "prometheus": {"url": prometheus.url, "window": "10s"},
+        "refresh": {"interval": "1s", "maxStaleness": "30s"},
+    }
+    webhook = WebhookProcess(config)
+    yield api, webhook
+    webhook.stop()
+    api.stop()
+
+
+def _preferred(webhook: WebhookProcess, obj: dict) -> tuple[list[str], dict]:
+    answer = webhook.post("/mutate", review(obj, dry_run=True)).json()["response"]
+    if "patch" not in answer:
+        return [], obj
+    patched = jsonpatch.apply_patch(obj, json.loads(base64.b64decode(answer["patch"])))
+    return (
+        patched["metadata"]["annotations"].get("nettraffic.io/preferred-nodes", "").split(","),
+        patched,
+    )
+
+
+def test_nodes_namespaces_and_usage_come_from_the_api(cluster_webhook):
+    api, webhook = cluster_webhook
+    nodes, _ = _preferred(webhook, pod())
+    assert nodes == ["q1", "q2", "q3"]
+    scores = webhook.session.get(webhook.url + "/scores").json()
+    assert {n["name"]: n["cpuUsageRatio"] for n in scores["nodes"]}["q1"] == pytest.approx(0.25)
+
+    # A namespace labelled nettraffic.io/skip=true is never touched.
+    skipped, patched = _preferred(webhook, pod(namespace="batch"))
+    assert skipped == [] and "annotations" not in patched["metadata"]
+    metrics = webhook.session.get(webhook.url + "/metrics").text
+    assert 'nettraffic_skips_total{reason="namespace-skip-label"} 1' in metrics
+
+    # The node watch follows the cluster: cordon q1 and it stops being offered.
+    cordoned = node("q1", unschedulable=True)
+    api.put(cordoned)
+    wait_for(lambda: "q1" not in _preferred(webhook, pod())[0], timeout=15)
+    q1 = next(
+        n for n in webhook.session.get(webhook.url + "/scores").json()["nodes"] if n["name"] == "q1"
+    )
+    assert q1["eligible"] is False and q1["reason"] == "cordoned (unschedulable)"
+    assert any(r.query.get("watch") == ["true"] for r in api.requests if r.path == "/api/v1/nodes")
