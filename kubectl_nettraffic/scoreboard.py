@@ -14,8 +14,10 @@ stops (better no advice than old advice).
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import overload
 
 from kubectl_nettraffic.config import Settings
 from kubectl_nettraffic.errors import NetTrafficError
@@ -129,6 +131,36 @@ class InflightLedger:
 NodesProvider = Callable[[], Sequence[Node]]
 
 
+class _NodesUnavailable(Exception):
+    """The node list failed while a source was using it; not that source's fault."""
+
+
+class _DeferredNodes(Sequence[Node]):
+    """The node list of this refresh, waited for only when first used."""
+
+    def __init__(self, pending: "Future[list[Node]]") -> None:
+        self._pending = pending
+
+    def _nodes(self) -> list[Node]:
+        try:
+            return self._pending.result()
+        except NetTrafficError as error:
+            raise _NodesUnavailable(str(error)) from error
+
+    def __len__(self) -> int:
+        return len(self._nodes())
+
+    @overload
+    def __getitem__(self, index: int) -> Node: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[Node]: ...
+    def __getitem__(self, index: int | slice) -> Node | Sequence[Node]:
+        return self._nodes()[index]
+
+    def __iter__(self) -> Iterator[Node]:
+        return iter(self._nodes())
+
+
 class Scoreboard:
     def __init__(
         self,
@@ -193,17 +225,23 @@ class Scoreboard:
         with self._refresh_lock:
             started = time.perf_counter()
             errors: list[str] = []
-            try:
-                nodes = list(self._nodes())
-            except NetTrafficError as error:
-                self.source_failures["nodes"] += 1
-                self.last_errors = (f"nodes: {error}",)
-                log.warning("node inventory failed: %s", error)
-                return None
-            report = self._fetch_traffic(nodes, errors)
+            # The node list and metrics-server usage are fetched while Prometheus
+            # answers: the query does not need the nodes, only its attribution does.
             # Usage is read whenever metrics-server is enabled, weighted or not:
             # one list call per refresh, and `top` shows CPU% and MEM% beside traffic.
-            usage = self._fetch_usage(errors)
+            with ThreadPoolExecutor(max_workers=2, thread_name_prefix="refresh") as pool:
+                listed = pool.submit(lambda: list(self._nodes()))
+                usage_pending = pool.submit(self._fetch_usage, errors)
+                try:
+                    report = self._fetch_traffic(_DeferredNodes(listed), errors)
+                    nodes = listed.result()
+                except (_NodesUnavailable, NetTrafficError) as failure:
+                    error = failure.__cause__ if isinstance(failure, _NodesUnavailable) else failure
+                    self.source_failures["nodes"] += 1
+                    self.last_errors = (f"nodes: {error}",)
+                    log.warning("node inventory failed: %s", error)
+                    return None
+                usage = usage_pending.result()
             self.last_errors = tuple(errors)
             if report is None and usage is None:
                 self.last_refresh_seconds = time.perf_counter() - started

@@ -151,3 +151,17 @@ def test_ledger_view_follows_adds_between_refreshes():
     assert ledger.view(100.0) == {"a": (2000.0, 2), "b": (10.0, 1)}
     # A new measurement time rebuilds the sums from the entries.
     assert ledger.view(171.0)["a"] == pytest.approx((2000.0 - 1000 * (60 + 59) / 120, 2))
+
+
+def test_a_failed_node_list_is_the_inventory_s_failure_not_prometheus(prometheus):
+    from kubectl_nettraffic.errors import ClusterError
+
+    settings = settings_from_mapping({"prometheus": {"url": prometheus.url}, "metricsServer": {"enabled": False}})
+
+    def no_nodes():
+        raise ClusterError("listing nodes: HTTP 403: RBAC forbids it")
+
+    board = Scoreboard(settings, no_nodes, PrometheusSource(settings.prometheus, clock=lambda: END))
+    assert board.refresh() is None
+    assert board.source_failures == {"prometheus": 0, "metrics-server": 0, "nodes": 1}
+    assert board.last_errors == ("nodes: listing nodes: HTTP 403: RBAC forbids it",)

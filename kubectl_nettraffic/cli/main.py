@@ -16,7 +16,6 @@ from typing import Any
 
 from kubectl_nettraffic import __version__
 from kubectl_nettraffic.cli import render
-from kubectl_nettraffic.cli.top import WebhookLocation, fetch, node_filter
 from kubectl_nettraffic.config import Settings, load_settings
 from kubectl_nettraffic.errors import NetTrafficError
 
@@ -30,17 +29,17 @@ def _settings(args: argparse.Namespace) -> Settings:
     return load_settings(args.config, overrides)
 
 
-def _location(args: argparse.Namespace) -> WebhookLocation:
-    return WebhookLocation(args.webhook_namespace, args.webhook_service, args.webhook_port)
-
-
 def _use_colour(stream: Any) -> bool:
     return bool(stream.isatty()) and "NO_COLOR" not in os.environ
 
 
 def run_top(args: argparse.Namespace) -> int:
+    # Imported here: the kubernetes client takes a third of a second to import,
+    # and `version` or `--help` should not pay for it.
+    from kubectl_nettraffic.cli.top import WebhookLocation, fetch, node_filter
+
     settings = _settings(args)
-    location = _location(args)
+    location = WebhookLocation(args.webhook_namespace, args.webhook_service, args.webhook_port)
     wanted = node_filter(settings, args.context, args.nodes, args.selector)
     terminal = sys.stdout.isatty()
     previous: dict[str, int] | None = None
