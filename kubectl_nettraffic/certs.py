@@ -33,7 +33,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
-from kubectl_nettraffic.cluster import describe_api_error, read_json
+from kubectl_nettraffic.cluster import describe_api_error, request_json
 from kubectl_nettraffic.errors import CertError, ClusterError
 
 # Five years for the CA: long enough that its rotation is a rare, planned
@@ -342,9 +342,7 @@ class StoredSecret:
 
 def read_secret(api: k8s.ApiClient, namespace: str, name: str) -> StoredSecret | None:
     try:
-        document = read_json(
-            k8s.CoreV1Api(api).read_namespaced_secret(name, namespace, _preload_content=False)
-        )
+        document = request_json(api, "GET", f"/api/v1/namespaces/{namespace}/secrets/{name}")
     except ApiException as error:
         if error.status == 404:
             return None
@@ -373,16 +371,13 @@ def write_secret(
     api: k8s.ApiClient, namespace: str, name: str, bundle: Bundle, existing: StoredSecret | None
 ) -> None:
     """Create, or replace guarded by resourceVersion; one API call either way."""
-    core = k8s.CoreV1Api(api)
-    # The client serialises plain dicts as they are; its stubs only name V1Secret.
-    body: Any = secret_body(
-        name, namespace, bundle, existing.resource_version if existing else None
-    )
+    body = secret_body(name, namespace, bundle, existing.resource_version if existing else None)
+    collection = f"/api/v1/namespaces/{namespace}/secrets"
     try:
         if existing is None:
-            core.create_namespaced_secret(namespace, body, _preload_content=False)
+            request_json(api, "POST", collection, body=body)
         else:
-            core.replace_namespaced_secret(name, namespace, body, _preload_content=False)
+            request_json(api, "PUT", f"{collection}/{name}", body=body)
     except Exception as error:
         raise describe_api_error(error, f"writing Secret {namespace}/{name}") from None
 
@@ -390,12 +385,13 @@ def write_secret(
 # ---------------------------------------------------------------- webhook configuration
 
 
+def _webhook_path(name: str) -> str:
+    return f"/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/{name}"
+
+
 def read_webhook_configuration(api: k8s.ApiClient, name: str) -> dict[str, Any]:
     try:
-        response = k8s.AdmissionregistrationV1Api(api).read_mutating_webhook_configuration(
-            name, _preload_content=False
-        )
-        document: dict[str, Any] = read_json(response)
+        document: dict[str, Any] = request_json(api, "GET", _webhook_path(name))
         return document
     except ApiException as error:
         if error.status == 404:
@@ -446,8 +442,8 @@ def patch_ca_bundle(
                 {"op": "add", "path": f"/webhooks/{index}/failurePolicy", "value": failure_policy}
             )
     try:
-        k8s.AdmissionregistrationV1Api(api).patch_mutating_webhook_configuration(
-            name, ops, _content_type="application/json-patch+json", _preload_content=False
+        request_json(
+            api, "PATCH", _webhook_path(name), body=ops, content_type="application/json-patch+json"
         )
     except Exception as error:
         raise describe_api_error(error, f"patching MutatingWebhookConfiguration {name}") from None
@@ -456,9 +452,7 @@ def patch_ca_bundle(
 
 def delete_webhook_configuration(api: k8s.ApiClient, name: str) -> str:
     try:
-        k8s.AdmissionregistrationV1Api(api).delete_mutating_webhook_configuration(
-            name, _preload_content=False
-        )
+        request_json(api, "DELETE", _webhook_path(name))
     except ApiException as error:
         if error.status == 404:
             return f"MutatingWebhookConfiguration {name} was already gone"

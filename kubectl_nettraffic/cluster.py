@@ -1,8 +1,8 @@
 """The Kubernetes API as the engine needs it: a client, and cached node and
 namespace inventories kept fresh by list + watch.
 
-Watches use the real ``kubernetes`` client with ``_preload_content=False`` and
-read the JSON event stream themselves, so that a ``410 Gone`` (the watch's
+Watches go through the real ``kubernetes`` client (its auth, TLS and token
+refresh) and read the JSON event stream themselves, so that a ``410 Gone`` (the watch's
 resourceVersion fell out of etcd's window) and dropped connections are
 handled the way client-go's reflector does: list again, then watch from the
 list's resourceVersion. Readers never wait for the API server.
@@ -76,20 +76,58 @@ def describe_api_error(error: Exception, what: str) -> ClusterError:
     )
 
 
+def request(
+    api: k8s.ApiClient,
+    method: str,
+    path: str,
+    query: Mapping[str, Any] | None = None,
+    body: Any = None,
+    content_type: str = "application/json",
+    timeout: float | None = None,
+) -> Any:
+    """One API request through the client's own auth, TLS and token refresh.
+
+    Returns the urllib3 response (stream it, or read ``.data``). Raises the
+    client's ApiException for an HTTP error. We call the generic ApiClient
+    rather than the typed CoreV1Api & co: importing those builds hundreds of
+    pydantic models (half a second) for objects we read as plain JSON anyway.
+    """
+    headers = {"Accept": "application/json"}
+    if body is not None:
+        headers["Content-Type"] = content_type
+    serialized = api.param_serialize(
+        method=method,
+        resource_path=path,
+        query_params=[(k, v) for k, v in (query or {}).items() if v is not None],
+        header_params=headers,
+        body=body,
+        auth_settings=["BearerToken"],
+    )
+    answer = api.call_api(*serialized, _request_timeout=timeout)
+    if answer.status >= 400:
+        answer.read()
+        raise ApiException(http_resp=answer)
+    return answer.response
+
+
 def read_json(response: Any) -> Any:
-    """Body of a ``_preload_content=False`` response, released afterwards."""
+    """Body of a response from ``request``, released afterwards."""
     try:
         return json.loads(response.data)
     finally:
         response.release_conn()
 
 
+def request_json(api: k8s.ApiClient, method: str, path: str, **kwargs: Any) -> Any:
+    return read_json(request(api, method, path, **kwargs))
+
+
 def list_nodes(api: k8s.ApiClient, label_selector: str = "") -> list[Node]:
     try:
-        response = k8s.CoreV1Api(api).list_node(
-            label_selector=label_selector or None, _preload_content=False
+        document = request_json(
+            api, "GET", "/api/v1/nodes", query={"labelSelector": label_selector or None}
         )
-        return nodes_from_list(read_json(response), "the API server's node list")
+        return nodes_from_list(document, "the API server's node list")
     except ClusterError:
         raise
     except Exception as error:
@@ -113,18 +151,20 @@ def load_node_file(path: str) -> list[Node]:
 class ListWatchCache(Generic[T]):
     """A name -> value cache of one cluster-scoped resource, kept by list + watch.
 
-    ``list_call`` is a CoreV1Api method such as ``list_node``; ``parse`` turns
-    one JSON object into the cached value.
+    ``path`` is the collection, e.g. ``/api/v1/nodes``; ``parse`` turns one
+    JSON object into the cached value.
     """
 
     def __init__(
         self,
-        list_call: Callable[..., Any],
+        api: k8s.ApiClient,
+        path: str,
         parse: Callable[[Mapping[str, Any]], T],
         kind: str,
         label_selector: str = "",
     ) -> None:
-        self._list_call = list_call
+        self._api = api
+        self._path = path
         self._parse = parse
         self._kind = kind
         self._label_selector = label_selector or None
@@ -153,8 +193,9 @@ class ListWatchCache(Generic[T]):
         self._stop.set()
 
     def _list(self) -> str:
-        response = self._list_call(label_selector=self._label_selector, _preload_content=False)
-        document = read_json(response)
+        document = request_json(
+            self._api, "GET", self._path, query={"labelSelector": self._label_selector}
+        )
         fresh = {}
         for obj in document.get("items") or []:
             value = self._parse(obj)
@@ -166,13 +207,17 @@ class ListWatchCache(Generic[T]):
         return str((document.get("metadata") or {}).get("resourceVersion") or "")
 
     def _events(self, resource_version: str) -> Iterator[dict[str, Any]]:
-        response = self._list_call(
-            label_selector=self._label_selector,
-            watch=True,
-            resource_version=resource_version,
-            allow_watch_bookmarks=True,
-            timeout_seconds=WATCH_SECONDS,
-            _preload_content=False,
+        response = request(
+            self._api,
+            "GET",
+            self._path,
+            query={
+                "labelSelector": self._label_selector,
+                "watch": "true",
+                "resourceVersion": resource_version,
+                "allowWatchBookmarks": "true",
+                "timeoutSeconds": WATCH_SECONDS,
+            },
         )
         try:
             buffer = b""
@@ -234,7 +279,7 @@ class ListWatchCache(Generic[T]):
 
 
 def node_cache(api: k8s.ApiClient) -> ListWatchCache[Node]:
-    return ListWatchCache(k8s.CoreV1Api(api).list_node, node_from_json, "nodes")
+    return ListWatchCache(api, "/api/v1/nodes", node_from_json, "nodes")
 
 
 def namespace_labels(obj: Mapping[str, Any]) -> Mapping[str, str]:
@@ -242,4 +287,4 @@ def namespace_labels(obj: Mapping[str, Any]) -> Mapping[str, str]:
 
 
 def namespace_cache(api: k8s.ApiClient) -> ListWatchCache[Mapping[str, str]]:
-    return ListWatchCache(k8s.CoreV1Api(api).list_namespace, namespace_labels, "namespaces")
+    return ListWatchCache(api, "/api/v1/namespaces", namespace_labels, "namespaces")

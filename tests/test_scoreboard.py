@@ -156,7 +156,9 @@ def test_ledger_view_follows_adds_between_refreshes():
 def test_a_failed_node_list_is_the_inventory_s_failure_not_prometheus(prometheus):
     from kubectl_nettraffic.errors import ClusterError
 
-    settings = settings_from_mapping({"prometheus": {"url": prometheus.url}, "metricsServer": {"enabled": False}})
+    settings = settings_from_mapping(
+        {"prometheus": {"url": prometheus.url}, "metricsServer": {"enabled": False}}
+    )
 
     def no_nodes():
         raise ClusterError("listing nodes: HTTP 403: RBAC forbids it")

@@ -10,10 +10,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from cryptography import x509
-from kubernetes import client as k8s
 
 from kubectl_nettraffic.certs import read_secret, read_webhook_configuration, signed_by
-from kubectl_nettraffic.cluster import api_client, describe_api_error, list_nodes, read_json
+from kubectl_nettraffic.cli.top import WebhookLocation
+from kubectl_nettraffic.cluster import api_client, describe_api_error, list_nodes, request_json
 from kubectl_nettraffic.config import load_settings
 from kubectl_nettraffic.errors import NetTrafficError
 from kubectl_nettraffic.sources.metrics_server import MetricsServerSource
@@ -55,7 +55,7 @@ def run_doctor(args: argparse.Namespace) -> int:
 
     def api_reachable() -> str:
         try:
-            info = read_json(k8s.VersionApi(api).get_code(_preload_content=False))
+            info = request_json(api, "GET", "/version")
         except Exception as error:
             raise describe_api_error(error, "GET /version") from None
         return f"Kubernetes {info.get('gitVersion', '?')} at {api.configuration.host}"
@@ -65,10 +65,11 @@ def run_doctor(args: argparse.Namespace) -> int:
 
     def endpoints() -> str:
         try:
-            slices = read_json(
-                k8s.DiscoveryV1Api(api).list_namespaced_endpoint_slice(
-                    ns, label_selector=f"kubernetes.io/service-name={svc}", _preload_content=False
-                )
+            slices = request_json(
+                api,
+                "GET",
+                f"/apis/discovery.k8s.io/v1/namespaces/{ns}/endpointslices",
+                query={"labelSelector": f"kubernetes.io/service-name={svc}"},
             )
         except Exception as error:
             raise describe_api_error(error, f"listing EndpointSlices of {ns}/{svc}") from None
@@ -114,10 +115,8 @@ def run_doctor(args: argparse.Namespace) -> int:
 
     def webhook_ready() -> str:
         try:
-            response = k8s.CoreV1Api(api).connect_get_namespaced_service_proxy_with_path(
-                f"https:{svc}:{args.webhook_port}", ns, "readyz", _preload_content=False
-            )
-            readyz.update(read_json(response))
+            location = WebhookLocation(ns, svc, args.webhook_port)
+            readyz.update(request_json(api, "GET", location.proxy_path("readyz")))
         except Exception as error:
             raise describe_api_error(
                 error, f"GET /readyz of {ns}/{svc} via the service proxy"

@@ -3,11 +3,10 @@
 import argparse
 from typing import Any
 
-from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
 from kubectl_nettraffic.cli.top import WebhookLocation, fetch
-from kubectl_nettraffic.cluster import api_client, describe_api_error, read_json
+from kubectl_nettraffic.cluster import api_client, describe_api_error, request_json
 from kubectl_nettraffic.config import Settings, load_settings
 from kubectl_nettraffic.errors import ClusterError, NetTrafficError
 from kubectl_nettraffic.placement import (
@@ -104,10 +103,7 @@ def run_explain(args: argparse.Namespace) -> int:
     namespace = args.namespace or _context_namespace(settings, args.context)
     api = api_client(settings.kubeconfig, args.context)
     try:
-        response = k8s.CoreV1Api(api).read_namespaced_pod(
-            args.pod, namespace, _preload_content=False
-        )
-        pod = read_json(response)
+        pod = request_json(api, "GET", f"/api/v1/namespaces/{namespace}/pods/{args.pod}")
     except Exception as error:
         raise describe_api_error(error, f"reading pod {namespace}/{args.pod}") from None
     if not isinstance(pod, dict):

@@ -7,7 +7,7 @@ from typing import Any
 
 from kubernetes import client as k8s
 
-from kubectl_nettraffic.cluster import api_client, describe_api_error, list_nodes, read_json
+from kubectl_nettraffic.cluster import api_client, describe_api_error, list_nodes, request_json
 from kubectl_nettraffic.config import Settings
 from kubectl_nettraffic.engine import build_engine
 from kubectl_nettraffic.errors import ClusterError, NetTrafficError, SourceError
@@ -20,17 +20,15 @@ class WebhookLocation:
     service: str = "nettraffic"
     port: int = 443
 
-    def proxy_name(self) -> str:
-        return f"https:{self.service}:{self.port}"
+    def proxy_path(self, endpoint: str) -> str:
+        """The API server's service proxy path to one of the webhook's endpoints."""
+        return f"/api/v1/namespaces/{self.namespace}/services/https:{self.service}:{self.port}/proxy/{endpoint}"
 
 
 def from_webhook(api: k8s.ApiClient, where: WebhookLocation) -> dict[str, Any]:
     """GET /scores through /api/v1/namespaces/NS/services/https:SVC:PORT/proxy/."""
     try:
-        response = k8s.CoreV1Api(api).connect_get_namespaced_service_proxy_with_path(
-            where.proxy_name(), where.namespace, "scores", _preload_content=False
-        )
-        document = read_json(response)
+        document = request_json(api, "GET", where.proxy_path("scores"))
     except ValueError:
         raise ClusterError(
             f"the webhook {where.namespace}/{where.service} answered something that is not JSON"

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from kubernetes import client as k8s
 
-from kubectl_nettraffic.cluster import describe_api_error, read_json
+from kubectl_nettraffic.cluster import describe_api_error, request_json
 from kubectl_nettraffic.errors import SourceError
 from kubectl_nettraffic.units import parse_quantity
 
@@ -26,10 +26,7 @@ class MetricsServerSource:
 
     def fetch(self) -> Mapping[str, NodeUsage]:
         try:
-            response = k8s.CustomObjectsApi(self.api).list_cluster_custom_object(
-                "metrics.k8s.io", "v1beta1", "nodes", _preload_content=False
-            )
-            document = read_json(response)
+            document = request_json(self.api, "GET", "/apis/metrics.k8s.io/v1beta1/nodes")
         except Exception as error:
             raise SourceError(
                 str(describe_api_error(error, "reading metrics.k8s.io/v1beta1 nodes"))
