@@ -5,13 +5,11 @@ patch. ``python -m bench.bare_app --config FILE`` (the webhook's config file).""
 import argparse
 import base64
 import json
-from typing import Any
 
 from flask import Flask, Response, request
-from gunicorn.app.base import BaseApplication
 
-from kubectl_nettraffic.config import Settings, load_settings
-from webhook.gunicorn_conf import gunicorn_options
+from kubectl_nettraffic.config import load_settings
+from webhook.server import WebhookServer
 
 PATCH = base64.b64encode(
     json.dumps(
@@ -68,26 +66,13 @@ def create_bare_app() -> Flask:
     return app
 
 
-class BareServer(BaseApplication):  # type: ignore[misc]
-    def __init__(self, settings: Settings) -> None:
-        self.settings = settings
-        super().__init__()
-
-    def load_config(self) -> None:
-        for key, value in gunicorn_options(self.settings).items():
-            if key in self.cfg.settings and value is not None:
-                self.cfg.set(key, value)
-
-    def load(self) -> Any:
-        return create_bare_app()
-
-
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--config", required=True)
     parser.add_argument("--port", type=int, required=True)
     args = parser.parse_args()
-    BareServer(load_settings(args.config, {"server.port": args.port})).run()
+    settings = load_settings(args.config, {"server.port": args.port})
+    WebhookServer(settings, lambda _: create_bare_app()).run()
 
 
 if __name__ == "__main__":

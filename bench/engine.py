@@ -8,14 +8,12 @@ query counts are counted by an HTTP proxy in front of it, not computed.
 """
 
 import argparse
-import socket
 import statistics
 import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from http.server import ThreadingHTTPServer
 
 import requests
 
@@ -28,6 +26,7 @@ from kubectl_nettraffic.scoreboard import Scoreboard
 from kubectl_nettraffic.scoring import score_nodes
 from kubectl_nettraffic.sources.prometheus import PrometheusSource
 from kubectl_nettraffic.steering import Steerer
+from tests.harness import QuietHandler
 from tests.harness.reviews import pod
 
 
@@ -41,18 +40,7 @@ class CountingProxy:
         local = threading.local()
         proxy = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-            def setup(self) -> None:
-                super().setup()
-                # Headers and body go out in two writes: without this, delayed
-                # ACKs add 40 ms to every proxied query.
-                self.request.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-
+        class Handler(QuietHandler):
             def _forward(self) -> None:
                 if not hasattr(local, "session"):
                     local.session = requests.Session()

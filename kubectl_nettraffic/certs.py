@@ -80,6 +80,25 @@ def _pem_key(key: PrivateKey) -> bytes:
     )
 
 
+def _key_usage(**granted: bool) -> x509.KeyUsage:
+    """digitalSignature plus whatever is ``granted``; every other usage off."""
+    usages = dict.fromkeys(
+        (
+            "content_commitment",
+            "key_encipherment",
+            "data_encipherment",
+            "key_agreement",
+            "key_cert_sign",
+            "crl_sign",
+            "encipher_only",
+            "decipher_only",
+        ),
+        False,
+    )
+    usages.update(granted)
+    return x509.KeyUsage(digital_signature=True, **usages)
+
+
 def _now() -> dt.datetime:
     return dt.datetime.now(dt.UTC)
 
@@ -110,20 +129,7 @@ def issue(
             .not_valid_before(now - BACKDATE)
             .not_valid_after(now + dt.timedelta(days=ca_days))
             .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-            .add_extension(
-                x509.KeyUsage(
-                    digital_signature=True,
-                    content_commitment=False,
-                    key_encipherment=False,
-                    data_encipherment=False,
-                    key_agreement=False,
-                    key_cert_sign=True,
-                    crl_sign=True,
-                    encipher_only=False,
-                    decipher_only=False,
-                ),
-                critical=True,
-            )
+            .add_extension(_key_usage(key_cert_sign=True, crl_sign=True), critical=True)
             .add_extension(
                 x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False
             )
@@ -160,19 +166,9 @@ def issue(
         .not_valid_before(now - BACKDATE)
         .not_valid_after(not_after)
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        # RSA key exchange encrypts with the key; ECDSA only signs.
         .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                content_commitment=False,
-                key_encipherment=isinstance(key, rsa.RSAPrivateKey),
-                data_encipherment=False,
-                key_agreement=False,
-                key_cert_sign=False,
-                crl_sign=False,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
+            _key_usage(key_encipherment=isinstance(key, rsa.RSAPrivateKey)), critical=True
         )
         .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
         .add_extension(x509.SubjectAlternativeName(sans), critical=False)

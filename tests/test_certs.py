@@ -24,6 +24,7 @@ from kubectl_nettraffic.certs import (
 )
 from kubectl_nettraffic.cluster import api_client
 from kubectl_nettraffic.errors import CertError, ClusterError
+from tests.harness.fakeapi import webhook_configuration
 
 SECRETS = ("api/v1", "nettraffic", "secrets")
 WEBHOOKS = ("apis/admissionregistration.k8s.io/v1", None, "mutatingwebhookconfigurations")
@@ -35,30 +36,7 @@ def _load(pem: bytes) -> x509.Certificate:
 
 
 def _webhook_configuration(fake_api, ca_bundle: str = "", hooks: int = 2) -> None:
-    fake_api.put(
-        {
-            "apiVersion": "admissionregistration.k8s.io/v1",
-            "kind": "MutatingWebhookConfiguration",
-            "metadata": {"name": "nettraffic"},
-            "webhooks": [
-                {
-                    "name": f"hook{i}.nettraffic.io",
-                    "failurePolicy": "Ignore",
-                    "sideEffects": "None",
-                    "admissionReviewVersions": ["v1"],
-                    "clientConfig": {
-                        "service": {
-                            "name": "nettraffic",
-                            "namespace": "nettraffic",
-                            "path": "/mutate",
-                        },
-                        **({"caBundle": ca_bundle} if ca_bundle else {}),
-                    },
-                }
-                for i in range(hooks)
-            ],
-        }
-    )
+    fake_api.put(webhook_configuration(hooks=hooks, ca_bundle=ca_bundle))
 
 
 def _bundle_in_configuration(fake_api) -> list[x509.Certificate]:

@@ -4,6 +4,7 @@ import argparse
 import logging
 import os
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from gunicorn.app.base import BaseApplication
@@ -13,9 +14,21 @@ from kubectl_nettraffic.errors import NetTrafficError
 from webhook.gunicorn_conf import gunicorn_options
 
 
+def _webhook_app(settings: Settings) -> Any:
+    from webhook.app import create_app
+
+    return create_app(settings)
+
+
 class WebhookServer(BaseApplication):  # type: ignore[misc]
-    def __init__(self, settings: Settings) -> None:
+    """gunicorn with our settings; ``app_factory`` runs in the worker after the
+    fork, so the refresher's threads live there."""
+
+    def __init__(
+        self, settings: Settings, app_factory: Callable[[Settings], Any] = _webhook_app
+    ) -> None:
         self.settings = settings
+        self.app_factory = app_factory
         super().__init__()
 
     def load_config(self) -> None:
@@ -24,10 +37,7 @@ class WebhookServer(BaseApplication):  # type: ignore[misc]
                 self.cfg.set(key, value)
 
     def load(self) -> Any:
-        # Runs in the worker after fork, so the refresher's threads live there.
-        from webhook.app import create_app
-
-        return create_app(self.settings)
+        return self.app_factory(self.settings)
 
 
 def main(argv: list[str] | None = None) -> int:

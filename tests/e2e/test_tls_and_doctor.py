@@ -24,7 +24,7 @@ from kubectl_nettraffic.certs import (
 )
 from kubectl_nettraffic.cluster import api_client
 from tests.e2e.conftest import EQUAL, MIXED_RATES, node_file, webhook_config
-from tests.harness.fakeapi import FakeKubeAPI, node, node_metrics
+from tests.harness.fakeapi import FakeKubeAPI, node, node_metrics, webhook_configuration
 from tests.harness.webhook import WebhookProcess
 
 SPEC = Issuance("nettraffic", "nettraffic", extra_sans=("127.0.0.1", "localhost"))
@@ -35,29 +35,7 @@ SERVICE_NAME = "nettraffic.nettraffic.svc"
 
 
 def _configuration(api: FakeKubeAPI) -> None:
-    api.put(
-        {
-            "apiVersion": "admissionregistration.k8s.io/v1",
-            "kind": "MutatingWebhookConfiguration",
-            "metadata": {"name": "nettraffic"},
-            "webhooks": [
-                {
-                    "name": "pods.nettraffic.io",
-                    "failurePolicy": "Ignore",
-                    "sideEffects": "None",
-                    "admissionReviewVersions": ["v1"],
-                    "clientConfig": {
-                        "service": {
-                            "name": "nettraffic",
-                            "namespace": "nettraffic",
-                            "path": "/mutate",
-                            "port": 443,
-                        }
-                    },
-                }
-            ],
-        }
-    )
+    api.put(webhook_configuration())
 
 
 class KubeletSync:

@@ -10,7 +10,6 @@ bearer-token auth. Every request is recorded for assertions.
 import copy
 import json
 import re
-import socket
 import ssl
 import threading
 import time
@@ -23,6 +22,8 @@ from typing import Any
 import jsonpatch
 import requests
 import yaml
+
+from tests.harness import QuietHandler
 
 Key = tuple[str, str | None, str]  # (group/version path, namespace, plural)
 
@@ -151,18 +152,7 @@ class FakeKubeAPI:
     def _handler_class(self) -> type[BaseHTTPRequestHandler]:
         api = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-            def setup(self) -> None:
-                super().setup()
-                # Headers and body are separate writes; without this, delayed
-                # ACKs add 40 ms to every response on a kept-alive connection.
-                self.request.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-
+        class Handler(QuietHandler):
             def _send(self, status: int, body: Any, content_type: str = "application/json") -> None:
                 data = body if isinstance(body, bytes) else json.dumps(body).encode()
                 self.send_response(status)
@@ -461,4 +451,30 @@ def node_metrics(name: str, cpu: str, memory: str) -> dict[str, Any]:
         "timestamp": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "window": "20s",
         "usage": {"cpu": cpu, "memory": memory},
+    }
+
+
+def webhook_configuration(
+    name: str = "nettraffic", hooks: int = 1, ca_bundle: str = ""
+) -> dict[str, Any]:
+    """A MutatingWebhookConfiguration as the chart installs it (before its caBundle is set)."""
+    client_config: dict[str, Any] = {
+        "service": {"name": "nettraffic", "namespace": "nettraffic", "path": "/mutate", "port": 443}
+    }
+    if ca_bundle:
+        client_config["caBundle"] = ca_bundle
+    return {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "MutatingWebhookConfiguration",
+        "metadata": {"name": name},
+        "webhooks": [
+            {
+                "name": f"hook{i}.nettraffic.io",
+                "failurePolicy": "Ignore",
+                "sideEffects": "None",
+                "admissionReviewVersions": ["v1"],
+                "clientConfig": dict(client_config),
+            }
+            for i in range(hooks)
+        ],
     }

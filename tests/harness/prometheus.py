@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 
 import requests
 
+from tests.harness import stop_process
+
 STEP = 15.0  # seconds between samples, the usual scrape interval
 
 
@@ -165,13 +167,7 @@ class PrometheusServer:
         raise RuntimeError("prometheus did not become ready within 60s")
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        stop_process(self.process)
         self._log.close()
         shutil.rmtree(self.workdir, ignore_errors=True)
         shutil.rmtree(self.data_dir, ignore_errors=True)

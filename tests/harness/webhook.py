@@ -13,6 +13,7 @@ import requests
 import yaml
 
 from kubectl_nettraffic.certs import Issuance, create_in_directory
+from tests.harness import stop_process
 from tests.harness.prometheus import free_port
 
 
@@ -81,13 +82,7 @@ class WebhookProcess:
         return self.session.post(self.url + path, json=body, timeout=10, **kwargs)
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        stop_process(self.process)
         self._log.close()
         self.session.close()
         shutil.rmtree(self.workdir, ignore_errors=True)
