@@ -101,6 +101,9 @@ class Run:
     placements: list[Placed] = field(default_factory=list)
     hot: int = 0
     burst_max: list[int] = field(default_factory=list)  # per burst: most pods on one node
+    burst_first_max: list[int] = field(
+        default_factory=list
+    )  # per burst: most first preferences on one node
     burst_sizes: list[int] = field(default_factory=list)
 
 
@@ -176,6 +179,7 @@ def simulate(scenario: Scenario, strategy: str, seed: int) -> tuple[Run, np.ndar
         replicas = int(workload_rng.integers(scenario.burst_sizes[0], scenario.burst_sizes[1] + 1))
         traffic = workload_rng.lognormal(math.log(scenario.pod_median), 0.5, replicas)
         counts: dict[int, int] = {}
+        firsts: dict[int, int] = {}
         for j in range(replicas):
             now[0] = burst_start + j * (0.9 / replicas)
             while now[0] >= next_refresh:
@@ -197,6 +201,9 @@ def simulate(scenario: Scenario, strategy: str, seed: int) -> tuple[Run, np.ndar
                     pod_object(annotations=annotations or None), None, dry_run=False
                 )
                 preferred = {index[p.node]: p.weight for p in decision.preferences}
+            if preferred:
+                first = max(preferred, key=lambda i: preferred[i])
+                firsts[first] = firsts.get(first, 0) + 1
             if strategy == "oracle":
                 chosen = int(np.argmin(committed + traffic[j]))
                 state.cpu_requested[chosen] += 0.5
@@ -211,6 +218,7 @@ def simulate(scenario: Scenario, strategy: str, seed: int) -> tuple[Run, np.ndar
             source.placements.append(placed)
             counts[chosen] = counts.get(chosen, 0) + 1
         run.burst_max.append(max(counts.values()))
+        run.burst_first_max.append(max(firsts.values(), default=0))
         run.burst_sizes.append(replicas)
     return run, committed / LINK
 
@@ -221,13 +229,14 @@ class Summary:
     hot_share: float
     std_utilisation: float
     burst_max_share: float  # largest share of one burst on one node
+    first_preference_share: float | None  # largest share of a burst's first preferences on one node
 
 
 def summarise(
     scenario: Scenario, strategy: str, seeds: Sequence[int]
 ) -> tuple[Summary, np.ndarray]:
-    maxima, hot, stds, spread = [], 0, [], []
-    pods = 0
+    maxima, stds, spread, first_spread = [], [], [], []
+    hot = pods = 0
     last = np.zeros(0)
     for seed in seeds:
         run, utilisation = simulate(scenario, strategy, seed)
@@ -238,10 +247,15 @@ def summarise(
         spread.append(
             max(top / size for top, size in zip(run.burst_max, run.burst_sizes, strict=True))
         )
+        first_spread.append(
+            max(top / size for top, size in zip(run.burst_first_max, run.burst_sizes, strict=True))
+        )
         last = utilisation
-    return Summary(
-        statistics.mean(maxima), hot / pods, statistics.mean(stds), statistics.mean(spread)
-    ), last
+    firsts = statistics.mean(first_spread) if strategy in ("tutorial", "nettraffic") else None
+    summary = Summary(
+        statistics.mean(maxima), hot / pods, statistics.mean(stds), statistics.mean(spread), firsts
+    )
+    return summary, last
 
 
 def plot(per_strategy: dict[str, np.ndarray], path: str, title: str) -> None:
@@ -313,8 +327,8 @@ def main(argv: list[str] | None = None) -> int:
     ]
     started = time.time()
     lines = [
-        "| scenario | strategy | max link util | pods placed hot (>80%) | std of util | largest share of a burst on one node |",
-        "|---|---|---|---|---|---|",
+        "| scenario | strategy | max link util | pods placed hot (>80%) | std of util | largest share of a burst on one node | largest share of a burst's first preferences on one node |",
+        "|---|---|---|---|---|---|---|",
     ]
     verdicts = []
     plots: dict[str, dict[str, np.ndarray]] = {}
@@ -326,7 +340,8 @@ def main(argv: list[str] | None = None) -> int:
             plots.setdefault(scenario.name, {})[strategy] = last
             lines.append(
                 f"| {scenario.name} ({len(seeds)} seeds) | {LABELS[strategy]} | {summary.max_utilisation:.1%} | "
-                f"{summary.hot_share:.2%} | {summary.std_utilisation:.3f} | {summary.burst_max_share:.0%} |"
+                f"{summary.hot_share:.2%} | {summary.std_utilisation:.3f} | {summary.burst_max_share:.0%} | "
+                f"{'-' if summary.first_preference_share is None else f'{summary.first_preference_share:.0%}'} |"
             )
         ours, oracle, tutorial = results["nettraffic"], results["oracle"], results["tutorial"]
         ratio = tutorial.hot_share / ours.hot_share if ours.hot_share else math.inf
