@@ -148,15 +148,6 @@ class Settings:
 Parser = Callable[[str, Any], Any]
 
 
-def _expect(kind: str, check: Callable[[Any], bool], convert: Callable[[Any], Any]) -> Parser:
-    def parse(key: str, value: Any) -> Any:
-        if not check(value):
-            raise ConfigError(f"config key {key}: {value!r} is not {kind}")
-        return convert(value)
-
-    return parse
-
-
 def _string(key: str, value: Any) -> str:
     if value is None:
         return ""

@@ -10,7 +10,13 @@ from dataclasses import dataclass
 
 from kubernetes import client as k8s
 
-from kubectl_nettraffic.cluster import ListWatchCache, api_client, load_node_file, node_cache
+from kubectl_nettraffic.cluster import (
+    ListWatchCache,
+    api_client,
+    list_nodes,
+    load_node_file,
+    node_cache,
+)
 from kubectl_nettraffic.config import Settings
 from kubectl_nettraffic.errors import ClusterError
 from kubectl_nettraffic.nodes import Node
@@ -80,8 +86,6 @@ def build_engine(
         nodes = WatchedNodes(watch, sync_timeout=settings.prometheus.timeout + 5)
     else:
         assert api is not None
-        from kubectl_nettraffic.cluster import list_nodes
-
         client = api
         nodes = lambda: list_nodes(client)  # noqa: E731
     prometheus = PrometheusSource(settings.prometheus) if settings.prometheus.url else None

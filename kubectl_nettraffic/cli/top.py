@@ -7,10 +7,17 @@ from typing import Any
 
 from kubernetes import client as k8s
 
-from kubectl_nettraffic.cluster import api_client, describe_api_error, list_nodes, request_json
+from kubectl_nettraffic.cluster import (
+    api_client,
+    describe_api_error,
+    list_nodes,
+    load_node_file,
+    request_json,
+)
 from kubectl_nettraffic.config import Settings
 from kubectl_nettraffic.engine import build_engine
 from kubectl_nettraffic.errors import ClusterError, NetTrafficError, SourceError
+from kubectl_nettraffic.labels import parse_selector
 from kubectl_nettraffic.scoreview import scores_document
 
 
@@ -80,9 +87,6 @@ def node_filter(
     wanted = set(names) if names else None
     if selector:
         if settings.nodes.file:
-            from kubectl_nettraffic.cluster import load_node_file
-            from kubectl_nettraffic.labels import parse_selector
-
             parsed = parse_selector(selector)
             matched = {
                 n.name for n in load_node_file(settings.nodes.file) if parsed.matches(n.labels)

@@ -461,3 +461,40 @@ def test_a_dead_prometheus_never_slows_admission(tmp_path):
     finally:
         webhook.stop()
         listener.close()
+
+
+def test_helm_test_selftest_passes_against_the_running_webhook(mixed_webhook):
+    import subprocess
+    import sys
+
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "webhook.selftest",
+            "--url",
+            f"https://localhost:{mixed_webhook.port}",
+            "--ca-file",
+            mixed_webhook.ca_file,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("ok: ready=True patched=True")
+    wrong_ca = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "webhook.selftest",
+            "--url",
+            f"https://localhost:{mixed_webhook.port}",
+            "--ca-file",
+            "/etc/ssl/certs/ca-certificates.crt",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert wrong_ca.returncode == 1 and "FAIL" in wrong_ca.stderr
