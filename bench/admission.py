@@ -153,6 +153,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.time()
     rows = []
     per_request = {}
+    paced_tail: dict[int, float] = {}
     with tempfile.TemporaryDirectory() as directory:
         for count in (100, 5000):
             results = measure(count, directory)
@@ -168,6 +169,7 @@ def main(argv: list[str] | None = None) -> int:
                 results["webhook"]["saturation"]["rate"],
                 results["bare"]["saturation"]["rate"],
             )
+            paced_tail[count] = results["webhook"]["paced"]["p99"]
     elapsed = time.time() - started
     table = "\n".join(
         [
@@ -177,13 +179,47 @@ def main(argv: list[str] | None = None) -> int:
         ]
     )
     small, large = per_request[100], per_request[5000]
+    paced_p99 = paced_tail
+    checks = [
+        (
+            "p99 at about 1,000 admissions/s offered, 100 nodes",
+            f"{paced_p99[100]:.2f} ms",
+            "<= 5 ms",
+            paced_p99[100] <= 5,
+        ),
+        (
+            "p99 at about 1,000 admissions/s offered, 5,000 nodes",
+            f"{paced_p99[5000]:.2f} ms",
+            "<= 5 ms",
+            paced_p99[5000] <= 5,
+        ),
+        (
+            "saturation throughput, webhook / bare app, 100 nodes",
+            f"{small[0] / small[1]:.0%}",
+            ">= 80%",
+            small[0] / small[1] >= 0.8,
+        ),
+        (
+            "saturation throughput, webhook / bare app, 5,000 nodes",
+            f"{large[0] / large[1]:.0%}",
+            ">= 80%",
+            large[0] / large[1] >= 0.8,
+        ),
+        (
+            "per-request cost at 5,000 nodes / at 100 nodes (inverse saturation throughput)",
+            f"{small[0] / large[0]:.2f}x",
+            "<= 1.2x",
+            small[0] / large[0] <= 1.2,
+        ),
+    ]
     ratios = "\n".join(
         [
-            "| check | measured |",
-            "|---|---|",
-            f"| saturation throughput, webhook / bare app, 100 nodes | {small[0] / small[1]:.0%} |",
-            f"| saturation throughput, webhook / bare app, 5,000 nodes | {large[0] / large[1]:.0%} |",
-            f"| per-request cost at 5,000 nodes / at 100 nodes (inverse throughput) | {small[0] / large[0]:.2f}x |",
+            "| check | measured | target | met |",
+            "|---|---|---|---|",
+            *(
+                f"| {name} | {value} | {target} | {'yes' if ok else 'no'} |"
+                for name, value, target, ok in checks
+            ),
         ]
     )
     print(table)

@@ -467,34 +467,24 @@ def test_helm_test_selftest_passes_against_the_running_webhook(mixed_webhook):
     import subprocess
     import sys
 
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "webhook.selftest",
-            "--url",
-            f"https://localhost:{mixed_webhook.port}",
-            "--ca-file",
-            mixed_webhook.ca_file,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=30,
-    )
+    def selftest(ca_file: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "webhook.selftest",
+                "--url",
+                f"https://localhost:{mixed_webhook.port}",
+                "--ca-file",
+                ca_file,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+
+    result = selftest(mixed_webhook.ca_file)
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("ok: ready=True patched=True")
-    wrong_ca = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "webhook.selftest",
-            "--url",
-            f"https://localhost:{mixed_webhook.port}",
-            "--ca-file",
-            "/etc/ssl/certs/ca-certificates.crt",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=30,
-    )
+    wrong_ca = selftest("/etc/ssl/certs/ca-certificates.crt")  # does not hold our CA
     assert wrong_ca.returncode == 1 and "FAIL" in wrong_ca.stderr
