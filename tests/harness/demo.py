@@ -140,6 +140,7 @@ def main() -> int:
             ("node-exporter (DaemonSet)", pod(owner_kind="DaemonSet")),
         ]
         width = max(len(label) for label, _ in samples)
+        first_choices: set[str] = set()
         for label, obj in samples:
             answer = webhook.post("/mutate", review(obj)).json()["response"]
             if "patch" not in answer:
@@ -148,6 +149,7 @@ def main() -> int:
             patched = jsonpatch.apply_patch(obj, json.loads(base64.b64decode(answer["patch"])))
             annotations = patched["metadata"]["annotations"]
             if "nettraffic.io/preferred-nodes" in annotations:
+                first_choices.add(annotations["nettraffic.io/preferred-nodes"].split(",")[0])
                 print(
                     f"{label.ljust(width)}  prefers {annotations['nettraffic.io/scores'].replace(',', ', ')}"
                 )
@@ -160,9 +162,13 @@ def main() -> int:
             print(
                 f"{row['name']:<10} score {row['score']:>3}  in-flight pods {row['inflightPods']}"
             )
-        print(
-            "\nDone: busy worker-a2 and worker-b2 were never a first choice; bursts spread over the quiet nodes."
+        busiest = sorted(NODES, key=lambda name: NODES[name][0] + NODES[name][1], reverse=True)[:2]
+        chosen_busy = [name for name in busiest if name in first_choices]
+        verdict = (
+            f"chosen first for: {', '.join(chosen_busy)}" if chosen_busy else "never a first choice"
         )
+        print(f"\nFirst choices: {', '.join(sorted(first_choices))}.")
+        print(f"The two busiest nodes ({', '.join(busiest)}) were {verdict}.")
         return 0
     finally:
         for part in (webhook, prometheus, exporter):
