@@ -3,7 +3,6 @@ history for N nodes (backfilled with promtool), and matching node objects."""
 
 import json
 import math
-import os
 import random
 import time
 from collections.abc import Iterator
@@ -76,8 +75,3 @@ def config(prometheus_url: str, node_file: str, **extra: object) -> dict:
     }
     document.update(extra)
     return document
-
-
-def ensure_dir(path: str) -> str:
-    os.makedirs(path, exist_ok=True)
-    return path

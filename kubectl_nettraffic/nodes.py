@@ -4,7 +4,7 @@ The same parser serves the API server (list + watch) and the offline file
 source (``kubectl get nodes -o json``), so both behave alike.
 """
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -140,7 +140,3 @@ def ineligibility(
     if blocking:
         return "tainted " + ",".join(str(t) for t in blocking)
     return None
-
-
-def index_by_name(nodes: Iterable[Node]) -> dict[str, Node]:
-    return {node.name: node for node in nodes}

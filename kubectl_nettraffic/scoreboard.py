@@ -178,7 +178,6 @@ class Scoreboard:
         self.selector = parse_selector(settings.nodes.selector)
         self.ledger = InflightLedger(settings.steering.pod_startup, settings.prometheus.window)
         self.source_failures: dict[str, int] = {"prometheus": 0, "metrics-server": 0, "nodes": 0}
-        self.refreshes = 0
         self.last_errors: tuple[str, ...] = ()  # of the latest refresh, for the CLI
         self.last_refresh_seconds = 0.0
         self._snapshot: Snapshot | None = None
@@ -284,7 +283,6 @@ class Scoreboard:
             )
             self._snapshot = snapshot  # one reference swap: readers see old or new
             self.ledger.prune(measured_at)
-            self.refreshes += 1
             self.last_refresh_seconds = time.perf_counter() - started
             return snapshot
 

@@ -40,7 +40,6 @@ class Decision:
     preferences: tuple[Preference, ...] = ()
     skip: str | None = None  # reason code when not steered
     warnings: tuple[str, ...] = ()
-    source: str | None = None
 
 
 class Steerer:
@@ -131,6 +130,4 @@ class Steerer:
                 self.scoreboard.ledger.add(preferences[0].node, bandwidth, self.clock())
                 if self._live is not None:
                     self._live.book(preferences[0].node, bandwidth)
-        return Decision(
-            patch=patch, preferences=tuple(preferences), warnings=warnings, source=snapshot.source
-        )
+        return Decision(patch=patch, preferences=tuple(preferences), warnings=warnings)

@@ -108,9 +108,9 @@ def _json(body: Any, status: int = 200) -> Response:
     return Response(json.dumps(body), status=status, mimetype="application/json")
 
 
-def _error(message: str, status: int, go_field: bool = False) -> Response:
+def _error(message: str, status: int) -> Response:
     body: dict[str, Any] = {"error": message}
-    if go_field:
+    if request.path.startswith("/scheduler/"):
         body["Error"] = message  # the extender protocol's own error field
     return _json(body, status)
 
@@ -165,7 +165,6 @@ def create_app(
 
     app = Flask("nettraffic-webhook")
     app.config["MAX_CONTENT_LENGTH"] = settings.server.max_request_bytes
-    app.extensions["nettraffic"] = {"scoreboard": board, "metrics": metrics, "steerer": steerer}
 
     @app.before_request
     def _start_timer() -> None:
@@ -188,22 +187,18 @@ def create_app(
             405: f"{request.method} is not allowed on {request.path}",
         }
         return _error(
-            messages.get(error.code or 500, error.description or "error"),
-            error.code or 500,
-            request.path.startswith("/scheduler/"),
+            messages.get(error.code or 500, error.description or "error"), error.code or 500
         )
 
     @app.errorhandler(HttpInputError)
     def _input_error(error: HttpInputError) -> Response:
         log.info("bad request to %s: %s", request.path, error)
-        return _error(str(error), error.status, request.path.startswith("/scheduler/"))
+        return _error(str(error), error.status)
 
     @app.errorhandler(Exception)
     def _unexpected(error: Exception) -> Response:
         log.exception("unexpected error on %s", request.path)
-        return _error(
-            "internal error; see the webhook's log", 500, request.path.startswith("/scheduler/")
-        )
+        return _error("internal error; see the webhook's log", 500)
 
     @app.post("/mutate")
     def mutate() -> Response:

@@ -54,7 +54,6 @@ class CertReloader:
         self._context: ssl.SSLContext | None = None
         self._stamps: tuple[tuple[int, int, int], tuple[int, int, int]] | None = None
         self.served_fingerprint: str | None = None
-        self.reloads = 0
 
     def _build(self) -> ssl.SSLContext:
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
@@ -85,7 +84,6 @@ class CertReloader:
                 log.info("serving certificate reloaded from %s", self.cert_file)
             self._context, self._stamps = context, stamps
             self.served_fingerprint = pem_fingerprint(self.cert_file)
-            self.reloads += 1
             return context
 
     def status(self) -> CertStatus:

@@ -386,6 +386,10 @@ def test_health_scores_and_metrics(fresh_webhook):
     }
     t1 = next(n for n in scores["nodes"] if n["name"] == "t1")
     assert t1["eligible"] is False and "tainted dedicated=gpu:NoSchedule" in t1["reason"]
+    # The exporters of nodes this webhook does not know are reported, not dropped.
+    diagnostics = get(fresh_webhook.url + "/scores?diagnostics=1").json()["diagnostics"]
+    assert any("nodename gpu-free" in series for series in diagnostics["unmappedSeries"])
+    assert diagnostics["nodesWithoutSeries"] == [] and diagnostics["errors"] == []
     _admit(fresh_webhook, pod())
     metrics = get(fresh_webhook.url + "/metrics").text
     for bound in ("0.005", "0.025", "0.1", "0.5", "1", "2.5", "10", "25"):

@@ -14,7 +14,6 @@ import ssl
 import threading
 import time
 import urllib.parse
-from collections.abc import Callable
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -411,9 +410,6 @@ def _proxy(
         response.content,
         response.headers.get("Content-Type", "application/json"),
     )
-
-
-Factory = Callable[..., dict[str, Any]]
 
 
 def node(
