@@ -18,6 +18,7 @@ import heapq
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
 import jsonpatch
@@ -359,14 +360,41 @@ def _json_copy(value: Any) -> Any:
     return json.loads(json.dumps(value))
 
 
-def apply_and_check(pod: Pod, patch: JsonPatch) -> dict[str, Any]:
-    """Apply ``patch`` with jsonpatch and check the result before it is sent.
+class _AddSharingValue(jsonpatch.AddOperation):
+    """jsonpatch's ``add`` without the deep copy of the value it makes since 1.47.
 
-    Every op must be an ``add`` under spec.affinity or metadata.annotations;
-    the patch is then applied to a copy of exactly those parts of the pod (the
-    rest is out of its reach by the check), and the result is validated.
-    Returns the patched parts: ``{"metadata": {...}, "spec": {...}}``.
+    That copy protects a patch from later ops that write inside a value an
+    earlier op added; ``apply_and_check`` rejects such patches before applying
+    anything, and the patched document is only read. The copy was two thirds
+    of the patch check's time, on every admission. ``_apply``/``_add`` are
+    jsonpatch internals, so this is used only where they exist (see below).
     """
+
+    def _apply(self, obj: Any, journal: Any) -> Any:
+        try:
+            value = self.operation["value"]
+        except KeyError:
+            raise jsonpatch.InvalidJsonPatch(
+                "The operation does not contain a 'value' member", op=self
+            ) from None
+        return self._add(obj, value, journal)  # type: ignore[attr-defined]
+
+
+class _SharingPatch(jsonpatch.JsonPatch):
+    operations = MappingProxyType({**jsonpatch.JsonPatch.operations, "add": _AddSharingValue})
+
+
+# Another jsonpatch layout: its plain JsonPatch, slower but the same result.
+_CheckPatch: type[jsonpatch.JsonPatch] = (
+    _SharingPatch
+    if all(hasattr(jsonpatch.AddOperation, name) for name in ("_apply", "_add"))
+    else jsonpatch.JsonPatch
+)
+
+
+def _check_paths(patch: JsonPatch) -> None:
+    """Every op an ``add`` under PATCHABLE, none inside a value an earlier op added."""
+    added: list[str] = []
     for op in patch:
         path = str(op.get("path", ""))
         if op.get("op") != "add" or not any(
@@ -375,6 +403,26 @@ def apply_and_check(pod: Pod, patch: JsonPatch) -> dict[str, Any]:
             raise PatchCheckFailed(
                 f"patch op {op.get('op')} {path} reaches outside spec.affinity and metadata.annotations"
             )
+        for earlier in added:
+            if path.startswith(earlier + "/"):
+                raise PatchCheckFailed(
+                    f"patch op add {path} writes inside the value added at {earlier}; "
+                    "merge them into one op"
+                )
+        added.append(path)
+
+
+def apply_and_check(pod: Pod, patch: JsonPatch) -> dict[str, Any]:
+    """Apply ``patch`` with jsonpatch and check the result before it is sent.
+
+    Every op must be an ``add`` under spec.affinity or metadata.annotations,
+    and none may write inside a value an earlier op added; the patch is then
+    applied to a copy of exactly those parts of the pod (the rest is out of
+    its reach by the check), and the result is validated. Returns the patched
+    parts: ``{"metadata": {...}, "spec": {...}}``, which share values with
+    ``patch``: read them, do not change them.
+    """
+    _check_paths(patch)
     metadata, original_spec = _metadata(pod), _spec(pod)
     parts: dict[str, Any] = {"metadata": {}, "spec": {}}
     if "annotations" in metadata:
@@ -382,7 +430,7 @@ def apply_and_check(pod: Pod, patch: JsonPatch) -> dict[str, Any]:
     if "affinity" in original_spec:
         parts["spec"]["affinity"] = _json_copy(original_spec["affinity"])
     try:
-        result: dict[str, Any] = jsonpatch.apply_patch(parts, patch, in_place=True)
+        result: dict[str, Any] = _CheckPatch(patch).apply(parts, in_place=True)
     except (
         jsonpatch.JsonPatchException,
         jsonpatch.JsonPointerException,

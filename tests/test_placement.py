@@ -194,6 +194,18 @@ def test_patch_check_rejects_a_patch_that_would_change_other_fields():
         apply_and_check(original, bad_weight)
 
 
+def test_patch_check_rejects_an_op_writing_inside_an_earlier_value():
+    # Applied, the second op would change the first op's value in the patch we send.
+    original = pod()
+    nested = [
+        {"op": "add", "path": "/metadata/annotations", "value": {}},
+        {"op": "add", "path": "/metadata/annotations/a", "value": "b"},
+    ]
+    with pytest.raises(PatchCheckFailed, match="inside the value added at /metadata/annotations"):
+        apply_and_check(original, nested)
+    assert nested[0]["value"] == {}
+
+
 def test_stale_and_missing_snapshots_skip_with_a_warning():
     board = _board({"a": 1.0})
     now = [1000.0]
@@ -300,7 +312,13 @@ def test_patch_is_idempotent_and_never_removes_a_field(affinity, annotations, ex
     )
     twice = jsonpatch.apply_patch(copy.deepcopy(once), affinity_patch(once, preferences, ours))
     assert twice == once
-    apply_and_check(original, affinity_patch(original, preferences, ours))
+    patch = affinity_patch(original, preferences, ours)
+    sent = copy.deepcopy(patch)
+    checked = apply_and_check(original, patch)
+    assert patch == sent  # the check leaves the patch it returns untouched
+    # ... and patches exactly as stock jsonpatch does, on the parts it may touch.
+    assert checked["spec"].get("affinity") == once["spec"].get("affinity")
+    assert checked["metadata"].get("annotations") == once["metadata"].get("annotations")
     for path, value in _leaves(original):
         if value is None and path[-1] in (
             "affinity",
