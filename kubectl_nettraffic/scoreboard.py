@@ -22,6 +22,7 @@ from typing import overload
 from kubectl_nettraffic.config import Settings
 from kubectl_nettraffic.errors import NetTrafficError
 from kubectl_nettraffic.labels import parse_selector
+from kubectl_nettraffic.ledger import InflightLedger
 from kubectl_nettraffic.nodes import Node, ineligibility
 from kubectl_nettraffic.scoring import NodeScore, score_nodes
 from kubectl_nettraffic.sources.metrics_server import MetricsServerSource, NodeUsage
@@ -54,78 +55,6 @@ class Snapshot:
 
     def age(self, now: float) -> float:
         return max(0.0, now - self.generated_at)
-
-
-@dataclass(frozen=True)
-class _Admission:
-    at: float
-    bandwidth: float
-
-
-class InflightLedger:
-    """Pods steered recently, counted against the node they were steered to.
-
-    A pod admitted at ``t`` starts sending at ``t + pod_startup``; a rate()
-    over ``window`` then shows a growing share of its traffic, all of it once
-    a full window has passed. So against a snapshot measured at ``T`` the pod
-    still counts ``bandwidth * (1 - visible)`` with
-    ``visible = clamp((T - t - pod_startup) / window, 0, 1)``: the ledger
-    adds exactly the part the measurement cannot see yet.
-
-    Admission is the hot path, so the per-node sums for the current
-    measurement time are kept up to date on every ``add`` (O(1)) and only
-    rebuilt when a new snapshot changes ``T`` (once per refresh).
-    """
-
-    def __init__(self, pod_startup: float, window: float) -> None:
-        self.pod_startup = pod_startup
-        self.window = window
-        self._entries: dict[str, list[_Admission]] = {}
-        self._lock = threading.Lock()
-        self._view: dict[str, tuple[float, int]] = {}
-        self._view_at: float | None = None
-
-    def _unseen(self, entry: _Admission, measured_at: float) -> float:
-        visible = (measured_at - entry.at - self.pod_startup) / self.window
-        return entry.bandwidth * (1.0 - min(1.0, max(0.0, visible)))
-
-    def add(self, node: str, bandwidth: float, at: float) -> None:
-        entry = _Admission(at, bandwidth)
-        with self._lock:
-            self._entries.setdefault(node, []).append(entry)
-            if self._view_at is not None:
-                unseen = self._unseen(entry, self._view_at)
-                if unseen > 0:
-                    total, pods = self._view.get(node, (0.0, 0))
-                    self._view[node] = (
-                        total + unseen,
-                        pods + 1,
-                    )  # one value swap: readers stay safe
-
-    def view(self, measured_at: float) -> Mapping[str, tuple[float, int]]:
-        """node -> (bytes/s not yet visible in a measurement at ``measured_at``, pods).
-
-        The mapping is live and shared: look values up, do not change it.
-        """
-        with self._lock:
-            if measured_at != self._view_at:
-                fresh: dict[str, tuple[float, int]] = {}
-                for node, items in self._entries.items():
-                    unseen = [u for u in (self._unseen(e, measured_at) for e in items) if u > 0]
-                    if unseen:
-                        fresh[node] = (sum(unseen), len(unseen))
-                self._view, self._view_at = fresh, measured_at
-            return self._view
-
-    def prune(self, measured_at: float) -> None:
-        """Forget pods whose traffic a measurement at ``measured_at`` fully shows."""
-        with self._lock:
-            for node in list(self._entries):
-                kept = [e for e in self._entries[node] if self._unseen(e, measured_at) > 0]
-                if kept:
-                    self._entries[node] = kept
-                else:
-                    del self._entries[node]
 
 
 NodesProvider = Callable[[], Sequence[Node]]

@@ -1,4 +1,4 @@
-"""Scoreboard: source choice, fallback, staleness, non-blocking readers, ledger."""
+"""Scoreboard: source choice, fallback, staleness, non-blocking readers."""
 
 import socket
 import threading
@@ -9,7 +9,7 @@ import pytest
 from kubectl_nettraffic.cluster import api_client
 from kubectl_nettraffic.config import settings_from_mapping
 from kubectl_nettraffic.engine import build_engine
-from kubectl_nettraffic.scoreboard import InflightLedger, Scoreboard
+from kubectl_nettraffic.scoreboard import Scoreboard
 from kubectl_nettraffic.scoreview import scores_document
 from kubectl_nettraffic.sources.metrics_server import MetricsServerSource
 from kubectl_nettraffic.sources.prometheus import PrometheusSource
@@ -127,30 +127,6 @@ def test_readers_never_wait_for_a_hung_prometheus(cluster, kubeconfig):
     refreshing.join()
     listener.close()
     assert elapsed < 0.05, f"1000 reads took {elapsed:.3f}s while a refresh was hung"
-
-
-def test_ledger_counts_only_what_the_measurement_cannot_see_yet():
-    ledger = InflightLedger(pod_startup=10, window=120)
-    ledger.add("a", 1000.0, at=100.0)
-    ledger.add("a", 500.0, at=200.0)
-    assert ledger.view(100.0) == {"a": (1500.0, 2)}  # measured before either started
-    unseen, pods = ledger.view(170.0)["a"]  # first pod 60s into its 120s window
-    assert unseen == pytest.approx(1000 * 0.5 + 500) and pods == 2
-    ledger.prune(231.0)  # first pod fully visible now
-    assert ledger.view(231.0)["a"][1] == 1
-    ledger.prune(400.0)
-    assert ledger.view(400.0) == {}
-
-
-def test_ledger_view_follows_adds_between_refreshes():
-    ledger = InflightLedger(pod_startup=10, window=120)
-    assert ledger.view(100.0) == {}
-    ledger.add("a", 1000.0, at=101.0)
-    ledger.add("a", 1000.0, at=102.0)
-    ledger.add("b", 10.0, at=103.0)
-    assert ledger.view(100.0) == {"a": (2000.0, 2), "b": (10.0, 1)}
-    # A new measurement time rebuilds the sums from the entries.
-    assert ledger.view(171.0)["a"] == pytest.approx((2000.0 - 1000 * (60 + 59) / 120, 2))
 
 
 def test_a_failed_node_list_is_the_inventory_s_failure_not_prometheus(prometheus):

@@ -1,0 +1,143 @@
+"""The in-flight ledger: pods steered recently, counted against the node they
+were steered to until a measurement can see their traffic.
+
+A pod admitted at ``t`` starts sending at ``t + pod_startup``; a rate() over
+``window`` then shows a growing share of its traffic, all of it once a full
+window has passed. Against a measurement at ``T`` the pod still counts
+
+    unseen = bandwidth * (1 - clamp((T - t - pod_startup) / window, 0, 1))
+
+so with ``edge = T - pod_startup`` every booking is in one of three phases:
+
+    hidden  t >= edge                   unseen = bandwidth
+    ramp    edge - window < t < edge    unseen = bandwidth * (t - (edge - window)) / window
+    shown   t <= edge - window          unseen = 0: forgotten
+
+Each node keeps its bookings in time order with running sums of bandwidth
+and of bandwidth * t, so both phase boundaries are two binary searches and a
+node's unseen load is a formula of four sums. A booking costs O(log n); a new
+measurement time costs O(nodes with bookings * log n), however many pods
+were admitted. (Summing every booking per refresh, as this once did, was a
+pass over 150,000 entries under the lock at 1,000 admissions/s.)
+"""
+
+import threading
+from bisect import bisect_left, bisect_right
+from collections.abc import Mapping
+
+# Forgotten bookings are dropped from a node's lists once they are this many
+# and at least half of them, so trimming stays amortised O(1) per booking.
+_TRIM_AT = 64
+
+
+class _NodeBookings:
+    """One node's bookings in time order, with running sums from ``start``."""
+
+    __slots__ = ("bandwidth", "start", "times", "weighted")
+
+    def __init__(self) -> None:
+        self.times: list[float] = []
+        # bandwidth[i]: sum of bandwidth of bookings before i; weighted[i]: of bandwidth * t.
+        self.bandwidth = [0.0]
+        self.weighted = [0.0]
+        self.start = 0  # bookings before this are forgotten
+
+    def add(self, at: float, bandwidth: float) -> None:
+        self.times.append(at)
+        self.bandwidth.append(self.bandwidth[-1] + bandwidth)
+        self.weighted.append(self.weighted[-1] + bandwidth * at)
+
+    def unseen(self, edge: float, window: float) -> tuple[float, int]:
+        """(unseen bytes/s, pods not yet fully visible) for a measurement at ``edge + startup``."""
+        ramp_start = edge - window
+        times, total = self.times, self.bandwidth
+        first = bisect_right(times, ramp_start, self.start)
+        hidden = bisect_left(times, edge, first)
+        ramp = total[hidden] - total[first]
+        weighted = self.weighted[hidden] - self.weighted[first]
+        # max(): rounding must not turn an almost-shown pod's remainder negative.
+        unseen = total[-1] - total[hidden] + max(0.0, (weighted - ramp_start * ramp) / window)
+        return unseen, len(times) - first
+
+    def forget_until(self, edge: float, window: float) -> None:
+        """Forget bookings fully shown at ``edge``; trim the lists now and then."""
+        self.start = bisect_right(self.times, edge - window, self.start)
+        if self.start >= _TRIM_AT and self.start * 2 >= len(self.times):
+            cut = self.start
+            base, base_weighted = self.bandwidth[cut], self.weighted[cut]
+            self.times = self.times[cut:]
+            self.bandwidth = [value - base for value in self.bandwidth[cut:]]
+            self.weighted = [value - base_weighted for value in self.weighted[cut:]]
+            self.start = 0
+
+    @property
+    def empty(self) -> bool:
+        return self.start == len(self.times)
+
+
+class InflightLedger:
+    """Bookings against nodes, viewed as unseen load for a measurement time.
+
+    ``window`` must be positive (config validation guarantees it).
+    """
+
+    def __init__(self, pod_startup: float, window: float) -> None:
+        self.pod_startup = pod_startup
+        self.window = window
+        self._lock = threading.Lock()
+        # Times are kept relative to the first one seen, so bandwidth * time stays small.
+        self._origin: float | None = None
+        self._last = float("-inf")  # latest booking; later ones never go before it
+        self._nodes: dict[str, _NodeBookings] = {}
+        self._edge: float | None = None  # of the current measurement, relative
+        self._view: dict[str, tuple[float, int]] = {}
+
+    def _relative(self, at: float) -> float:
+        if self._origin is None:
+            self._origin = at
+        return at - self._origin
+
+    def add(self, node: str, bandwidth: float, at: float) -> None:
+        """Book ``bandwidth`` bytes/s on ``node`` for a pod admitted at ``at``."""
+        if bandwidth <= 0:
+            return  # nothing the measurement could miss
+        with self._lock:
+            # A clock step back books at the latest time seen: lists stay sorted.
+            self._last = max(self._relative(at), self._last)
+            bookings = self._nodes.get(node)
+            if bookings is None:
+                bookings = self._nodes[node] = _NodeBookings()
+            bookings.add(self._last, bandwidth)
+            if self._edge is not None:
+                # One value swap per node: readers of the shared view stay safe.
+                unseen, pods = bookings.unseen(self._edge, self.window)
+                if pods:
+                    self._view[node] = (unseen, pods)
+
+    def view(self, measured_at: float) -> Mapping[str, tuple[float, int]]:
+        """node -> (bytes/s not yet visible in a measurement at ``measured_at``, pods).
+
+        The mapping is live and shared: look values up, do not change it.
+        """
+        with self._lock:
+            edge = self._relative(measured_at) - self.pod_startup
+            if edge != self._edge:
+                self._move_to(edge)
+            return self._view
+
+    def prune(self, measured_at: float) -> None:
+        """Forget pods whose traffic a measurement at ``measured_at`` fully shows."""
+        self.view(measured_at)
+
+    def _move_to(self, edge: float) -> None:
+        self._edge = edge
+        # A new mapping, not an update: readers holding the old one keep a
+        # consistent view of the previous measurement.
+        view: dict[str, tuple[float, int]] = {}
+        for node, bookings in list(self._nodes.items()):
+            bookings.forget_until(edge, self.window)
+            if bookings.empty:
+                del self._nodes[node]
+                continue
+            view[node] = bookings.unseen(edge, self.window)
+        self._view = view

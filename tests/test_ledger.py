@@ -1,0 +1,104 @@
+"""In-flight ledger: what a measurement cannot see yet, kept in O(1) per booking."""
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kubectl_nettraffic.ledger import InflightLedger
+
+
+def test_ledger_counts_only_what_the_measurement_cannot_see_yet():
+    ledger = InflightLedger(pod_startup=10, window=120)
+    ledger.add("a", 1000.0, at=100.0)
+    ledger.add("a", 500.0, at=200.0)
+    assert ledger.view(100.0) == {"a": (1500.0, 2)}  # measured before either started
+    unseen, pods = ledger.view(170.0)["a"]  # first pod 60s into its 120s window
+    assert unseen == pytest.approx(1000 * 0.5 + 500) and pods == 2
+    ledger.prune(231.0)  # first pod fully visible now
+    assert ledger.view(231.0)["a"][1] == 1
+    ledger.prune(400.0)
+    assert ledger.view(400.0) == {}
+
+
+def test_ledger_view_follows_adds_between_refreshes():
+    ledger = InflightLedger(pod_startup=10, window=120)
+    assert ledger.view(100.0) == {}
+    ledger.add("a", 1000.0, at=101.0)
+    ledger.add("a", 1000.0, at=102.0)
+    ledger.add("b", 10.0, at=103.0)
+    assert ledger.view(100.0) == {"a": (2000.0, 2), "b": (10.0, 1)}
+    # A new measurement time rebuilds the sums from the entries.
+    assert ledger.view(171.0)["a"] == pytest.approx((2000.0 - 1000 * (60 + 59) / 120, 2))
+
+
+def _reference_unseen(bookings, measured_at, pod_startup, window):
+    """The ledger's definition, summed the slow way over every booking."""
+    totals: dict[str, tuple[float, int]] = {}
+    for node, bandwidth, at in bookings:
+        visible = min(1.0, max(0.0, (measured_at - at - pod_startup) / window))
+        unseen = bandwidth * (1.0 - visible)
+        if unseen > 0:
+            total, pods = totals.get(node, (0.0, 0))
+            totals[node] = (total + unseen, pods + 1)
+    return totals
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    steps=st.lists(
+        st.one_of(
+            st.tuples(
+                st.just("add"),
+                st.sampled_from(["a", "b", "c"]),
+                st.floats(1.0, 1e8),
+                st.floats(-5.0, 30.0),  # seconds since the previous booking; < 0: a clock step back
+            ),
+            st.tuples(st.just("view"), st.floats(-50.0, 400.0)),  # measured at, from "now"
+        ),
+        max_size=60,
+    ),
+    pod_startup=st.floats(0.0, 30.0),
+    window=st.floats(10.0, 300.0),
+)
+def test_ledger_sums_equal_the_definition_summed_over_every_booking(steps, pod_startup, window):
+    ledger = InflightLedger(pod_startup=pod_startup, window=window)
+    now, latest = 1.8e9, float("-inf")  # epoch-sized times, as in production
+    measured_at: float | None = None
+    bookings: list[tuple[str, float, float]] = []
+    for step in steps:
+        if step[0] == "add":
+            _, node, bandwidth, gap = step
+            now += gap
+            ledger.add(node, bandwidth, at=now)
+            latest = max(latest, now)  # a clock step back books at the latest time seen
+            bookings.append((node, bandwidth, latest))
+        else:
+            previous, measured_at = measured_at, now + step[1]  # may go back in time
+            if measured_at != previous:  # a new measurement time forgets what it fully shows
+                edge = measured_at - pod_startup - window
+                bookings = [b for b in bookings if b[2] > edge]
+            view = dict(ledger.view(measured_at))
+            expected = _reference_unseen(bookings, measured_at, pod_startup, window)
+            assert view.keys() == expected.keys()
+            for node, (unseen, pods) in expected.items():
+                assert view[node][1] == pods
+                assert view[node][0] == pytest.approx(unseen, rel=1e-6, abs=1e-3)
+
+
+def test_a_long_run_keeps_exact_sums_while_forgotten_bookings_are_trimmed():
+    ledger = InflightLedger(pod_startup=5, window=60)
+    bookings = []
+    at = 1.8e9
+    for i in range(5000):
+        at += 0.1
+        bandwidth = 1e6 * (1 + i % 7)
+        ledger.add("ab"[i % 2], bandwidth, at=at)
+        bookings.append(("ab"[i % 2], bandwidth, at))
+        if i % 250 == 0:
+            expected = _reference_unseen(bookings, at, 5, 60)
+            view = ledger.view(at)
+            assert view.keys() == expected.keys()
+            for node, (unseen, pods) in expected.items():
+                assert view[node] == (pytest.approx(unseen, rel=1e-9), pods)
+    # 500 s of bookings against a 65 s horizon: most were forgotten and trimmed.
+    assert len(ledger._nodes["a"].times) < 2500
