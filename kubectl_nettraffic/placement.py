@@ -17,9 +17,8 @@ Rules (DESIGN.md §3, Pod mutation):
 import heapq
 import json
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any
+from typing import Any, NamedTuple
 
 import jsonpatch
 
@@ -45,8 +44,7 @@ Pod = Mapping[str, Any]
 JsonPatch = list[dict[str, Any]]
 
 
-@dataclass(frozen=True)
-class Preference:
+class Preference(NamedTuple):  # a tuple: several are made on every admission
     node: str
     weight: int
     score: float
@@ -175,13 +173,16 @@ def choose_nodes(
     ``tainted`` (usually few) are nodes blocked only by taints; they count if
     the pod tolerates them.
     """
-    fits = pod_fits(pod)
     # Min-heap of (effective score, -position, score): the worst kept choice on
     # top. Position in the base ranking breaks ties (less traffic, then name).
     best: list[tuple[float, int, NodeScore]] = []
+    fits: Callable[[Node], bool] | None = None
 
     def consider(position: int, score: NodeScore) -> None:
+        nonlocal fits
         node = nodes.get(score.name)
+        if fits is None:
+            fits = pod_fits(pod)
         if node is None or not fits(node):
             return
         key = (score.score_with(inflight.get(score.name, (0.0, 0))[0]), -position, score)

@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from flask import Flask, Response, g, request
+from flask import Flask, Response, request
 from werkzeug.exceptions import HTTPException
 
 from kubectl_nettraffic.cluster import ListWatchCache, namespace_cache
@@ -116,10 +116,12 @@ def _error(message: str, status: int) -> Response:
 
 
 def _read_json_body() -> Any:
-    mimetype = request.mimetype
-    if mimetype != "application/json":
+    content_type = request.headers.get("Content-Type", "")
+    # The media type before any parameters (charset=...), as werkzeug's
+    # request.mimetype gives it, without parsing the parameters on every call.
+    if content_type.partition(";")[0].strip().lower() != "application/json":
         raise HttpInputError(
-            f"Content-Type {request.content_type or '(none)'!r} is not supported; send application/json",
+            f"Content-Type {content_type or '(none)'!r} is not supported; send application/json",
             status=415,
         )
     raw = request.get_data(cache=False)  # raises 413 past MAX_CONTENT_LENGTH
@@ -166,10 +168,6 @@ def create_app(
     app = Flask("nettraffic-webhook")
     app.config["MAX_CONTENT_LENGTH"] = settings.server.max_request_bytes
 
-    @app.before_request
-    def _start_timer() -> None:
-        g.started = time.perf_counter()
-
     @app.after_request
     def _count(response: Response) -> Response:
         metrics.requests.inc(
@@ -202,6 +200,7 @@ def create_app(
 
     @app.post("/mutate")
     def mutate() -> Response:
+        started = time.perf_counter()
         review = admission.parse_review(_read_json_body())
         try:
             response = _admit(review)
@@ -217,7 +216,7 @@ def create_app(
             response = admission.build_response(
                 review, warnings=["nettraffic: internal error; pod not steered"]
             )
-        metrics.admission_latency.observe(time.perf_counter() - g.started)
+        metrics.admission_latency.observe(time.perf_counter() - started)
         return _json(response)
 
     def _admit(review: admission.Review) -> admission.AdmissionReviewOut:

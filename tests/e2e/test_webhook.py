@@ -339,7 +339,10 @@ def test_burst_of_100_pods_spreads_over_10_equal_nodes(equal_webhook):
             "not a Pod",
         ),
         (b"{}", {"Content-Type": "text/plain"}, 415, "send application/json"),
+        (b"{}", {}, 415, "Content-Type '(none)' is not supported"),
         (b"[]", {"Content-Type": "application/json"}, 400, "not a JSON object"),
+        # Media types are case-insensitive and may carry parameters: past the 415 check.
+        (b"[]", {"Content-Type": "Application/JSON; charset=utf-8"}, 400, "not a JSON object"),
     ],
 )
 def test_bad_input_gets_a_clear_json_error(mixed_webhook, body, headers, status, message):
