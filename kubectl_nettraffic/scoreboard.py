@@ -1,5 +1,6 @@
 """The live scoreboard: a background refresher that publishes immutable
-snapshots, and the in-flight ledger that keeps bursts from herding.
+snapshots, and owns the in-flight ledger (ledger.py) that keeps bursts from
+herding.
 
 Readers (admission requests, /scores, the extender) only ever read the
 current snapshot reference, which the refresher swaps atomically; they never
