@@ -12,23 +12,11 @@ from collections.abc import Callable
 
 from bench.report import write_section
 from kubectl_nettraffic.ledger import InflightLedger
+from tests.harness.ledger import unseen_summed_over_every_booking
 
 NODES, RATE, SECONDS = 5000, 1000, 150
 POD_STARTUP, WINDOW = 10.0, 120.0
 START = 1.8e9
-
-
-def summed_over_every_booking(
-    bookings: list[tuple[str, float, float]], measured_at: float
-) -> dict[str, tuple[float, int]]:
-    totals: dict[str, tuple[float, int]] = {}
-    for node, bandwidth, at in bookings:
-        visible = min(1.0, max(0.0, (measured_at - at - POD_STARTUP) / WINDOW))
-        unseen = bandwidth * (1.0 - visible)
-        if unseen > 0:
-            total, pods = totals.get(node, (0.0, 0))
-            totals[node] = (total + unseen, pods + 1)
-    return totals
 
 
 def best_of(runs: int, action: Callable[[], object]) -> float:
@@ -57,10 +45,12 @@ def main(argv: list[str] | None = None) -> int:
         started = time.perf_counter()
         view = ledger.view(measured_at)
         refresh_seconds.append(time.perf_counter() - started)
-    expected = summed_over_every_booking(bookings, measured_at)
+    expected = unseen_summed_over_every_booking(bookings, measured_at, POD_STARTUP, WINDOW)
     assert view.keys() == expected.keys()
     assert all(abs(view[n][0] - expected[n][0]) <= 1e-6 * expected[n][0] for n in expected)
-    naive = best_of(3, lambda: summed_over_every_booking(bookings, measured_at))
+    naive = best_of(
+        3, lambda: unseen_summed_over_every_booking(bookings, measured_at, POD_STARTUP, WINDOW)
+    )
     rows = [
         "| cost | running sums (ledger.py) | summed over every booking |",
         "|---|---|---|",

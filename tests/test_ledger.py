@@ -1,10 +1,11 @@
-"""In-flight ledger: what a measurement cannot see yet, kept in O(1) per booking."""
+"""In-flight ledger: what a measurement cannot see yet, kept as running sums per node."""
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kubectl_nettraffic.ledger import InflightLedger
+from tests.harness.ledger import unseen_summed_over_every_booking
 
 
 def test_ledger_counts_only_what_the_measurement_cannot_see_yet():
@@ -27,20 +28,8 @@ def test_ledger_view_follows_adds_between_refreshes():
     ledger.add("a", 1000.0, at=102.0)
     ledger.add("b", 10.0, at=103.0)
     assert ledger.view(100.0) == {"a": (2000.0, 2), "b": (10.0, 1)}
-    # A new measurement time rebuilds the sums from the entries.
+    # A new measurement time moves both of a's bookings into their ramp.
     assert ledger.view(171.0)["a"] == pytest.approx((2000.0 - 1000 * (60 + 59) / 120, 2))
-
-
-def _reference_unseen(bookings, measured_at, pod_startup, window):
-    """The ledger's definition, summed the slow way over every booking."""
-    totals: dict[str, tuple[float, int]] = {}
-    for node, bandwidth, at in bookings:
-        visible = min(1.0, max(0.0, (measured_at - at - pod_startup) / window))
-        unseen = bandwidth * (1.0 - visible)
-        if unseen > 0:
-            total, pods = totals.get(node, (0.0, 0))
-            totals[node] = (total + unseen, pods + 1)
-    return totals
 
 
 @settings(max_examples=200, deadline=None)
@@ -78,7 +67,7 @@ def test_ledger_sums_equal_the_definition_summed_over_every_booking(steps, pod_s
                 edge = measured_at - pod_startup - window
                 bookings = [b for b in bookings if b[2] > edge]
             view = dict(ledger.view(measured_at))
-            expected = _reference_unseen(bookings, measured_at, pod_startup, window)
+            expected = unseen_summed_over_every_booking(bookings, measured_at, pod_startup, window)
             assert view.keys() == expected.keys()
             for node, (unseen, pods) in expected.items():
                 assert view[node][1] == pods
@@ -95,7 +84,7 @@ def test_a_long_run_keeps_exact_sums_while_forgotten_bookings_are_trimmed():
         ledger.add("ab"[i % 2], bandwidth, at=at)
         bookings.append(("ab"[i % 2], bandwidth, at))
         if i % 250 == 0:
-            expected = _reference_unseen(bookings, at, 5, 60)
+            expected = unseen_summed_over_every_booking(bookings, at, 5, 60)
             view = ledger.view(at)
             assert view.keys() == expected.keys()
             for node, (unseen, pods) in expected.items():
