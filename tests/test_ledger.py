@@ -32,6 +32,13 @@ def test_ledger_view_follows_adds_between_refreshes():
     assert ledger.view(171.0)["a"] == pytest.approx((2000.0 - 1000 * (60 + 59) / 120, 2))
 
 
+def _quarters(low: float, high: float) -> st.SearchStrategy[float]:
+    # Times on a quarter-second grid are exact in binary at epoch size, so the
+    # oracle and the ledger agree exactly on which phase a booking is in; off
+    # the grid, float rounding can put a booking a hair either side of an edge.
+    return st.integers(int(low * 4), int(high * 4)).map(lambda quarters: quarters / 4)
+
+
 @settings(max_examples=200, deadline=None)
 @given(
     steps=st.lists(
@@ -40,14 +47,14 @@ def test_ledger_view_follows_adds_between_refreshes():
                 st.just("add"),
                 st.sampled_from(["a", "b", "c"]),
                 st.floats(1.0, 1e8),
-                st.floats(-5.0, 30.0),  # seconds since the previous booking; < 0: a clock step back
+                _quarters(-5.0, 30.0),  # seconds since the previous booking; < 0: a clock step back
             ),
-            st.tuples(st.just("view"), st.floats(-50.0, 400.0)),  # measured at, from "now"
+            st.tuples(st.just("view"), _quarters(-50.0, 400.0)),  # measured at, from "now"
         ),
         max_size=60,
     ),
-    pod_startup=st.floats(0.0, 30.0),
-    window=st.floats(10.0, 300.0),
+    pod_startup=_quarters(0.0, 30.0),
+    window=_quarters(10.0, 300.0),
 )
 def test_ledger_sums_equal_the_definition_summed_over_every_booking(steps, pod_startup, window):
     ledger = InflightLedger(pod_startup=pod_startup, window=window)
