@@ -14,10 +14,10 @@ Rules (DESIGN.md §3, Pod mutation):
   reinvocation adds nothing twice.
 """
 
+import functools
 import heapq
 import json
 from collections.abc import Callable, Mapping, Sequence
-from types import MappingProxyType
 from typing import Any, NamedTuple
 
 import jsonpatch
@@ -191,15 +191,18 @@ def choose_nodes(
         elif key[:2] > best[0][:2]:
             heapq.heapreplace(best, key)
 
+    tolerations = _spec(pod).get("tolerations") or []
     if live is not None and not has_node_constraints(pod):
-        for effective, position, score in live.top(count):
-            heapq.heappush(best, (effective, -position, score))
+        ranked = live.top(count)  # best first
+        if not (tolerations and tainted):
+            return graded(ranked)
+        best = [(effective, -position, score) for effective, position, score in ranked]
+        heapq.heapify(best)
     else:
         for position, score in enumerate(candidates):
             if len(best) == count and score.score <= best[0][0]:
                 break
             consider(position, score)
-    tolerations = _spec(pod).get("tolerations") or []
     if tolerations:
         for position, score in enumerate(tainted, start=len(candidates)):
             node = nodes.get(score.name)
@@ -268,11 +271,7 @@ def graded(ranked: Sequence[tuple[float, int, NodeScore]]) -> list[Preference]:
         return []
     top = ranked[0][0]
     return [
-        Preference(
-            node=score.name,
-            weight=max(1, min(100, round(100 - (top - effective)))),
-            score=effective,
-        )
+        Preference(score.name, max(1, min(100, round(100 - (top - effective)))), effective)
         for effective, _, score in ranked
     ]
 
@@ -354,6 +353,7 @@ class PatchCheckFailed(ValueError):
 # The only places our patches may touch. Every op is checked against these
 # before anything is applied, so the rest of the pod cannot change.
 PATCHABLE = ("/spec/affinity", "/metadata/annotations")
+_INSIDE_PATCHABLE = tuple(f"{path}/" for path in PATCHABLE)
 
 
 def _json_copy(value: Any) -> Any:
@@ -361,36 +361,21 @@ def _json_copy(value: Any) -> Any:
     return json.loads(json.dumps(value))
 
 
-class _AddSharingValue(jsonpatch.AddOperation):
-    """jsonpatch's ``add`` without the deep copy of the value it makes since 1.47.
-
-    That copy protects a patch from later ops that write inside a value an
-    earlier op added; ``apply_and_check`` rejects such patches before applying
-    anything, and the patched document is only read. The copy was two thirds
-    of the patch check's time, on every admission. ``_apply``/``_add`` are
-    jsonpatch internals, so this is used only where they exist (see below).
-    """
-
-    def _apply(self, obj: Any, journal: Any) -> Any:
-        try:
-            value = self.operation["value"]
-        except KeyError:
-            raise jsonpatch.InvalidJsonPatch(
-                "The operation does not contain a 'value' member", op=self
-            ) from None
-        return self._add(obj, value, journal)  # type: ignore[attr-defined]
+@functools.lru_cache(maxsize=64)
+def _add_at(path: str) -> jsonpatch.AddOperation:
+    """jsonpatch's ``add`` at ``path``, parsed once: the value is handed over
+    when it is applied, so one operation serves every patch. Our paths come
+    from a handful of constants."""
+    return jsonpatch.AddOperation({"op": "add", "path": path})
 
 
-class _SharingPatch(jsonpatch.JsonPatch):
-    operations = MappingProxyType({**jsonpatch.JsonPatch.operations, "add": _AddSharingValue})
-
-
-# Another jsonpatch layout: its plain JsonPatch, slower but the same result.
-_CheckPatch: type[jsonpatch.JsonPatch] = (
-    _SharingPatch
-    if all(hasattr(jsonpatch.AddOperation, name) for name in ("_apply", "_add"))
-    else jsonpatch.JsonPatch
-)
+# jsonpatch's AddOperation._add(document, value) adds the value itself; the
+# public apply() deep-copies it first (since 1.47), which was two thirds of
+# the check's time on every admission. The copy protects a patch from later
+# ops writing inside a value an earlier op added, and _check_paths rejects
+# such patches before anything is applied. _add is internal, so without it
+# the stock JsonPatch runs: slower, same result.
+_SHARES_VALUES = hasattr(jsonpatch.AddOperation, "_add")
 
 
 def _check_paths(patch: JsonPatch) -> None:
@@ -398,9 +383,7 @@ def _check_paths(patch: JsonPatch) -> None:
     added: list[str] = []
     for op in patch:
         path = str(op.get("path", ""))
-        if op.get("op") != "add" or not any(
-            path == p or path.startswith(p + "/") for p in PATCHABLE
-        ):
+        if op.get("op") != "add" or not (path in PATCHABLE or path.startswith(_INSIDE_PATCHABLE)):
             raise PatchCheckFailed(
                 f"patch op {op.get('op')} {path} reaches outside spec.affinity and metadata.annotations"
             )
@@ -411,6 +394,14 @@ def _check_paths(patch: JsonPatch) -> None:
                     "merge them into one op"
                 )
         added.append(path)
+
+
+def _apply_sharing_values(document: dict[str, Any], patch: JsonPatch) -> dict[str, Any]:
+    for op in patch:
+        if "value" not in op:
+            raise PatchCheckFailed(f"patch op add {op['path']} has no value")
+        document = _add_at(op["path"])._add(document, op["value"])  # type: ignore[attr-defined]
+    return document
 
 
 def apply_and_check(pod: Pod, patch: JsonPatch) -> dict[str, Any]:
@@ -431,7 +422,11 @@ def apply_and_check(pod: Pod, patch: JsonPatch) -> dict[str, Any]:
     if "affinity" in original_spec:
         parts["spec"]["affinity"] = _json_copy(original_spec["affinity"])
     try:
-        result: dict[str, Any] = _CheckPatch(patch).apply(parts, in_place=True)
+        result: dict[str, Any] = (
+            _apply_sharing_values(parts, patch)
+            if _SHARES_VALUES
+            else jsonpatch.JsonPatch(patch).apply(parts, in_place=True)
+        )
     except (
         jsonpatch.JsonPatchException,
         jsonpatch.JsonPointerException,

@@ -168,7 +168,9 @@ def score_nodes(
             raw = 100.0 * sum(w * (1.0 - x) for w, x in components) / total_weight
             score = min(100.0, max(0.0, raw))
             network_share = weights.network / total_weight if measured is not None else 0.0
-            penalty = 100.0 * network_share / penalty_scale if penalty_scale else 0.0
+            # Below 1 byte/s a scale is idle for every purpose; a subnormal one
+            # would make the penalty infinite, and inf * 0 extra load NaN.
+            penalty = 100.0 * network_share / max(penalty_scale, 1.0) if penalty_scale else 0.0
         else:
             score, penalty = 0.0, 0.0
             if not notes:

@@ -7,7 +7,7 @@ webhook's /mutate and the placement benchmark both call ``Steerer.decide``.
 import logging
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from kubectl_nettraffic.config import Settings
 from kubectl_nettraffic.placement import (
@@ -34,8 +34,7 @@ from kubectl_nettraffic.scoreview import rfc3339
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
-class Decision:
+class Decision(NamedTuple):  # a tuple: one is made on every admission
     patch: JsonPatch | None  # None: allow unchanged
     preferences: tuple[Preference, ...] = ()
     skip: str | None = None  # reason code when not steered

@@ -4,7 +4,7 @@ import copy
 
 import jsonpatch
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from kubectl_nettraffic.config import settings_from_mapping
@@ -336,6 +336,7 @@ def test_patch_is_idempotent_and_never_removes_a_field(affinity, annotations, ex
     bookings=st.lists(st.tuples(st.integers(0, 29), st.floats(0, 5e7)), max_size=40),
     count=st.integers(1, 5),
 )
+@example(loads=[2.2e-311], bookings=[(0, 0.0)], count=1)  # once an infinite penalty, then NaN
 def test_live_heap_chooses_exactly_what_the_scan_chooses(loads, bookings, count):
     from kubectl_nettraffic.placement import CandidateHeap
 

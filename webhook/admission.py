@@ -5,8 +5,7 @@ response. Pure; types follow k8s.io/api/admission/v1/types.go.
 import base64
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, NotRequired, TypedDict
+from typing import Any, NamedTuple, NotRequired, TypedDict
 
 from kubectl_nettraffic.errors import InputError
 
@@ -36,8 +35,7 @@ class AdmissionReviewOut(TypedDict):
     response: AdmissionResponse
 
 
-@dataclass(frozen=True)
-class Review:
+class Review(NamedTuple):  # a tuple: one is made on every admission
     api_version: str
     kind: str
     uid: str
@@ -107,7 +105,7 @@ def build_response(
     response: AdmissionResponse = {"uid": review.uid, "allowed": True}
     if patch:
         response["patchType"] = "JSONPatch"
-        response["patch"] = base64.b64encode(json.dumps(list(patch)).encode()).decode()
+        response["patch"] = base64.b64encode(json.dumps(patch).encode()).decode()
     if warnings:
         # The API server may truncate warnings over 256 characters; ours are short.
         response["warnings"] = [w[:256] for w in warnings]

@@ -53,7 +53,16 @@ class WebhookMetrics:
                 "nettraffic_admission_reviews_total", "AdmissionReviews by outcome.", ("outcome",)
             )
         )
-        self.mutations = add(Counter("nettraffic_mutations_total", "Pods given preferred nodes."))
+        # Read from the admissions counter at scrape time: nothing more to count per pod.
+        add(
+            Reading(
+                "nettraffic_mutations_total",
+                "Pods given preferred nodes.",
+                "counter",
+                (),
+                lambda: {(): self.admissions.value("mutated")},
+            )
+        )
         self.skips = add(
             Counter("nettraffic_skips_total", "Pods not steered, by reason.", ("reason",))
         )
@@ -116,7 +125,7 @@ def _error(message: str, status: int) -> Response:
 
 
 def _read_json_body() -> Any:
-    content_type = request.headers.get("Content-Type", "")
+    content_type = request.environ.get("CONTENT_TYPE", "")
     # The media type before any parameters (charset=...), as werkzeug's
     # request.mimetype gives it, without parsing the parameters on every call.
     if content_type.partition(";")[0].strip().lower() != "application/json":
@@ -227,7 +236,6 @@ def create_app(
         decision = steerer.decide(review.obj, labels, review.dry_run)
         if decision.preferences:
             metrics.admissions.inc("mutated")
-            metrics.mutations.inc()
             # DEBUG, not INFO: the decision is on the pod itself (annotations) and
             # in /metrics, and a log line per admission costs about as much as the decision.
             if log.isEnabledFor(logging.DEBUG):

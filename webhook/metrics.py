@@ -7,6 +7,7 @@ histogram, and gauges read at scrape time. Thread-safe; one registry per app
 
 import math
 import threading
+from bisect import bisect_left
 from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol, TypeVar
 
@@ -55,18 +56,22 @@ class Histogram:
         self.name, self.help, self.buckets, self.label_names = (
             name,
             help_text,
-            tuple(buckets),
+            tuple(sorted(buckets)),
             tuple(labels),
         )
-        self._data: dict[tuple[str, ...], list[float]] = {}  # counts per bucket + [sum, count]
+        # Per label set: the count of observations in each bucket alone (the
+        # last one past every bound), then [sum, count]. Cumulative counts are
+        # summed at scrape time, so an observation is one increment, not one per bucket.
+        self._data: dict[tuple[str, ...], list[float]] = {}
         self._lock = threading.Lock()
 
     def observe(self, seconds: float, *labels: str) -> None:
+        index = bisect_left(self.buckets, seconds)  # the first bound >= seconds
         with self._lock:
-            data = self._data.setdefault(labels, [0.0] * (len(self.buckets) + 2))
-            for index, bound in enumerate(self.buckets):
-                if seconds <= bound:
-                    data[index] += 1
+            data = self._data.get(labels)
+            if data is None:
+                data = self._data[labels] = [0.0] * (len(self.buckets) + 3)
+            data[index] += 1
             data[-2] += seconds
             data[-1] += 1
 
@@ -76,8 +81,9 @@ class Histogram:
             for labels, data in sorted(self._data.items()):
                 names = (*self.label_names, "le")
                 for index, bound in enumerate(self.buckets):
+                    cumulative = sum(data[: index + 1])
                     lines.append(
-                        f"{self.name}_bucket{_labels(names, (*labels, f'{bound:g}'))} {data[index]:g}"
+                        f"{self.name}_bucket{_labels(names, (*labels, f'{bound:g}'))} {cumulative:g}"
                     )
                 lines.append(f"{self.name}_bucket{_labels(names, (*labels, '+Inf'))} {data[-1]:g}")
                 lines.append(f"{self.name}_sum{_labels(self.label_names, labels)} {data[-2]:.6f}")
