@@ -32,6 +32,7 @@ import requests
 from kubectl_nettraffic.config import PrometheusSettings
 from kubectl_nettraffic.errors import SourceError
 from kubectl_nettraffic.nodes import Node
+from kubectl_nettraffic.sources import interruptible_json
 from kubectl_nettraffic.units import promql_duration
 
 SIGNAL_LABEL = "nettraffic_signal"
@@ -167,8 +168,10 @@ class PrometheusSource:
                 f"({error.__class__.__name__}); check prometheus.url"
             ) from None
         try:
-            body = response.json()
-        except ValueError:
+            # JSON is UTF-8 (RFC 8259); decoded in pieces so admissions are not
+            # held up behind a large answer (see interruptible_json).
+            body = interruptible_json.loads(response.content.decode("utf-8"))
+        except ValueError:  # UnicodeDecodeError included
             body = None
         if (
             response.status_code != 200
