@@ -38,10 +38,25 @@ def _answer(series: list, extra: dict | None = None, extra_first: bool = False) 
     extra_first=st.booleans(),
     indent=st.sampled_from([None, 0, 2]),
     separators=st.sampled_from([None, (",", ":"), (" , ", " : ")]),
+    run_chars=st.sampled_from([1, 3, 20, 64 * 1024]),  # small runs: many cuts
 )
-def test_same_value_as_json_loads_for_any_answer(result, extra, extra_first, indent, separators):
+def test_same_value_as_json_loads_for_any_answer(
+    result, extra, extra_first, indent, separators, run_chars
+):
     text = json.dumps(_answer(result, extra, extra_first), indent=indent, separators=separators)
-    assert interruptible_json.loads(text) == json.loads(text)
+    assert interruptible_json.loads(text, run_chars) == json.loads(text)
+
+
+@pytest.mark.parametrize("run_chars", [1, 10, 30, 100])
+def test_cuts_inside_an_element_fall_back_to_one_at_a_time(run_chars):
+    # "},{" inside a label value and between nested objects: neither is an element boundary.
+    series = [
+        {"metric": {"instance": 'a},{"metric":{', "job": "},{"}, "value": [1, "2"]},
+        {"metric": {"nested": [{"a": 1}, {"b": 2}]}, "value": [3, "4"]},
+        {"metric": {}, "value": [5, "6"]},
+    ]
+    text = json.dumps(_answer(series), separators=(",", ":"))
+    assert interruptible_json.loads(text, run_chars) == json.loads(text)
 
 
 @settings(max_examples=300, deadline=None)
