@@ -114,7 +114,7 @@ class WebhookMetrics:
 
 
 def _json(body: Any, status: int = 200) -> Response:
-    return Response(json.dumps(body), status=status, mimetype="application/json")
+    return Response(admission.ENCODER.encode(body), status=status, mimetype="application/json")
 
 
 def _error(message: str, status: int) -> Response:
@@ -179,9 +179,8 @@ def create_app(
 
     @app.after_request
     def _count(response: Response) -> Response:
-        metrics.requests.inc(
-            request.path if request.url_rule else "other", str(response.status_code)
-        )
+        rule = request.url_rule  # None for unknown paths: one label for all of them
+        metrics.requests.inc(rule.rule if rule is not None else "other", str(response.status_code))
         return response
 
     @app.errorhandler(HTTPException)
