@@ -4,7 +4,7 @@
 decoded. For 5,000 nodes a vector answer is about 2.7 MB and that call held
 the GIL for 40-100 ms every refresh; each admission arriving meanwhile
 waited it out. Here the ``result`` array is decoded in runs of whole
-elements of about 64 KB each (about a millisecond of json.loads), from a
+elements of about 64 KB each (under a millisecond of json.loads), from a
 Python loop, so the interpreter can hand the GIL to a request thread between
 runs (sys.getswitchinterval()). Runs are cut where one element ends and the
 next begins, ``},{`` in Prometheus' compact JSON; a cut anywhere else leaves
