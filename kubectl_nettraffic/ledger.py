@@ -22,6 +22,7 @@ pass over 150,000 entries under the lock at 1,000 admissions/s.)
 """
 
 import threading
+from array import array
 from bisect import bisect_left, bisect_right
 from collections.abc import Mapping
 
@@ -31,15 +32,22 @@ _TRIM_AT = 64
 
 
 class _NodeBookings:
-    """One node's bookings in time order, with running sums from ``start``."""
+    """One node's bookings in time order, with running sums from ``start``.
+
+    The numbers are kept in ``array('d')``, not lists: the garbage collector
+    does not walk arrays, and at 1,000 admissions/s a window's worth of
+    bookings is hundreds of thousands of list slots that every full
+    collection visited, with all threads stopped (20 ms for 150,000 bookings,
+    under 1 ms as arrays). Doubles either way, so the sums are the same.
+    """
 
     __slots__ = ("bandwidth", "start", "times", "weighted")
 
     def __init__(self) -> None:
-        self.times: list[float] = []
+        self.times = array("d")
         # bandwidth[i]: sum of bandwidth of bookings before i; weighted[i]: of bandwidth * t.
-        self.bandwidth = [0.0]
-        self.weighted = [0.0]
+        self.bandwidth = array("d", (0.0,))
+        self.weighted = array("d", (0.0,))
         self.start = 0  # bookings before this are forgotten
 
     def add(self, at: float, bandwidth: float) -> None:
@@ -66,8 +74,8 @@ class _NodeBookings:
             cut = self.start
             base, base_weighted = self.bandwidth[cut], self.weighted[cut]
             self.times = self.times[cut:]
-            self.bandwidth = [value - base for value in self.bandwidth[cut:]]
-            self.weighted = [value - base_weighted for value in self.weighted[cut:]]
+            self.bandwidth = array("d", [value - base for value in self.bandwidth[cut:]])
+            self.weighted = array("d", [value - base_weighted for value in self.weighted[cut:]])
             self.start = 0
 
     @property
