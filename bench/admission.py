@@ -17,7 +17,6 @@ rounds); latency percentiles come from every request of every round, pooled
 from wrk's full latency histograms.
 """
 
-import argparse
 import json
 import os
 import re
@@ -31,7 +30,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from bench.fixtures import config, prometheus_for, write_node_file
-from bench.report import write_section
+from bench.report import bench_parser, write_section
 from tests.harness.prometheus import free_port
 from tests.harness.reviews import pod, review
 from tests.harness.webhook import WebhookProcess, make_certs
@@ -197,11 +196,7 @@ def measure(count: int, directory: str) -> dict[tuple[str, str], Pooled]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--no-write", action="store_true")
-    args = parser.parse_args(argv)
+    args = bench_parser(__doc__).parse_args(argv)
     if shutil.which("wrk") is None:
         print("wrk is not installed: apt-get install wrk (or run bash .ci/setup)", file=sys.stderr)
         return 1

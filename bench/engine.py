@@ -7,7 +7,6 @@ Both run against a real Prometheus (backfilled node_exporter history). The
 query counts are counted by an HTTP proxy in front of it, not computed.
 """
 
-import argparse
 import statistics
 import tempfile
 import threading
@@ -18,7 +17,7 @@ from http.server import ThreadingHTTPServer
 import requests
 
 from bench.fixtures import config, prometheus_for, write_node_file
-from bench.report import write_section
+from bench.report import bench_parser, write_section
 from kubectl_nettraffic.config import DEFAULT_DEVICE_EXCLUDE, settings_from_mapping
 from kubectl_nettraffic.engine import FileNodes
 from kubectl_nettraffic.labels import parse_selector
@@ -165,11 +164,7 @@ def query_counts(nodes: int, pods: int) -> dict[str, float]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--no-write", action="store_true")
-    args = parser.parse_args(argv)
+    args = bench_parser(__doc__).parse_args(argv)
     started = time.time()
     rows = []
     for count in (500, 5000):

@@ -7,12 +7,11 @@ a full garbage collection, against the same numbers held in lists.
     python -m bench.ledger
 """
 
-import argparse
 import gc
 import time
 from collections.abc import Callable
 
-from bench.report import write_section
+from bench.report import bench_parser, write_section
 from kubectl_nettraffic.ledger import InflightLedger
 from tests.harness.ledger import unseen_summed_over_every_booking
 
@@ -60,9 +59,7 @@ def collection_rows(bookings: list[tuple[str, float, float]]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--no-write", action="store_true")
-    args = parser.parse_args(argv)
+    args = bench_parser(__doc__).parse_args(argv)
     bookings = [(f"node-{i % NODES:05d}", 1e6, START + i / RATE) for i in range(RATE * SECONDS)]
     booking_seconds, refresh_seconds = [], []
     for _ in range(3):

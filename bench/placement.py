@@ -23,7 +23,6 @@ Model, per seed:
   the pod lands: that pod will suffer once everything runs.
 """
 
-import argparse
 import math
 import os
 import statistics
@@ -34,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from bench.report import write_section
+from bench.report import bench_parser, write_section
 from bench.scheduler_model import ClusterState, schedule
 from kubectl_nettraffic.config import settings_from_mapping
 from kubectl_nettraffic.nodes import node_from_json
@@ -280,11 +279,8 @@ def plot(per_strategy: dict[str, np.ndarray], path: str, title: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = bench_parser(__doc__)
     parser.add_argument("--quick", action="store_true", help="fewer seeds (for a smoke run)")
-    parser.add_argument("--no-write", action="store_true", help="print only; leave docs/ alone")
     args = parser.parse_args(argv)
     seeds_small = range(3 if args.quick else 20)
     seeds_large = range(1 if args.quick else 5)

@@ -4,6 +4,7 @@ Each section sits between ``<!-- bench:NAME -->`` markers, so benchmarks can
 be rerun one at a time and the file stays in a stable order.
 """
 
+import argparse
 import os
 import platform
 import time
@@ -15,6 +16,15 @@ Every figure here was measured by the command above its table, on the
 project's 2-core machine, and is rewritten when that command runs again.
 Compare ratios within one table: the machines are shared and noisy.
 """
+
+
+def bench_parser(description: str | None) -> argparse.ArgumentParser:
+    """The command line every benchmark shares: its docstring as help, and --no-write."""
+    parser = argparse.ArgumentParser(
+        description=description, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--no-write", action="store_true", help="print only; leave docs/ alone")
+    return parser
 
 
 def write_section(name: str, title: str, command: str, body: str) -> None:

@@ -10,7 +10,6 @@ through the real kubectl binary, Python start-up included.
   scoring, all in the plugin process.
 """
 
-import argparse
 import os
 import shutil
 import statistics
@@ -20,7 +19,7 @@ import tempfile
 import time
 
 from bench.fixtures import config, node_list, prometheus_for, write_node_file
-from bench.report import write_section
+from bench.report import bench_parser, write_section
 from tests.harness.fakeapi import FakeKubeAPI
 from tests.harness.webhook import WebhookProcess
 
@@ -42,11 +41,7 @@ def timed(command: list[str], env: dict[str, str], min_lines: int = NODES) -> li
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--no-write", action="store_true")
-    args = parser.parse_args(argv)
+    args = bench_parser(__doc__).parse_args(argv)
     kubectl = shutil.which("kubectl")
     if kubectl is None:
         print("kubectl is not on PATH; run through bash .ci/setup", file=sys.stderr)
