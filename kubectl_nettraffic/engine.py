@@ -67,6 +67,11 @@ class Engine:
     node_watch: ListWatchCache[Node] | None
 
 
+def needs_api(settings: Settings) -> bool:
+    """Whether these settings read anything from the Kubernetes API."""
+    return not settings.nodes.file or settings.metrics_server.enabled
+
+
 def build_engine(
     settings: Settings,
     context: str | None = None,
@@ -74,8 +79,7 @@ def build_engine(
     watch_nodes: bool = True,
 ) -> Engine:
     """Wire the parts. ``watch_nodes=False`` lists once per refresh (short CLI runs)."""
-    needs_api = not settings.nodes.file or settings.metrics_server.enabled
-    api = api_factory(settings.kubeconfig, context) if needs_api else None
+    api = api_factory(settings.kubeconfig, context) if needs_api(settings) else None
     watch: ListWatchCache[Node] | None = None
     nodes: Callable[[], Sequence[Node]]
     if settings.nodes.file:

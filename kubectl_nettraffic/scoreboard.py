@@ -58,6 +58,16 @@ class Snapshot:
         return max(0.0, now - self.generated_at)
 
 
+@dataclass(frozen=True)
+class RefreshOutcome:
+    """What one refresh measured, before it is published (``Scoreboard.record``)."""
+
+    snapshot: Snapshot | None  # None: nothing answered; the current snapshot stays
+    failed_sources: tuple[str, ...]  # prometheus | metrics-server | nodes
+    errors: tuple[str, ...]
+    seconds: float
+
+
 NodesProvider = Callable[[], Sequence[Node]]
 
 
@@ -127,94 +137,121 @@ class Scoreboard:
             return True
         return snapshot.age(self.clock()) > self.settings.refresh.max_staleness
 
-    def _fetch_traffic(self, nodes: Sequence[Node], errors: list[str]) -> TrafficReport | None:
+    def _fetch_traffic(
+        self, nodes: Sequence[Node], errors: list[str], failed: list[str]
+    ) -> TrafficReport | None:
         if self.prometheus is None:
             return None
         try:
             return self.prometheus.fetch(nodes)
         except NetTrafficError as error:
-            self.source_failures["prometheus"] += 1
+            failed.append("prometheus")
             errors.append(f"prometheus: {error}")
             log.warning("prometheus refresh failed: %s", error)
             return None
 
-    def _fetch_usage(self, errors: list[str]) -> Mapping[str, NodeUsage] | None:
+    def _fetch_usage(self, errors: list[str], failed: list[str]) -> Mapping[str, NodeUsage] | None:
         if self.metrics_server is None:
             return None
         try:
             return self.metrics_server.fetch()
         except NetTrafficError as error:
-            self.source_failures["metrics-server"] += 1
+            failed.append("metrics-server")
             errors.append(f"metrics-server: {error}")
             log.warning("metrics-server refresh failed: %s", error)
             return None
 
     def refresh(self) -> Snapshot | None:
         """Measure once and publish a snapshot; returns it (or None if nothing answered)."""
+        return self.record(self.measure())
+
+    def measure(self) -> RefreshOutcome:
+        """Measure once, publishing nothing: ``record`` does that, here or in
+        the process the outcome is sent to (refresher_process)."""
         with self._refresh_lock:
             started = time.perf_counter()
             errors: list[str] = []
+            failed: list[str] = []
             # The node list and metrics-server usage are fetched while Prometheus
             # answers: the query does not need the nodes, only its attribution does.
             # Usage is read whenever metrics-server is enabled, weighted or not:
             # one list call per refresh, and `top` shows CPU% and MEM% beside traffic.
             with ThreadPoolExecutor(max_workers=2, thread_name_prefix="refresh") as pool:
                 listed = pool.submit(lambda: list(self._nodes()))
-                usage_pending = pool.submit(self._fetch_usage, errors)
+                usage_pending = pool.submit(self._fetch_usage, errors, failed)
                 try:
-                    report = self._fetch_traffic(_DeferredNodes(listed), errors)
+                    report = self._fetch_traffic(_DeferredNodes(listed), errors, failed)
                     nodes = listed.result()
                 except (_NodesUnavailable, NetTrafficError) as failure:
                     error = failure.__cause__ if isinstance(failure, _NodesUnavailable) else failure
-                    self.source_failures["nodes"] += 1
-                    self.last_errors = (f"nodes: {error}",)
                     log.warning("node inventory failed: %s", error)
-                    return None
+                    return RefreshOutcome(
+                        None, ("nodes",), (f"nodes: {error}",), time.perf_counter() - started
+                    )
                 usage = usage_pending.result()
-            self.last_errors = tuple(errors)
             if report is None and usage is None:
-                self.last_refresh_seconds = time.perf_counter() - started
-                return None
-            traffic: Mapping[str, NodeTraffic] | None = report.by_node if report else None
-            measured_at = report.evaluated_at if report else self.clock()
-            scores = score_nodes(
-                nodes,
-                traffic,
-                usage,
-                self.settings.scoring,
-                self.settings.prometheus.direction,
-                self.selector,
-                idle_scale=self.settings.steering.default_pod_bandwidth,
+                return RefreshOutcome(
+                    None, tuple(failed), tuple(errors), time.perf_counter() - started
+                )
+            snapshot = self._snapshot_of(nodes, report, usage, tuple(errors))
+            return RefreshOutcome(
+                snapshot, tuple(failed), tuple(errors), time.perf_counter() - started
             )
-            diagnostics = Diagnostics(
-                unmapped_series=report.unmapped_series if report else (),
-                nodes_without_series=report.nodes_without_series if report else (),
-                duplicate_exporters=report.duplicate_exporters if report else {},
-                non_finite=report.non_finite if report else (),
-                errors=tuple(errors),
-            )
-            by_name = {node.name: node for node in nodes}
-            tolerate_all = [{"operator": "Exists"}]
-            snapshot = Snapshot(
-                generated_at=measured_at,
-                source="prometheus" if report else "metrics-server",
-                window=self.settings.prometheus.window,
-                scores=tuple(scores),
-                nodes=by_name,
-                diagnostics=diagnostics,
-                candidates=tuple(s for s in scores if s.eligible and s.has_data),
-                tainted=tuple(
-                    s
-                    for s in scores
-                    if not s.eligible
-                    and s.has_data
-                    and ineligibility(by_name[s.name], self.selector, tolerate_all) is None
-                ),
-            )
+
+    def _snapshot_of(
+        self,
+        nodes: Sequence[Node],
+        report: TrafficReport | None,
+        usage: Mapping[str, NodeUsage] | None,
+        errors: tuple[str, ...],
+    ) -> Snapshot:
+        traffic: Mapping[str, NodeTraffic] | None = report.by_node if report else None
+        scores = score_nodes(
+            nodes,
+            traffic,
+            usage,
+            self.settings.scoring,
+            self.settings.prometheus.direction,
+            self.selector,
+            idle_scale=self.settings.steering.default_pod_bandwidth,
+        )
+        diagnostics = Diagnostics(
+            unmapped_series=report.unmapped_series if report else (),
+            nodes_without_series=report.nodes_without_series if report else (),
+            duplicate_exporters=report.duplicate_exporters if report else {},
+            non_finite=report.non_finite if report else (),
+            errors=errors,
+        )
+        by_name = {node.name: node for node in nodes}
+        tolerate_all = [{"operator": "Exists"}]
+        return Snapshot(
+            generated_at=report.evaluated_at if report else self.clock(),
+            source="prometheus" if report else "metrics-server",
+            window=self.settings.prometheus.window,
+            scores=tuple(scores),
+            nodes=by_name,
+            diagnostics=diagnostics,
+            candidates=tuple(s for s in scores if s.eligible and s.has_data),
+            tainted=tuple(
+                s
+                for s in scores
+                if not s.eligible
+                and s.has_data
+                and ineligibility(by_name[s.name], self.selector, tolerate_all) is None
+            ),
+        )
+
+    def record(self, outcome: RefreshOutcome) -> Snapshot | None:
+        """Publish what a refresh measured: its snapshot, if it has one, and its failures."""
+        for source in outcome.failed_sources:
+            self.source_failures[source] = self.source_failures.get(source, 0) + 1
+        self.last_errors = outcome.errors
+        self.last_refresh_seconds = outcome.seconds
+        snapshot = outcome.snapshot
+        if snapshot is not None:
             self._snapshot = snapshot  # one reference swap: readers see old or new
-            self.ledger.prune(measured_at)
-            self.last_refresh_seconds = time.perf_counter() - started
-            return snapshot
+            self.ledger.prune(snapshot.generated_at)
+        return snapshot
 
     def _loop(self) -> None:
         while not self._stop.is_set():

@@ -1,8 +1,8 @@
 """The HTTP server: a thin flask layer over the engine.
 
 ``create_app(settings, scoreboard=None)`` builds the app. Without a
-scoreboard it wires the engine from settings and starts the refresher (the
-production path, run inside the gunicorn worker). Every request handler
+scoreboard it starts the refresher process that feeds one (the production
+path, run inside the gunicorn worker). Every request handler
 answers JSON; bad input gets 400/413/415 with a message that says what to
 fix; nothing ever answers a traceback, and /mutate never denies a pod.
 """
@@ -16,9 +16,10 @@ from typing import Any
 from flask import Flask, Response, request
 from werkzeug.exceptions import HTTPException
 
-from kubectl_nettraffic.cluster import ListWatchCache, namespace_cache
+from kubectl_nettraffic.cluster import ListWatchCache, api_client, namespace_cache
 from kubectl_nettraffic.config import Settings
-from kubectl_nettraffic.engine import build_engine
+from kubectl_nettraffic.engine import needs_api
+from kubectl_nettraffic.refresher_process import RefresherProcess
 from kubectl_nettraffic.scoreboard import Scoreboard
 from kubectl_nettraffic.scoreview import diagnostics_document, scores_document
 from kubectl_nettraffic.steering import Steerer
@@ -165,10 +166,10 @@ def create_app(
     namespaces: ListWatchCache[Mapping[str, str]] | None = None,
 ) -> Flask:
     if scoreboard is None:
-        engine = build_engine(settings)
-        scoreboard = engine.scoreboard.start()
-        if engine.api is not None and namespaces is None:
-            namespaces = namespace_cache(engine.api).start()
+        # Refreshes run in a child process, off this process's GIL (refresher_process).
+        scoreboard = RefresherProcess(settings).start().scoreboard
+        if needs_api(settings) and namespaces is None:
+            namespaces = namespace_cache(api_client(settings.kubeconfig)).start()
     board: Scoreboard = scoreboard
     steerer = Steerer(board, settings)
     metrics = WebhookMetrics(board)

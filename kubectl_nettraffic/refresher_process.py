@@ -1,0 +1,185 @@
+"""The scoreboard's refresher in a process of its own.
+
+A refresh is Python work that grows with the cluster: at 5,000 nodes,
+reading, decoding and attributing the Prometheus answer and scoring every
+node is about 0.3 s of CPU. Run in the webhook's serving process it holds the
+GIL that every admission needs, and admissions slowed for as long as it
+lasted, every refresh interval (docs/operations.md, "Admissions while the
+scores refresh"). Here it runs in a child process, on another core; the
+serving process only receives the outcome: one pickled message per refresh,
+about 7 ms to load at 5,000 nodes, the node objects left out whenever they
+are unchanged since the last message (they rarely change; scores always do).
+
+The child builds its own engine from the same Settings (node inventory,
+Prometheus and metrics-server clients), so it measures exactly what an
+in-process refresher would. The serving process publishes each outcome
+through ``Scoreboard.record``: the snapshot swap, failure counts and the
+in-flight ledger stay where the admissions are.
+
+Lifetime: the child is spawned, not forked (the serving process has threads
+by then), and ends when its end of the pipe reports the parent gone, so a
+killed webhook leaves no orphan behind. If the child dies, it is started
+again after a pause that doubles up to the refresh interval; meanwhile the
+current snapshot ages toward stale as with any failing source.
+"""
+
+import logging
+import multiprocessing
+import pickle
+import sys
+import threading
+import time
+from dataclasses import dataclass, replace
+from multiprocessing.connection import Connection
+from typing import Any
+
+from kubectl_nettraffic.config import Settings
+from kubectl_nettraffic.scoreboard import RefreshOutcome, Scoreboard
+
+log = logging.getLogger(__name__)
+
+# A restarted child that then ran this long counts as healthy again: the next
+# failure waits the shortest pause, not the longest.
+_HEALTHY_AFTER = 60.0
+_FIRST_PAUSE = 1.0
+
+
+@dataclass(frozen=True)
+class _Message:
+    """One refresh's outcome on the wire. ``same_nodes``: its snapshot's node
+    mapping was left out because it equals the one last sent."""
+
+    outcome: RefreshOutcome
+    same_nodes: bool
+
+
+def _compact(outcome: RefreshOutcome, sent: object) -> _Message:
+    snapshot = outcome.snapshot
+    if snapshot is None or sent is None or snapshot.nodes != sent:
+        return _Message(outcome, same_nodes=False)
+    return _Message(replace(outcome, snapshot=replace(snapshot, nodes={})), same_nodes=True)
+
+
+def _run_child(settings: Settings, conn: Connection) -> None:
+    """The child's main: refresh, send, wait; until the parent is gone."""
+    from kubectl_nettraffic.engine import build_engine  # the child's imports, not the parent's
+
+    logging.basicConfig(
+        level=settings.server.log_level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s [refresher] %(message)s",
+        stream=sys.stderr,
+    )
+    board = build_engine(settings).scoreboard
+    sent: object = None  # the node mapping in the last message
+    while True:
+        try:
+            outcome = board.measure()
+        except Exception:  # never let the refresher die; the next tick retries
+            log.exception("refresh failed unexpectedly")
+            outcome = RefreshOutcome(None, (), ("refresh failed unexpectedly; see the log",), 0.0)
+        message = _compact(outcome, sent)
+        try:
+            conn.send_bytes(pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL))
+        except OSError:
+            return  # the parent is gone
+        if outcome.snapshot is not None:
+            sent = outcome.snapshot.nodes
+        # The parent never writes: the pipe turns readable only when its end
+        # closes, so this is both the interval and the parent's death notice.
+        if conn.poll(settings.refresh.interval):
+            return
+
+
+class RefresherProcess:
+    """Feeds ``scoreboard`` from a child process that refreshes every interval."""
+
+    def __init__(self, settings: Settings, scoreboard: Scoreboard | None = None) -> None:
+        self.settings = settings
+        # Published into, never refreshed itself: it has no sources.
+        self.scoreboard = scoreboard or Scoreboard(settings, nodes=lambda: ())
+        self._context = multiprocessing.get_context("spawn")
+        self._process: Any = None
+        self._conn: Connection | None = None
+        self._nodes: Any = None  # the node mapping of the last message that had one
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.restarts = 0
+
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid if self._process is not None else None
+
+    def start(self) -> "RefresherProcess":
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="refresher-link", daemon=True)
+            self._thread.start()
+        return self
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self._stopping.set()
+        if self._conn is not None:
+            self._conn.close()  # the child sees its pipe close and ends
+        if self._process is not None:
+            self._process.join(timeout)
+            if self._process.is_alive():
+                self._process.terminate()
+                self._process.join(timeout)
+
+    def _spawn(self) -> Connection:
+        ours, theirs = self._context.Pipe()
+        self._process = self._context.Process(
+            target=_run_child,
+            args=(self.settings, theirs),
+            name="nettraffic-refresher",
+            daemon=True,
+        )
+        self._process.start()
+        theirs.close()  # only the child holds its end: its exit reads as end of file here
+        self._nodes = None  # a new child sends its nodes again
+        self._conn = ours
+        return ours
+
+    def _deliver(self, message: _Message) -> None:
+        outcome = message.outcome
+        snapshot = outcome.snapshot
+        if snapshot is not None:
+            if message.same_nodes:
+                if self._nodes is None:
+                    raise ValueError("the refresher sent no node list to reuse")
+                outcome = replace(outcome, snapshot=replace(snapshot, nodes=self._nodes))
+            else:
+                self._nodes = snapshot.nodes
+        self.scoreboard.record(outcome)
+
+    def _receive(self, conn: Connection) -> None:
+        while not self._stopping.is_set():
+            data = conn.recv_bytes()  # waits without the GIL
+            self._deliver(pickle.loads(data))
+
+    def _run(self) -> None:
+        pause = _FIRST_PAUSE
+        while not self._stopping.is_set():
+            started = time.monotonic()
+            try:
+                conn = self._spawn()
+                self._receive(conn)
+            except (EOFError, OSError):
+                pass  # the child ended, or stop() closed the pipe
+            except Exception:
+                log.exception("bad message from the refresher process")
+            if self._stopping.is_set():
+                return
+            self._process.join(5)
+            if self._process.is_alive():
+                self._process.terminate()
+                self._process.join(5)
+            if time.monotonic() - started > _HEALTHY_AFTER:
+                pause = _FIRST_PAUSE
+            log.warning(
+                "refresher process ended (exit code %s); starting another in %.0fs",
+                self._process.exitcode,
+                pause,
+            )
+            self.restarts += 1
+            self._stopping.wait(pause)
+            pause = min(pause * 2, max(_FIRST_PAUSE, self.settings.refresh.interval))

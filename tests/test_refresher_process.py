@@ -1,0 +1,157 @@
+"""The refresher process: a real child process refreshing from a real
+Prometheus and a node file, feeding a scoreboard in this process."""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from kubectl_nettraffic.config import settings_from_mapping
+from kubectl_nettraffic.refresher_process import RefresherProcess
+from tests.conftest import wait_for
+from tests.harness.fakeapi import node
+from tests.harness.prometheus import Device, Exporter, prometheus_with_history
+
+
+@pytest.fixture(scope="module")
+def prometheus():
+    exporters = [
+        Exporter(f"10.0.0.{i}:9100", f"n{i}", [Device("eth0", rate, rate)])
+        for i, rate in ((1, 5e6), (2, 1e6), (3, 3e6), (4, 2e6))
+    ]
+    # History running into the future, so a query at "now" (the child's clock) finds it.
+    server = prometheus_with_history(exporters, end=float(int(time.time()) + 600), duration=900)
+    yield server
+    server.stop()
+
+
+def _write_nodes(path: str, count: int) -> None:
+    items = [node(f"n{i}", ip=f"10.0.0.{i}") for i in range(1, count + 1)]
+    with open(path, "w") as handle:
+        json.dump({"apiVersion": "v1", "kind": "List", "items": items}, handle)
+
+
+def _settings(prometheus_url: str, node_file: str, interval: str = "1s"):  # type: ignore[no-untyped-def]
+    return settings_from_mapping(
+        {
+            "prometheus": {"url": prometheus_url},
+            "metricsServer": {"enabled": False},
+            "nodes": {"file": node_file},
+            "refresh": {"interval": interval, "maxStaleness": "2m"},
+        }
+    )
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"  # a zombie has ended
+    except FileNotFoundError:
+        return False
+
+
+def test_child_feeds_the_scoreboard_and_sends_nodes_only_when_they_change(prometheus, tmp_path):
+    node_file = str(tmp_path / "nodes.json")
+    _write_nodes(node_file, 3)
+    refresher = RefresherProcess(_settings(prometheus.url, node_file)).start()
+    board = refresher.scoreboard
+    try:
+        first = wait_for(lambda: board.snapshot, timeout=30)
+        assert first.source == "prometheus"
+        assert [s.name for s in first.scores] == ["n2", "n3", "n1"]
+        assert refresher.pid is not None and refresher.pid != os.getpid()
+        second = wait_for(lambda: board.snapshot is not first and board.snapshot, timeout=10)
+        # Unchanged nodes were left out of the message and the earlier mapping reused.
+        assert second.nodes is first.nodes
+        assert set(second.nodes) == {"n1", "n2", "n3"}
+        # The ledger was moved to the new measurement, as an in-process refresh does.
+        assert board.ledger.view(second.generated_at) == {}
+
+        time.sleep(0.01)  # a new mtime, so the child's file source reads it again
+        _write_nodes(node_file, 4)
+        grown = wait_for(lambda: "n4" in board.snapshot.nodes and board.snapshot, timeout=10)
+        assert [s.name for s in grown.scores] == ["n2", "n4", "n3", "n1"]
+    finally:
+        refresher.stop()
+    assert not _alive(refresher.pid)
+
+
+def test_failures_in_the_child_are_counted_in_the_parent(tmp_path):
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    dead = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    sock.close()
+    node_file = str(tmp_path / "nodes.json")
+    _write_nodes(node_file, 2)
+    refresher = RefresherProcess(_settings(dead, node_file)).start()
+    board = refresher.scoreboard
+    try:
+        wait_for(lambda: board.source_failures["prometheus"] >= 2, timeout=30)
+        assert board.snapshot is None
+        assert board.last_errors and "unreachable" in board.last_errors[0]
+    finally:
+        refresher.stop()
+
+
+def test_a_child_that_dies_is_started_again(prometheus, tmp_path):
+    node_file = str(tmp_path / "nodes.json")
+    _write_nodes(node_file, 3)
+    refresher = RefresherProcess(_settings(prometheus.url, node_file)).start()
+    board = refresher.scoreboard
+    try:
+        before = wait_for(lambda: board.snapshot, timeout=30)
+        first_pid = refresher.pid
+        os.kill(first_pid, signal.SIGKILL)
+        wait_for(lambda: refresher.restarts == 1 and refresher.pid != first_pid, timeout=10)
+        after = wait_for(
+            lambda: board.snapshot.generated_at > before.generated_at + 1 and board.snapshot,
+            timeout=30,
+        )
+        assert set(after.nodes) == {"n1", "n2", "n3"}  # the new child sent its nodes again
+        assert not _alive(first_pid)
+    finally:
+        refresher.stop()
+
+
+def test_the_child_ends_when_the_serving_process_is_killed(prometheus, tmp_path):
+    node_file = str(tmp_path / "nodes.json")
+    _write_nodes(node_file, 3)
+    parent = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent(
+                f"""
+                import time
+                from kubectl_nettraffic.refresher_process import RefresherProcess
+                from tests.test_refresher_process import _settings
+                # A long interval: the child is waiting, not sending, when its parent dies.
+                settings = _settings({prometheus.url!r}, {node_file!r}, interval="60s")
+                refresher = RefresherProcess(settings).start()
+                while refresher.scoreboard.snapshot is None:
+                    time.sleep(0.05)
+                print(refresher.pid, flush=True)
+                time.sleep(120)
+                """
+            ),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+    )
+    try:
+        assert parent.stdout is not None
+        child = int(parent.stdout.readline())
+        assert _alive(child)
+        parent.kill()  # no atexit, no clean-up: only the pipe tells the child
+        parent.wait(10)
+        wait_for(lambda: not _alive(child), timeout=10)
+    finally:
+        parent.kill()
+        parent.wait(10)
