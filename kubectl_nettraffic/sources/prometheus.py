@@ -21,6 +21,7 @@ Deliberate behaviours (each has a test):
   listed in the report.
 """
 
+import json
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -32,7 +33,6 @@ import requests
 from kubectl_nettraffic.config import PrometheusSettings
 from kubectl_nettraffic.errors import SourceError
 from kubectl_nettraffic.nodes import Node
-from kubectl_nettraffic.sources import interruptible_json
 from kubectl_nettraffic.units import promql_duration
 
 SIGNAL_LABEL = "nettraffic_signal"
@@ -168,9 +168,7 @@ class PrometheusSource:
                 f"({error.__class__.__name__}); check prometheus.url"
             ) from None
         try:
-            # JSON is UTF-8 (RFC 8259); decoded in pieces so admissions are not
-            # held up behind a large answer (see interruptible_json).
-            body = interruptible_json.loads(response.content.decode("utf-8"))
+            body = json.loads(response.content)  # bytes: UTF-8 per RFC 8259, detected by json
         except ValueError:  # UnicodeDecodeError included
             body = None
         if (
