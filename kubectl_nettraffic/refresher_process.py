@@ -34,6 +34,7 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from kubectl_nettraffic.config import Settings
+from kubectl_nettraffic.errors import NetTrafficError
 from kubectl_nettraffic.scoreboard import RefreshOutcome, Scoreboard
 
 log = logging.getLogger(__name__)
@@ -69,7 +70,11 @@ def _run_child(settings: Settings, conn: Connection) -> None:
         format="%(asctime)s %(levelname)s %(name)s [refresher] %(message)s",
         stream=sys.stderr,
     )
-    board = build_engine(settings).scoreboard
+    try:
+        board = build_engine(settings).scoreboard
+    except NetTrafficError as error:  # the parent logs the exit and starts another later
+        log.error("refresher cannot start: %s", error)
+        sys.exit(1)
     sent: object = None  # the node mapping in the last message
     while True:
         try:
@@ -115,15 +120,11 @@ class RefresherProcess:
             self._thread.start()
         return self
 
-    def stop(self, timeout: float = 5.0) -> None:
+    def stop(self) -> None:
         self._stopping.set()
         if self._conn is not None:
             self._conn.close()  # the child sees its pipe close and ends
-        if self._process is not None:
-            self._process.join(timeout)
-            if self._process.is_alive():
-                self._process.terminate()
-                self._process.join(timeout)
+        self._reap()
 
     def _spawn(self) -> Connection:
         ours, theirs = self._context.Pipe()
@@ -138,6 +139,17 @@ class RefresherProcess:
         self._nodes = None  # a new child sends its nodes again
         self._conn = ours
         return ours
+
+    def _reap(self) -> int | None:
+        """End the child if it still runs; its exit code (None if it never started)."""
+        process = self._process
+        if process is None or process.pid is None:
+            return None
+        process.join(5)
+        if process.is_alive():
+            process.terminate()
+            process.join(5)
+        return int(process.exitcode) if process.exitcode is not None else None
 
     def _deliver(self, message: _Message) -> None:
         outcome = message.outcome
@@ -169,15 +181,12 @@ class RefresherProcess:
                 log.exception("bad message from the refresher process")
             if self._stopping.is_set():
                 return
-            self._process.join(5)
-            if self._process.is_alive():
-                self._process.terminate()
-                self._process.join(5)
+            exitcode = self._reap()
             if time.monotonic() - started > _HEALTHY_AFTER:
                 pause = _FIRST_PAUSE
             log.warning(
                 "refresher process ended (exit code %s); starting another in %.0fs",
-                self._process.exitcode,
+                exitcode,
                 pause,
             )
             self.restarts += 1
