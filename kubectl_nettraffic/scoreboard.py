@@ -1,10 +1,12 @@
-"""The live scoreboard: a background refresher that publishes immutable
-snapshots, and owns the in-flight ledger (ledger.py) that keeps bursts from
-herding.
+"""The live scoreboard: immutable snapshots of the scores, and the in-flight
+ledger (ledger.py) that keeps bursts from herding.
 
-Readers (admission requests, /scores, the extender) only ever read the
-current snapshot reference, which the refresher swaps atomically; they never
-wait for Prometheus or the API server.
+A refresh is ``measure`` (ask the sources, score) then ``record`` (publish).
+``refresh`` does both here, as the plugin does; the webhook measures in a
+child process and records what it sends (refresher_process.py). Readers
+(admission requests, /scores, the extender) only ever read the current
+snapshot reference, which ``record`` swaps atomically; they never wait for
+Prometheus or the API server.
 
 Source choice per refresh: Prometheus when configured and it answers;
 otherwise metrics-server when enabled (the fallback); otherwise the previous
@@ -121,8 +123,6 @@ class Scoreboard:
         self.last_errors: tuple[str, ...] = ()  # of the latest refresh, for the CLI
         self.last_refresh_seconds = 0.0
         self._snapshot: Snapshot | None = None
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
         self._refresh_lock = threading.Lock()
         # Held while a pod's nodes are chosen and booked in the ledger, so
         # concurrent admissions see each other's bookings.
@@ -252,20 +252,3 @@ class Scoreboard:
             self._snapshot = snapshot  # one reference swap: readers see old or new
             self.ledger.prune(snapshot.generated_at)
         return snapshot
-
-    def _loop(self) -> None:
-        while not self._stop.is_set():
-            try:
-                self.refresh()
-            except Exception:  # never let the refresher die; the next tick retries
-                log.exception("refresh failed unexpectedly")
-            self._stop.wait(self.settings.refresh.interval)
-
-    def start(self) -> "Scoreboard":
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._loop, name="scoreboard", daemon=True)
-            self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stop.set()

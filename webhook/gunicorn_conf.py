@@ -6,8 +6,8 @@
 - One worker process with threads (gthread): the in-flight ledger that
   spreads bursts lives in process memory, so one process must see every
   admission. Threads give concurrency; replicas give availability.
-- The app (and so the background refresher) is created inside the worker,
-  after the fork, so its threads really run.
+- The app is created inside the worker, after the fork, so its threads
+  really run and the refresher process it spawns is the worker's child.
 - Once it is, the worker's interpreter is tuned for admission latency
   (``tune_interpreter``).
 """
@@ -21,11 +21,13 @@ from kubectl_nettraffic.config import Settings
 from webhook.tls import reloader_for
 
 # The longest a thread keeps the GIL while another waits for it (CPython's
-# default is 5 ms). A refresh spends ~0.3 s of Python on a 5,000-node answer;
-# with 5 ms turns, every admission arriving meanwhile waited up to 5 ms each
-# time it wanted the GIL back (after each socket read or write), several
-# times per request. 1 ms keeps that wait short (bench/admission.py measures
-# the tail) at no throughput cost we could measure: requests rarely hold it that long.
+# default is 5 ms). Refreshes run in their own process now, but some work in
+# the worker still runs for milliseconds (loading a refresh's outcome, about
+# 7 ms at 5,000 nodes; rendering /scores or /metrics); with 5 ms turns, every
+# admission arriving meanwhile waited up to 5 ms each time it wanted the GIL
+# back (after each socket read or write), several times per request. 1 ms
+# keeps that wait short at no throughput cost we could measure: requests
+# rarely hold it that long.
 SWITCH_INTERVAL = 0.001
 
 

@@ -22,7 +22,7 @@ def _webhook_app(settings: Settings) -> Any:
 
 class WebhookServer(BaseApplication):  # type: ignore[misc]
     """gunicorn with our settings; ``app_factory`` runs in the worker after the
-    fork, so the refresher's threads live there."""
+    fork, so its threads and the refresher process it spawns belong to the worker."""
 
     def __init__(
         self, settings: Settings, app_factory: Callable[[Settings], Any] = _webhook_app
