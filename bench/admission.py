@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 
 from bench.fixtures import config, prometheus_for, write_node_file
 from bench.report import bench_parser, write_section
+from kubectl_nettraffic.config import ServerSettings
 from tests.harness.prometheus import free_port
 from tests.harness.reviews import pod, review
 from tests.harness.webhook import WebhookProcess, make_certs
@@ -290,7 +291,8 @@ def main(argv: list[str] | None = None) -> int:
             f"wrk on the same 2-core machine as the server, over TLS with keep-alive; "
             f"{ROUNDS} rounds of {DURATION} s per server and load, the servers taking turns; "
             "rates are medians of rounds, latencies are percentiles of every request. Both "
-            "servers run one gunicorn gthread worker with 8 threads, the same ssl_context "
+            f"servers run one gunicorn gthread worker with {ServerSettings().threads} threads "
+            "(the default), the same ssl_context "
             "hook and the same interpreter tuning (post_worker_init: 1 ms GIL turns, start-up "
             "objects frozen). The webhook refreshes every 15 s (the default) in its refresher "
             "process, which shares the two cores with both servers, wrk and Prometheus."

@@ -125,8 +125,12 @@ class ServerSettings:
     # objects, plus room for the envelope.
     max_request_bytes: int = 7 * 2**20
     # One worker process: the in-flight ledger that spreads bursts lives in
-    # process memory; threads give concurrency, replicas give HA.
-    threads: int = 8
+    # process memory; threads give concurrency, replicas give HA. 4, not
+    # more: one thread runs Python at a time (the GIL), and past a few, extra
+    # threads mostly queue for it and for the steering lock; requests beyond
+    # them wait in gunicorn's poller instead. At saturation 4 threads served
+    # about 4% more admissions/s than 8 (docs/operations.md, "Threads").
+    threads: int = 4
     log_level: str = "info"
 
 
