@@ -173,14 +173,15 @@ class RefresherProcess:
         while not self._stopping.is_set():
             started = time.monotonic()
             try:
-                conn = self._spawn()
-                self._receive(conn)
+                self._receive(self._spawn())
             except (EOFError, OSError):
                 pass  # the child ended, or stop() closed the pipe
-            except Exception:
-                log.exception("bad message from the refresher process")
+            except Exception:  # a message we cannot use, or a child we cannot start
+                log.exception("lost the refresher process")
             if self._stopping.is_set():
                 return
+            if self._conn is not None:
+                self._conn.close()  # a child still running sees its pipe close and ends
             exitcode = self._reap()
             if time.monotonic() - started > _HEALTHY_AFTER:
                 pause = _FIRST_PAUSE
