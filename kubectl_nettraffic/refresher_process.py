@@ -98,10 +98,10 @@ def _run_child(settings: Settings, conn: Connection) -> None:
 class RefresherProcess:
     """Feeds ``scoreboard`` from a child process that refreshes every interval."""
 
-    def __init__(self, settings: Settings, scoreboard: Scoreboard | None = None) -> None:
+    def __init__(self, settings: Settings) -> None:
         self.settings = settings
         # Published into, never refreshed itself: it has no sources.
-        self.scoreboard = scoreboard or Scoreboard(settings, nodes=lambda: ())
+        self.scoreboard = Scoreboard(settings, nodes=lambda: ())
         self._context = multiprocessing.get_context("spawn")
         self._process: Any = None
         self._conn: Connection | None = None
@@ -149,7 +149,8 @@ class RefresherProcess:
         if process.is_alive():
             process.terminate()
             process.join(5)
-        return int(process.exitcode) if process.exitcode is not None else None
+        exitcode: int | None = process.exitcode
+        return exitcode
 
     def _deliver(self, message: _Message) -> None:
         outcome = message.outcome

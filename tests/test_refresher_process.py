@@ -4,7 +4,6 @@ Prometheus and a node file, feeding a scoreboard in this process."""
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import textwrap
@@ -16,7 +15,7 @@ from kubectl_nettraffic.config import settings_from_mapping
 from kubectl_nettraffic.refresher_process import RefresherProcess
 from tests.conftest import wait_for
 from tests.harness.fakeapi import node
-from tests.harness.prometheus import Device, Exporter, prometheus_with_history
+from tests.harness.prometheus import Device, Exporter, free_port, prometheus_with_history
 
 
 @pytest.fixture(scope="module")
@@ -56,67 +55,67 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def test_child_feeds_the_scoreboard_and_sends_nodes_only_when_they_change(prometheus, tmp_path):
-    node_file = str(tmp_path / "nodes.json")
-    _write_nodes(node_file, 3)
-    refresher = RefresherProcess(_settings(prometheus.url, node_file)).start()
-    board = refresher.scoreboard
-    try:
-        first = wait_for(lambda: board.snapshot, timeout=30)
-        assert first.source == "prometheus"
-        assert [s.name for s in first.scores] == ["n2", "n3", "n1"]
-        assert refresher.pid is not None and refresher.pid != os.getpid()
-        second = wait_for(lambda: board.snapshot is not first and board.snapshot, timeout=10)
-        # Unchanged nodes were left out of the message and the earlier mapping reused.
-        assert second.nodes is first.nodes
-        assert set(second.nodes) == {"n1", "n2", "n3"}
-        # The ledger was moved to the new measurement, as an in-process refresh does.
-        assert board.ledger.view(second.generated_at) == {}
+@pytest.fixture
+def start_refresher(tmp_path):
+    """Writes a node file of ``nodes`` nodes, starts a refresher on it; stopped after the test."""
+    started: list[RefresherProcess] = []
 
-        time.sleep(0.01)  # a new mtime, so the child's file source reads it again
-        _write_nodes(node_file, 4)
-        grown = wait_for(lambda: "n4" in board.snapshot.nodes and board.snapshot, timeout=10)
-        assert [s.name for s in grown.scores] == ["n2", "n4", "n3", "n1"]
-    finally:
+    def start(prometheus_url: str, nodes: int) -> tuple[RefresherProcess, str]:
+        node_file = str(tmp_path / "nodes.json")
+        _write_nodes(node_file, nodes)
+        started.append(RefresherProcess(_settings(prometheus_url, node_file)).start())
+        return started[-1], node_file
+
+    yield start
+    for refresher in started:
         refresher.stop()
+
+
+def test_child_feeds_the_scoreboard_and_sends_nodes_only_when_they_change(
+    prometheus, start_refresher
+):
+    refresher, node_file = start_refresher(prometheus.url, 3)
+    board = refresher.scoreboard
+    first = wait_for(lambda: board.snapshot, timeout=30)
+    assert first.source == "prometheus"
+    assert [s.name for s in first.scores] == ["n2", "n3", "n1"]
+    assert refresher.pid is not None and refresher.pid != os.getpid()
+    second = wait_for(lambda: board.snapshot is not first and board.snapshot, timeout=10)
+    # Unchanged nodes were left out of the message and the earlier mapping reused.
+    assert second.nodes is first.nodes
+    assert set(second.nodes) == {"n1", "n2", "n3"}
+    # The ledger was moved to the new measurement, as an in-process refresh does.
+    assert board.ledger.view(second.generated_at) == {}
+
+    time.sleep(0.01)  # a new mtime, so the child's file source reads it again
+    _write_nodes(node_file, 4)
+    grown = wait_for(lambda: "n4" in board.snapshot.nodes and board.snapshot, timeout=10)
+    assert [s.name for s in grown.scores] == ["n2", "n4", "n3", "n1"]
+    refresher.stop()
     assert not _alive(refresher.pid)
 
 
-def test_failures_in_the_child_are_counted_in_the_parent(tmp_path):
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    dead = f"http://127.0.0.1:{sock.getsockname()[1]}"
-    sock.close()
-    node_file = str(tmp_path / "nodes.json")
-    _write_nodes(node_file, 2)
-    refresher = RefresherProcess(_settings(dead, node_file)).start()
+def test_failures_in_the_child_are_counted_in_the_parent(start_refresher):
+    refresher, _ = start_refresher(f"http://127.0.0.1:{free_port()}", 2)  # nothing listens
     board = refresher.scoreboard
-    try:
-        wait_for(lambda: board.source_failures["prometheus"] >= 2, timeout=30)
-        assert board.snapshot is None
-        assert board.last_errors and "unreachable" in board.last_errors[0]
-    finally:
-        refresher.stop()
+    wait_for(lambda: board.source_failures["prometheus"] >= 2, timeout=30)
+    assert board.snapshot is None
+    assert board.last_errors and "unreachable" in board.last_errors[0]
 
 
-def test_a_child_that_dies_is_started_again(prometheus, tmp_path):
-    node_file = str(tmp_path / "nodes.json")
-    _write_nodes(node_file, 3)
-    refresher = RefresherProcess(_settings(prometheus.url, node_file)).start()
+def test_a_child_that_dies_is_started_again(prometheus, start_refresher):
+    refresher, _ = start_refresher(prometheus.url, 3)
     board = refresher.scoreboard
-    try:
-        before = wait_for(lambda: board.snapshot, timeout=30)
-        first_pid = refresher.pid
-        os.kill(first_pid, signal.SIGKILL)
-        wait_for(lambda: refresher.restarts == 1 and refresher.pid != first_pid, timeout=10)
-        after = wait_for(
-            lambda: board.snapshot.generated_at > before.generated_at + 1 and board.snapshot,
-            timeout=30,
-        )
-        assert set(after.nodes) == {"n1", "n2", "n3"}  # the new child sent its nodes again
-        assert not _alive(first_pid)
-    finally:
-        refresher.stop()
+    before = wait_for(lambda: board.snapshot, timeout=30)
+    first_pid = refresher.pid
+    os.kill(first_pid, signal.SIGKILL)
+    wait_for(lambda: refresher.restarts == 1 and refresher.pid != first_pid, timeout=10)
+    after = wait_for(
+        lambda: board.snapshot.generated_at > before.generated_at + 1 and board.snapshot,
+        timeout=30,
+    )
+    assert set(after.nodes) == {"n1", "n2", "n3"}  # the new child sent its nodes again
+    assert not _alive(first_pid)
 
 
 def test_the_child_ends_when_the_serving_process_is_killed(prometheus, tmp_path):

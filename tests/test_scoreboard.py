@@ -14,7 +14,7 @@ from kubectl_nettraffic.scoreview import scores_document
 from kubectl_nettraffic.sources.metrics_server import MetricsServerSource
 from kubectl_nettraffic.sources.prometheus import PrometheusSource
 from tests.harness.fakeapi import node, node_metrics
-from tests.harness.prometheus import Device, Exporter, prometheus_with_history
+from tests.harness.prometheus import Device, Exporter, free_port, prometheus_with_history
 
 END = float(int(time.time()) // 60 * 60 - 120)
 
@@ -31,11 +31,7 @@ def prometheus():
 
 
 def _dead_url() -> str:
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    sock.close()
-    return f"http://127.0.0.1:{port}"
+    return f"http://127.0.0.1:{free_port()}"  # nothing listens there
 
 
 @pytest.fixture
