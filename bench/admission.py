@@ -29,6 +29,8 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 
+import gunicorn
+
 from bench.fixtures import config, prometheus_for, write_node_file
 from bench.report import bench_parser, write_section
 from kubectl_nettraffic.config import ServerSettings
@@ -99,6 +101,29 @@ def run_wrk(url: str, script: str, connections: int, histogram: str) -> Run:
     return Run(float(rate.group(1)), int(errors.group(1)) if errors else 0, latency)
 
 
+def cpu_seconds(root: int) -> float:
+    """CPU time (user + system) used so far by process ``root`` and its descendants
+    (for the webhook: gunicorn's master, its worker, the refresher process)."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    parent, used = {}, {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as handle:
+                fields = handle.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # ended meanwhile
+        parent[int(entry)] = int(fields[1])
+        used[int(entry)] = (int(fields[11]) + int(fields[12])) / ticks
+    total, stack = 0.0, [root]
+    while stack:
+        pid = stack.pop()
+        total += used.get(pid, 0.0)
+        stack.extend(child for child, up in parent.items() if up == pid)
+    return total
+
+
 def percentile_ms(latency: Counter[int], fraction: float) -> float:
     """The smallest latency at or below which ``fraction`` of requests finished."""
     total, seen = sum(latency.values()), 0
@@ -114,11 +139,13 @@ class Pooled:
     """One server under one load, over every round."""
 
     rates: list[float] = field(default_factory=list)
+    cpu_us: list[float] = field(default_factory=list)  # server CPU per request
     latency_us: Counter[int] = field(default_factory=Counter)
     non_2xx: int = 0
 
-    def add(self, run: Run) -> None:
+    def add(self, run: Run, cpu_seconds: float) -> None:
         self.rates.append(run.rate)
+        self.cpu_us.append(cpu_seconds / (run.rate * DURATION) * 1e6)
         self.latency_us.update(run.latency_us)
         self.non_2xx += run.non_2xx
 
@@ -175,16 +202,19 @@ def measure(count: int, directory: str) -> dict[tuple[str, str], Pooled]:
         try:
             bare = BareProcess(webhook.config_path)
             urls = {"webhook": webhook.url, "bare": bare.url}
+            pids = {"webhook": webhook.process.pid, "bare": bare.process.pid}
             try:
                 for round_number in range(ROUNDS):
                     order = SERVERS if round_number % 2 == 0 else SERVERS[::-1]
                     for load, connections in LOADS.items():
                         for server in order:
+                            before = cpu_seconds(pids[server])
                             run = run_wrk(urls[server], scripts[load], connections, histogram)
-                            pooled[server, load].add(run)
+                            pooled[server, load].add(run, cpu_seconds(pids[server]) - before)
                             print(
                                 f"  {count} nodes, round {round_number + 1}, {server}, {load}: "
-                                f"{run.rate:.0f}/s, p99 {percentile_ms(run.latency_us, 0.99):.2f} ms",
+                                f"{run.rate:.0f}/s, p99 {percentile_ms(run.latency_us, 0.99):.2f} ms, "
+                                f"server CPU {pooled[server, load].cpu_us[-1]:.0f} µs per request",
                                 flush=True,
                             )
             finally:
@@ -221,6 +251,7 @@ def main(argv: list[str] | None = None) -> int:
                     f"{percentile_ms(paced.latency_us, 0.99):.2f} ms | {saturated.rate:.0f}/s | "
                     f"{percentile_ms(saturated.latency_us, 0.5):.2f} ms | "
                     f"{percentile_ms(saturated.latency_us, 0.99):.2f} ms | "
+                    f"{statistics.median(saturated.cpu_us):.0f} µs | "
                     f"{paced.non_2xx + saturated.non_2xx} |"
                 )
             relative[count] = statistics.median(
@@ -235,8 +266,8 @@ def main(argv: list[str] | None = None) -> int:
     elapsed = time.time() - started
     table = "\n".join(
         [
-            "| nodes | server | paced: achieved rate | paced p50 | paced p99 | saturation throughput | saturation p50 | saturation p99 | non-2xx |",
-            "|---|---|---|---|---|---|---|---|---|",
+            "| nodes | server | paced: achieved rate | paced p50 | paced p99 | saturation throughput | saturation p50 | saturation p99 | saturation: server CPU per request | non-2xx |",
+            "|---|---|---|---|---|---|---|---|---|---|",
             *rows,
         ]
     )
@@ -291,11 +322,13 @@ def main(argv: list[str] | None = None) -> int:
             f"wrk on the same 2-core machine as the server, over TLS with keep-alive; "
             f"{ROUNDS} rounds of {DURATION} s per server and load, the servers taking turns; "
             "rates are medians of rounds, latencies are percentiles of every request. Both "
-            f"servers run one gunicorn gthread worker with {ServerSettings().threads} threads "
+            f"servers run gunicorn {gunicorn.__version__}, one gthread worker with {ServerSettings().threads} threads "
             "(the default), the same ssl_context "
             "hook and the same interpreter tuning (post_worker_init: 1 ms GIL turns, start-up "
             "objects frozen). The webhook refreshes every 15 s (the default) in its refresher "
-            "process, which shares the two cores with both servers, wrk and Prometheus."
+            "process, which shares the two cores with both servers, wrk and Prometheus. "
+            "Server CPU per request: user and system time of the server's processes over a "
+            "saturation run's requests, median of rounds."
             f"\n\n{table}\n\n{ratios}\n\nRun time: {elapsed:.0f} s.",
         )
     return 0

@@ -1,0 +1,210 @@
+"""What one admission costs the webhook's Python, beside the bare app, with
+warm and with cold CPU caches. No sockets: both apps are called as WSGI
+callables in this process, so one run takes seconds, not minutes.
+
+    python -m bench.admission_cost
+
+Why cold: behind gunicorn and TLS, the stack's own work between two
+admissions (TLS records, the kernel's socket code, gunicorn's parser and
+threads) pushes the app's code and data out of the CPU's private caches, so
+each admission starts cold. A tight loop keeps everything cached and
+understates the cost about twofold (the decision alone, 2.5-fold). Here each cold call follows a pass
+over 6 MiB of memory and 60,000 Python objects (this machine has 2 MiB of
+L2 per core), which brings the in-process figures close to what the
+webhook's worker spends per request under load (see docs/operations.md,
+"Where an admission's time goes").
+
+The scores come from a synthetic traffic source, refreshed before each
+series, so the figures do not depend on Prometheus.
+"""
+
+import io
+import json
+import random
+import statistics
+import sys
+import time
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from bench.bare_app import create_bare_app
+from bench.fixtures import node_list, node_names
+from bench.report import bench_parser, write_section
+from kubectl_nettraffic.config import settings_from_mapping
+from kubectl_nettraffic.nodes import node_from_json
+from kubectl_nettraffic.scoreboard import Scoreboard
+from kubectl_nettraffic.sources.prometheus import NodeTraffic, TrafficReport
+from kubectl_nettraffic.steering import Steerer
+from tests.harness.reviews import pod, review
+from webhook.admission import parse_review
+from webhook.app import create_app
+
+WARM_CALLS, WARM_REPEATS = 1000, 5
+COLD_CALLS = 1500
+LINK = 1.25e9  # 10 Gbit/s in bytes/s
+
+WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
+
+
+class SyntheticTraffic:
+    """Prometheus stand-in: every node at a fixed random rate, measured now."""
+
+    def __init__(self, names: list[str], seed: int = 7) -> None:
+        rng = random.Random(seed)
+        self.rates = {name: rng.uniform(1e6, 1e8) for name in names}
+
+    def fetch(self, _nodes: object) -> TrafficReport:
+        by_node = {
+            name: NodeTraffic(rate * 0.7, rate * 0.3, LINK, ("synthetic",))
+            for name, rate in self.rates.items()
+        }
+        return TrafficReport(by_node, (), (), {}, (), time.time())
+
+
+class CacheFlusher:
+    """Touches more memory than the private caches hold, the way the stack's
+    work between two admissions does: a plain copy for the data caches, a walk
+    over Python objects for the interpreter's own structures."""
+
+    def __init__(self) -> None:
+        self.source = bytearray(6 * 2**20)
+        self.target = bytearray(6 * 2**20)
+        self.objects = [(i, str(i)) for i in range(60_000)]
+
+    def __call__(self) -> None:
+        self.target[:] = self.source
+        total = 0
+        for number, _ in self.objects[::7]:
+            total += number
+
+
+def _start_response(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> None:
+    if not status.startswith("200"):
+        raise RuntimeError(f"the app answered {status}")
+
+
+def wsgi_post(app: WsgiApp, body: bytes) -> Callable[[], None]:
+    """One POST /mutate through ``app``, as gunicorn would call it."""
+
+    def call() -> None:
+        environ = {
+            "REQUEST_METHOD": "POST",
+            "PATH_INFO": "/mutate",
+            "QUERY_STRING": "",
+            "SERVER_NAME": "127.0.0.1",
+            "SERVER_PORT": "8443",
+            "SERVER_PROTOCOL": "HTTP/1.1",
+            "CONTENT_TYPE": "application/json",
+            "CONTENT_LENGTH": str(len(body)),
+            "wsgi.version": (1, 0),
+            "wsgi.url_scheme": "https",
+            "wsgi.input": io.BytesIO(body),
+            "wsgi.errors": sys.stderr,
+            "wsgi.multithread": True,
+            "wsgi.multiprocess": False,
+            "wsgi.run_once": False,
+        }
+        b"".join(app(environ, _start_response))
+
+    return call
+
+
+def warm_us(call: Callable[[], None]) -> float:
+    """Best of several tight loops, in microseconds per call."""
+    for _ in range(WARM_CALLS // 4):
+        call()
+    best = float("inf")
+    for _ in range(WARM_REPEATS):
+        started = time.perf_counter()
+        for _ in range(WARM_CALLS):
+            call()
+        best = min(best, (time.perf_counter() - started) / WARM_CALLS)
+    return best * 1e6
+
+
+def cold_us(call: Callable[[], None], flush: CacheFlusher) -> float:
+    """Median of calls that each follow a cache flush, in microseconds."""
+    timings = []
+    for _ in range(COLD_CALLS):
+        flush()
+        started = time.perf_counter_ns()
+        call()
+        timings.append(time.perf_counter_ns() - started)
+    return statistics.median(timings) / 1000
+
+
+def measure(count: int, flush: CacheFlusher) -> dict[str, tuple[float, float]]:
+    """(warm, cold) microseconds per call for each piece, at ``count`` nodes."""
+    names = node_names(count)
+    nodes = [node_from_json(obj) for obj in node_list(count)]
+    settings = settings_from_mapping(
+        {"prometheus": {"url": "http://synthetic.invalid"}, "metricsServer": {"enabled": False}}
+    )
+    board = Scoreboard(settings, lambda: nodes, SyntheticTraffic(names), None)  # type: ignore[arg-type]
+    body = json.dumps(review(pod())).encode()
+    # Decided on its own, the pod goes through the steerer the app does not use,
+    # so the two do not share bookings.
+    steerer = Steerer(board, settings)
+    obj: Mapping[str, Any] = parse_review(json.loads(body)).obj or {}
+
+    def decide() -> None:
+        steerer.decide(obj, None, False)
+
+    pieces: dict[str, Callable[[], None]] = {
+        "webhook: POST /mutate (flask, parsing, decision, patch, metrics)": wsgi_post(
+            create_app(settings, board), body
+        ),
+        "bare flask app: POST /mutate (fixed patch)": wsgi_post(create_bare_app(), body),
+        "Steerer.decide alone (skip rules, choice, patch check, booking)": decide,
+    }
+    result = {}
+    for label, call in pieces.items():
+        board.refresh()  # fresh scores, and the bookings of the last series forgotten
+        result[label] = (warm_us(call), cold_us(call, flush))
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = bench_parser(__doc__).parse_args(argv)
+    started = time.time()
+    flush = CacheFlusher()
+    rows = []
+    for count in (100, 5000):
+        figures = measure(count, flush)
+        (webhook_warm, webhook_cold), (bare_warm, bare_cold), _ = figures.values()
+        for label, (warm, cold) in figures.items():
+            rows.append(
+                f"| {count:,} | {label} | {warm:.0f} µs | {cold:.0f} µs | {cold / warm:.1f}x |"
+            )
+        warm_extra, cold_extra = webhook_warm - bare_warm, webhook_cold - bare_cold
+        rows.append(
+            f"| {count:,} | webhook minus bare app (what the webhook adds) | {warm_extra:.0f} µs | "
+            f"{cold_extra:.0f} µs | {cold_extra / warm_extra:.1f}x |"
+        )
+    elapsed = time.time() - started
+    table = "\n".join(
+        [
+            "| nodes | what | warm caches | cold caches | cold / warm |",
+            "|---|---|---|---|---|",
+            *rows,
+        ]
+    )
+    print(table)
+    print(f"\n{elapsed:.0f}s")
+    if not args.no_write:
+        write_section(
+            "admission_cost",
+            "What one admission costs, warm and cold",
+            "python -m bench.admission_cost",
+            "Both apps called as WSGI callables in one process, no sockets. Warm: best of "
+            f"{WARM_REPEATS} tight loops of {WARM_CALLS:,} calls. Cold: median of {COLD_CALLS:,} "
+            "calls, each after a pass over 6 MiB and 60,000 Python objects, as the stack's own "
+            "work between admissions leaves the caches under gunicorn and TLS. "
+            "Scores from a synthetic source with the default settings."
+            f"\n\n{table}\n\nRun time: {elapsed:.0f} s.",
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
