@@ -142,8 +142,8 @@ def measure(count: int, flush: CacheFlusher) -> dict[str, tuple[float, float]]:
     )
     board = Scoreboard(settings, lambda: nodes, SyntheticTraffic(names), None)  # type: ignore[arg-type]
     body = json.dumps(review(pod())).encode()
-    # Decided on its own, the pod goes through the steerer the app does not use,
-    # so the two do not share bookings.
+    # The app builds its steerer inside create_app; this one decides alone.
+    # Both book into the same board, as every admission in a worker does.
     steerer = Steerer(board, settings)
     obj: Mapping[str, Any] = parse_review(json.loads(body)).obj or {}
 
@@ -159,7 +159,7 @@ def measure(count: int, flush: CacheFlusher) -> dict[str, tuple[float, float]]:
     }
     result = {}
     for label, call in pieces.items():
-        board.refresh()  # fresh scores, and the bookings of the last series forgotten
+        board.refresh()  # fresh scores: a stale snapshot would take the skip path
         result[label] = (warm_us(call), cold_us(call, flush))
     return result
 
