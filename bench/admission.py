@@ -40,6 +40,7 @@ from tests.harness.webhook import WebhookProcess, make_certs
 
 DURATION = int(os.environ.get("NT_BENCH_SECONDS", "6"))
 ROUNDS = int(os.environ.get("NT_BENCH_ROUNDS", "5"))
+PIN = os.environ.get("NT_BENCH_PIN") == "1"  # each server on one CPU; see the docstring
 SERVERS = ("webhook", "bare")
 LOADS = {"paced": 10, "saturation": 16}  # connections
 
@@ -101,11 +102,10 @@ def run_wrk(url: str, script: str, connections: int, histogram: str) -> Run:
     return Run(float(rate.group(1)), int(errors.group(1)) if errors else 0, latency)
 
 
-def cpu_seconds(root: int) -> float:
-    """CPU time (user + system) used so far by process ``root`` and its descendants
-    (for the webhook: gunicorn's master, its worker, the refresher process)."""
+def _process_table() -> dict[int, tuple[int, float]]:
+    """pid -> (parent pid, CPU seconds used so far: user + system)."""
     ticks = os.sysconf("SC_CLK_TCK")
-    parent, used = {}, {}
+    table = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
@@ -114,14 +114,35 @@ def cpu_seconds(root: int) -> float:
                 fields = handle.read().rsplit(")", 1)[1].split()
         except OSError:
             continue  # ended meanwhile
-        parent[int(entry)] = int(fields[1])
-        used[int(entry)] = (int(fields[11]) + int(fields[12])) / ticks
-    total, stack = 0.0, [root]
+        table[int(entry)] = (int(fields[1]), (int(fields[11]) + int(fields[12])) / ticks)
+    return table
+
+
+def process_tree(root: int, table: dict[int, tuple[int, float]]) -> list[int]:
+    """``root`` and its descendants (for the webhook: gunicorn's master, its
+    worker, the refresher process)."""
+    found, stack = [], [root]
     while stack:
         pid = stack.pop()
-        total += used.get(pid, 0.0)
-        stack.extend(child for child, up in parent.items() if up == pid)
-    return total
+        found.append(pid)
+        stack.extend(child for child, (parent, _) in table.items() if parent == pid)
+    return found
+
+
+def cpu_seconds(root: int) -> float:
+    """CPU time used so far by process ``root`` and its descendants."""
+    table = _process_table()
+    return sum(table[pid][1] for pid in process_tree(root, table) if pid in table)
+
+
+def pin_to_one_cpu(root: int) -> None:
+    """Every thread of ``root`` and its descendants onto one CPU, as a pod
+    given one exclusive CPU (kubelet's static CPU manager policy) runs.
+    Threads started later inherit it from the thread that starts them."""
+    cpu = min(os.sched_getaffinity(0))
+    for pid in process_tree(root, _process_table()):
+        for thread in os.listdir(f"/proc/{pid}/task"):
+            os.sched_setaffinity(int(thread), {cpu})
 
 
 def percentile_ms(latency: Counter[int], fraction: float) -> float:
@@ -203,6 +224,9 @@ def measure(count: int, directory: str) -> dict[tuple[str, str], Pooled]:
             bare = BareProcess(webhook.config_path)
             urls = {"webhook": webhook.url, "bare": bare.url}
             pids = {"webhook": webhook.process.pid, "bare": bare.process.pid}
+            if PIN:
+                for pid in pids.values():
+                    pin_to_one_cpu(pid)
             try:
                 for round_number in range(ROUNDS):
                     order = SERVERS if round_number % 2 == 0 else SERVERS[::-1]
@@ -329,7 +353,8 @@ def main(argv: list[str] | None = None) -> int:
             "process, which shares the two cores with both servers, wrk and Prometheus. "
             "Server CPU per request: user and system time of the server's processes over a "
             "saturation run's requests, median of rounds."
-            f"\n\n{table}\n\n{ratios}\n\nRun time: {elapsed:.0f} s.",
+            + (" Each server pinned to one CPU (NT_BENCH_PIN=1)." if PIN else "")
+            + f"\n\n{table}\n\n{ratios}\n\nRun time: {elapsed:.0f} s.",
         )
     return 0
 
