@@ -8,11 +8,11 @@ Why cold: behind gunicorn and TLS, the stack's own work between two
 admissions (TLS records, the kernel's socket code, gunicorn's parser and
 threads) pushes the app's code and data out of the CPU's private caches, so
 each admission starts cold. A tight loop keeps everything cached and
-understates the cost about twofold (the decision alone, 2.5-fold). Here each cold call follows a pass
-over 6 MiB of memory and 60,000 Python objects (this machine has 2 MiB of
-L2 per core), which brings the in-process figures close to what the
-webhook's worker spends per request under load (see docs/operations.md,
-"Where an admission's time goes").
+understates the cost about twofold (the decision alone, 2.5-fold). Here
+each cold call follows a pass over 6 MiB of memory and 60,000 Python objects
+(this machine has 2 MiB of L2 per core). That brings the in-process figures
+close to what the webhook's worker spends per request under load (see
+docs/operations.md, "Where an admission's time goes").
 
 The scores come from a synthetic traffic source, refreshed before each
 series, so the figures do not depend on Prometheus.
@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from bench.bare_app import create_bare_app
-from bench.fixtures import node_list, node_names
+from bench.fixtures import GBIT, node_list, node_names
 from bench.report import bench_parser, write_section
 from kubectl_nettraffic.config import settings_from_mapping
 from kubectl_nettraffic.nodes import node_from_json
@@ -41,7 +41,6 @@ from webhook.app import create_app
 
 WARM_CALLS, WARM_REPEATS = 1000, 5
 COLD_CALLS = 1500
-LINK = 1.25e9  # 10 Gbit/s in bytes/s
 
 WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
@@ -55,7 +54,7 @@ class SyntheticTraffic:
 
     def fetch(self, _nodes: object) -> TrafficReport:
         by_node = {
-            name: NodeTraffic(rate * 0.7, rate * 0.3, LINK, ("synthetic",))
+            name: NodeTraffic(rate * 0.7, rate * 0.3, 10 * GBIT, ("synthetic",))
             for name, rate in self.rates.items()
         }
         return TrafficReport(by_node, (), (), {}, (), time.time())
