@@ -65,17 +65,19 @@ def untouchable_reason(
     metadata, spec = _metadata(pod), _spec(pod)
     if spec.get("nodeName"):
         return "node-name-set"
-    if MIRROR_ANNOTATION in (metadata.get("annotations") or {}):
+    annotations = metadata.get("annotations") or {}
+    if MIRROR_ANNOTATION in annotations:
         return "mirror-pod"
-    if any(ref.get("kind") == "DaemonSet" for ref in metadata.get("ownerReferences") or []):
-        return "daemonset"
+    for owner in metadata.get("ownerReferences") or ():
+        if owner.get("kind") == "DaemonSet":
+            return "daemonset"
     if (metadata.get("labels") or {}).get(SKIP_LABEL) == "true":
         return "skip-label"
     if (namespace_labels or {}).get(SKIP_LABEL) == "true":
         return "namespace-skip-label"
     if (spec.get("schedulerName") or "default-scheduler") not in scheduler_names:
         return "scheduler-name"
-    if PREFERRED_NODES in (metadata.get("annotations") or {}):
+    if PREFERRED_NODES in annotations:
         return "already-steered"
     return None
 
@@ -173,16 +175,40 @@ def choose_nodes(
     ``tainted`` (usually few) are nodes blocked only by taints; they count if
     the pod tolerates them.
     """
+    spec = _spec(pod)
+    tolerations = spec.get("tolerations") or []
+    if live is not None and not has_node_constraints(pod):
+        ranked = live.top(count)  # best first
+        if not (tolerations and tainted):
+            return graded(ranked)  # the usual pod: nothing more to look at
+        kept = [(effective, -position, score) for effective, position, score in ranked]
+        return _scan(kept, candidates, tainted, nodes, pod, selector, inflight, count, tolerations)
+    return _scan(
+        [], candidates, tainted, nodes, pod, selector, inflight, count, tolerations, scan=True
+    )
+
+
+def _scan(
+    best: list[tuple[float, int, NodeScore]],
+    candidates: Sequence[NodeScore],
+    tainted: Sequence[NodeScore],
+    nodes: Mapping[str, Node],
+    pod: Pod,
+    selector: LabelSelector,
+    inflight: Mapping[str, tuple[float, int]],
+    count: int,
+    tolerations: Sequence[Mapping[str, Any]],
+    scan: bool = False,
+) -> list[Preference]:
+    """choose_nodes by scanning ``candidates`` (if ``scan``) and, for a
+    tolerating pod, ``tainted``, on top of the choices already in ``best``."""
     # Min-heap of (effective score, -position, score): the worst kept choice on
     # top. Position in the base ranking breaks ties (less traffic, then name).
-    best: list[tuple[float, int, NodeScore]] = []
-    fits: Callable[[Node], bool] | None = None
+    heapq.heapify(best)
+    fits = pod_fits(pod)
 
     def consider(position: int, score: NodeScore) -> None:
-        nonlocal fits
         node = nodes.get(score.name)
-        if fits is None:
-            fits = pod_fits(pod)
         if node is None or not fits(node):
             return
         key = (score.score_with(inflight.get(score.name, (0.0, 0))[0]), -position, score)
@@ -191,18 +217,10 @@ def choose_nodes(
         elif key[:2] > best[0][:2]:
             heapq.heapreplace(best, key)
 
-    tolerations = _spec(pod).get("tolerations") or []
-    if live is not None and not has_node_constraints(pod):
-        ranked = live.top(count)  # best first
-        if not (tolerations and tainted):
-            return graded(ranked)
-        best = [(effective, -position, score) for effective, position, score in ranked]
-        heapq.heapify(best)
-    else:
-        for position, score in enumerate(candidates):
-            if len(best) == count and score.score <= best[0][0]:
-                break
-            consider(position, score)
+    for position, score in enumerate(candidates if scan else ()):
+        if len(best) == count and score.score <= best[0][0]:
+            break
+        consider(position, score)
     if tolerations:
         for position, score in enumerate(tainted, start=len(candidates)):
             node = nodes.get(score.name)
@@ -283,20 +301,11 @@ def _escape(key: str) -> str:
     return key.replace("~", "~0").replace("/", "~1")
 
 
-def _term(preference: Preference) -> dict[str, Any]:
-    return {
-        "weight": preference.weight,
-        "preference": {
-            "matchFields": [{"key": "metadata.name", "operator": "In", "values": [preference.node]}]
-        },
-    }
-
-
-def _steered_nodes(pod: Pod) -> set[str]:
+def _steered_nodes(affinity: Mapping[str, Any]) -> set[str]:
     """Nodes that already have a one-node matchFields preferred term."""
-    affinity = (_spec(pod).get("affinity") or {}).get("nodeAffinity") or {}
+    node_affinity = affinity.get("nodeAffinity") or {}
     found: set[str] = set()
-    for term in affinity.get(PREFERRED) or []:
+    for term in node_affinity.get(PREFERRED) or []:
         for field in (term.get("preference") or {}).get("matchFields") or []:
             if field.get("key") == "metadata.name" and field.get("operator") == "In":
                 found.update(field.get("values") or [])
@@ -317,10 +326,19 @@ def affinity_patch(
     pod: Pod, preferences: Sequence[Preference], annotations: Mapping[str, str]
 ) -> JsonPatch:
     """JSON patch appending our terms to whatever affinity the pod has."""
-    already = _steered_nodes(pod)
-    terms = [_term(p) for p in preferences if p.node not in already]
-    ops: JsonPatch = []
     affinity = _spec(pod).get("affinity")
+    already = _steered_nodes(affinity) if isinstance(affinity, Mapping) else ()
+    terms = [
+        {
+            "weight": p.weight,
+            "preference": {
+                "matchFields": [{"key": "metadata.name", "operator": "In", "values": [p.node]}]
+            },
+        }
+        for p in preferences
+        if p.node not in already
+    ]
+    ops: JsonPatch = []
     if terms:
         if not isinstance(affinity, Mapping):
             ops.append(
@@ -359,6 +377,17 @@ _INSIDE_PATCHABLE = tuple(f"{path}/" for path in PATCHABLE)
 def _json_copy(value: Any) -> Any:
     # A JSON round trip copies decoded JSON several times faster than deepcopy.
     return json.loads(json.dumps(value))
+
+
+def _annotations_copy(annotations: Any) -> Any:
+    """A copy our ops cannot reach through: of a map of strings (as the API
+    server sends), a plain dict copy is one; anything else is copied whole."""
+    if isinstance(annotations, dict):
+        for value in annotations.values():
+            if not isinstance(value, str):
+                return _json_copy(annotations)
+        return dict(annotations)
+    return _json_copy(annotations)
 
 
 @functools.lru_cache(maxsize=64)
@@ -418,7 +447,7 @@ def apply_and_check(pod: Pod, patch: JsonPatch) -> dict[str, Any]:
     metadata, original_spec = _metadata(pod), _spec(pod)
     parts: dict[str, Any] = {"metadata": {}, "spec": {}}
     if "annotations" in metadata:
-        parts["metadata"]["annotations"] = _json_copy(metadata["annotations"])
+        parts["metadata"]["annotations"] = _annotations_copy(metadata["annotations"])
     if "affinity" in original_spec:
         parts["spec"]["affinity"] = _json_copy(original_spec["affinity"])
     try:
@@ -434,21 +463,20 @@ def apply_and_check(pod: Pod, patch: JsonPatch) -> dict[str, Any]:
         ValueError,
     ) as error:
         raise PatchCheckFailed(f"patch does not apply: {error}") from None
-    spec = result["spec"]
-    affinity = spec.get("affinity")
+    affinity = result["spec"].get("affinity")
     if affinity is not None and not isinstance(affinity, dict):
         raise PatchCheckFailed("patched spec.affinity is not an object")
+    after_affinity, before_affinity = affinity or {}, original_spec.get("affinity") or {}
     for key in ("podAffinity", "podAntiAffinity"):
-        if (original_spec.get("affinity") or {}).get(key) != (affinity or {}).get(key):
+        if before_affinity.get(key) != after_affinity.get(key):
             raise PatchCheckFailed(f"patch changed spec.affinity.{key}")
-    node_affinity = (affinity or {}).get("nodeAffinity") or {}
-    before = (original_spec.get("affinity") or {}).get("nodeAffinity") or {}
+    node_affinity = after_affinity.get("nodeAffinity") or {}
+    before = before_affinity.get("nodeAffinity") or {}
     if node_affinity.get(REQUIRED) != before.get(REQUIRED):
         raise PatchCheckFailed("patch changed required node affinity")
     terms = node_affinity.get(PREFERRED) or []
-    if not isinstance(terms, list) or terms[: len(before.get(PREFERRED) or [])] != (
-        before.get(PREFERRED) or []
-    ):
+    existing = before.get(PREFERRED) or []
+    if not isinstance(terms, list) or terms[: len(existing)] != existing:
         raise PatchCheckFailed("patch changed existing preferred terms")
     for term in terms:
         weight = term.get("weight") if isinstance(term, dict) else None
@@ -457,7 +485,7 @@ def apply_and_check(pod: Pod, patch: JsonPatch) -> dict[str, Any]:
         for field in (term.get("preference") or {}).get("matchFields") or []:
             if len(field.get("values") or []) != 1:
                 raise PatchCheckFailed("a matchFields requirement must have exactly one value")
-    annotations = (result.get("metadata") or {}).get("annotations") or {}
-    if not all(isinstance(v, str) for v in annotations.values()):
-        raise PatchCheckFailed("an annotation value is not a string")
+    for value in (result["metadata"].get("annotations") or {}).values():
+        if not isinstance(value, str):
+            raise PatchCheckFailed("an annotation value is not a string")
     return result

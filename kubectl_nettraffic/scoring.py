@@ -37,7 +37,7 @@ from kubectl_nettraffic.sources.metrics_server import NodeUsage
 from kubectl_nettraffic.sources.prometheus import NodeTraffic
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class NodeScore:
     name: str
     receive: float | None  # bytes/s

@@ -108,11 +108,11 @@ class Steerer:
                     decision.patch, skip=decision.skip, warnings=warnings + decision.warnings
                 )
             annotations = {
-                PREFERRED_NODES: ",".join(p.node for p in preferences),
+                PREFERRED_NODES: ",".join([p.node for p in preferences]),
                 SCORED_AT: self._scored_at,
                 SOURCE: snapshot.source,
                 SCORES: ",".join(
-                    f"{p.node}={max(0, min(100, round(p.score)))}" for p in preferences
+                    [f"{p.node}={max(0, min(100, round(p.score)))}" for p in preferences]
                 ),
             }
             patch = affinity_patch(pod, preferences, annotations)

@@ -10,7 +10,7 @@ fix; nothing ever answers a traceback, and /mutate never denies a pod.
 import json
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from flask import Flask, Response, request
@@ -29,6 +29,9 @@ from webhook.metrics import ADMISSION_BUCKETS, Counter, Gauge, Histogram, Readin
 from webhook.tls import reloader_for
 
 log = logging.getLogger("nettraffic.webhook")
+
+StartResponse = Callable[..., Any]
+WsgiApp = Callable[[dict[str, Any], StartResponse], Iterable[bytes]]
 
 
 class WebhookMetrics:
@@ -114,6 +117,29 @@ class WebhookMetrics:
         )
 
 
+class RequestCounter:
+    """WSGI middleware counting every answer by path and status code.
+
+    Flask's after_request hooks would do the same at several times the cost
+    (each hook call goes through its async check), on every admission.
+    Paths that are not routes share the label "other", so a scan of random
+    URLs cannot grow the metric without bound.
+    """
+
+    def __init__(self, wsgi_app: WsgiApp, counter: Counter, routes: frozenset[str]) -> None:
+        self.wsgi_app, self.counter, self.routes = wsgi_app, counter, routes
+
+    def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
+        path = environ.get("PATH_INFO", "")
+        label = path if path in self.routes else "other"
+
+        def counted(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Any:
+            self.counter.inc(label, status[:3])
+            return start_response(status, headers, exc_info)
+
+        return self.wsgi_app(environ, counted)
+
+
 def _json(body: Any, status: int = 200) -> Response:
     return Response(admission.ENCODER.encode(body), status=status, mimetype="application/json")
 
@@ -177,12 +203,6 @@ def create_app(
 
     app = Flask("nettraffic-webhook")
     app.config["MAX_CONTENT_LENGTH"] = settings.server.max_request_bytes
-
-    @app.after_request
-    def _count(response: Response) -> Response:
-        rule = request.url_rule  # None for unknown paths: one label for all of them
-        metrics.requests.inc(rule.rule if rule is not None else "other", str(response.status_code))
-        return response
 
     @app.errorhandler(HTTPException)
     def _http_error(error: HTTPException) -> Response:
@@ -323,4 +343,6 @@ def create_app(
     def prometheus_metrics() -> Response:
         return Response(metrics.registry.expose(), mimetype="text/plain; version=0.0.4")
 
+    routes = frozenset(rule.rule for rule in app.url_map.iter_rules())
+    app.wsgi_app = RequestCounter(app.wsgi_app, metrics.requests, routes)  # type: ignore[method-assign]
     return app
