@@ -240,10 +240,17 @@ def has_node_constraints(pod: Pod) -> bool:
 class CandidateHeap:
     """Eligible nodes ordered by live score, kept current as pods are booked.
 
-    For the common pod without node constraints, the top N come off a heap in
-    O(N log n), however many nodes carry in-flight load: a long burst that
-    water-fills the whole cluster costs the same per pod as the first one.
-    Bookings push a fresh entry; stale entries are skipped when popped.
+    For the common pod without node constraints, the top N are read off a
+    heap near its root, however many nodes carry in-flight load: a long burst
+    that water-fills the whole cluster costs the same per pod as the first.
+    A booking adds a fresh entry for its node; the node's older entry stays
+    behind, superseded, and is dropped once it reaches the root.
+
+    Under load the heap's upper levels stay in the CPU's caches and its deep
+    levels do not (at 5,000 nodes most entries are 7 to 12 levels down), so
+    an admission costs what it touches deep down. Reading the top in place
+    and replacing the root on a booking touch one root-to-leaf path per
+    admission; popping the top N and pushing them back touched about ten.
     """
 
     def __init__(
@@ -267,17 +274,33 @@ class CandidateHeap:
         self._extra[position] += bandwidth
         self._version[position] += 1
         live = self._candidates[position].score_with(self._extra[position])
-        heapq.heappush(self._heap, (-live, position, self._version[position]))
+        entry = (-live, position, self._version[position])
+        if self._heap and self._heap[0][1] == position:
+            # The usual booking: the best node, whose entry is the root. Any
+            # entry of this node is superseded now: replace it in one pass down.
+            heapq.heapreplace(self._heap, entry)
+        else:
+            heapq.heappush(self._heap, entry)
 
     def top(self, count: int) -> list[tuple[float, int, NodeScore]]:
         """The best ``count`` as (live score, position, score), best first."""
+        heap, version = self._heap, self._version
+        while heap and heap[0][2] != version[heap[0][1]]:
+            heapq.heappop(heap)  # superseded by a later booking
+        # A best-first walk down from the root: every entry is preceded only
+        # by its parent, so the best valid ones are met in order.
         found: list[tuple[float, int, int]] = []
-        while self._heap and len(found) < count:
-            entry = heapq.heappop(self._heap)
-            if entry[2] == self._version[entry[1]]:
-                found.append(entry)  # else superseded by a later booking: dropped
-        for entry in found:
-            heapq.heappush(self._heap, entry)
+        frontier = [(heap[0], 0)] if heap else []
+        size = len(heap)
+        while frontier and len(found) < count:
+            entry, index = heapq.heappop(frontier)
+            if entry[2] == version[entry[1]]:
+                found.append(entry)  # else superseded; its subtree may still hold valid ones
+            child = 2 * index + 1
+            if child < size:
+                heapq.heappush(frontier, (heap[child], child))
+                if child + 1 < size:
+                    heapq.heappush(frontier, (heap[child + 1], child + 1))
         return [
             (-negative, position, self._candidates[position]) for negative, position, _ in found
         ]
