@@ -288,8 +288,8 @@ class CandidateHeap:
         heap, version = self._heap, self._version
         while heap and heap[0][2] != version[heap[0][1]]:
             heapq.heappop(heap)  # superseded by a later booking
-        # A best-first walk down from the root: every entry is preceded only
-        # by its parent, so the best valid ones are met in order.
+        # No entry beats its parent, so a best-first walk down from the root
+        # meets the valid entries best first.
         found: list[tuple[float, int, int]] = []
         frontier = [(heap[0], 0)] if heap else []
         size = len(heap)
