@@ -21,6 +21,17 @@ def test_ledger_counts_only_what_the_measurement_cannot_see_yet():
     assert ledger.view(400.0) == {}
 
 
+def test_a_booking_between_refreshes_counts_by_its_phase():
+    ledger = InflightLedger(pod_startup=10.0, window=100.0)
+    assert ledger.view(1000.0) == {}  # its edge: pods admitted from 990 on are unseen
+    ledger.add("ramp", 1000.0, at=985.0)  # 95 s into the 100 s ramp: 95% unseen
+    ledger.add("hidden", 1000.0, at=990.0)
+    ledger.add("hidden", 500.0, at=996.0)
+    view = ledger.view(1000.0)
+    assert view["ramp"] == (pytest.approx(950.0), 1)
+    assert view["hidden"] == (1500.0, 2)
+
+
 def test_ledger_view_follows_adds_between_refreshes():
     ledger = InflightLedger(pod_startup=10, window=120)
     assert ledger.view(100.0) == {}
