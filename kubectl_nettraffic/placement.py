@@ -176,36 +176,19 @@ def choose_nodes(
     ``tainted`` (usually few) are nodes blocked only by taints; they count if
     the pod tolerates them.
     """
-    spec = _spec(pod)
-    tolerations = spec.get("tolerations") or []
+    tolerations = _spec(pod).get("tolerations") or []
+    # Min-heap of (effective score, -position, score): the worst kept choice on
+    # top. Position in the base ranking breaks ties (less traffic, then name).
+    best: list[tuple[float, int, NodeScore]]
     if live is not None and not has_node_constraints(pod):
         ranked = live.top(count)  # best first
         if not (tolerations and tainted):
-            return graded(ranked)  # the usual pod: nothing more to look at
-        kept = [(effective, -position, score) for effective, position, score in ranked]
-        return _scan(kept, candidates, tainted, nodes, pod, selector, inflight, count, tolerations)
-    return _scan(
-        [], candidates, tainted, nodes, pod, selector, inflight, count, tolerations, scan=True
-    )
-
-
-def _scan(
-    best: list[tuple[float, int, NodeScore]],
-    candidates: Sequence[NodeScore],
-    tainted: Sequence[NodeScore],
-    nodes: Mapping[str, Node],
-    pod: Pod,
-    selector: LabelSelector,
-    inflight: Mapping[str, tuple[float, int]],
-    count: int,
-    tolerations: Sequence[Mapping[str, Any]],
-    scan: bool = False,
-) -> list[Preference]:
-    """choose_nodes by scanning ``candidates`` (if ``scan``) and, for a
-    tolerating pod, ``tainted``, on top of the choices already in ``best``."""
-    # Min-heap of (effective score, -position, score): the worst kept choice on
-    # top. Position in the base ranking breaks ties (less traffic, then name).
-    heapq.heapify(best)
+            return graded(ranked)  # the usual pod: no scan, and no closure built for one
+        best = [(effective, -position, score) for effective, position, score in ranked]
+        heapq.heapify(best)
+        scanned: Sequence[NodeScore] = ()  # the heap has ranked the candidates
+    else:
+        best, scanned = [], candidates
     fits = pod_fits(pod)
 
     def consider(position: int, score: NodeScore) -> None:
@@ -218,7 +201,7 @@ def _scan(
         elif key[:2] > best[0][:2]:
             heapq.heapreplace(best, key)
 
-    for position, score in enumerate(candidates if scan else ()):
+    for position, score in enumerate(scanned):
         if len(best) == count and score.score <= best[0][0]:
             break
         consider(position, score)
