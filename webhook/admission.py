@@ -2,10 +2,11 @@
 response. Pure; types follow k8s.io/api/admission/v1/types.go.
 """
 
-import base64
 import json
+from binascii import b2a_base64
 from collections.abc import Mapping, Sequence
-from typing import Any, NamedTuple, NotRequired, TypedDict
+from json.encoder import encode_basestring_ascii as _json_string
+from typing import Any, NamedTuple
 
 from kubectl_nettraffic.errors import InputError
 from kubectl_nettraffic.placement import AddOp
@@ -24,20 +25,6 @@ class HttpInputError(InputError):
     def __init__(self, message: str, status: int = 400) -> None:
         super().__init__(message)
         self.status = status
-
-
-class AdmissionResponse(TypedDict):
-    uid: str
-    allowed: bool
-    patchType: NotRequired[str]
-    patch: NotRequired[str]
-    warnings: NotRequired[list[str]]
-
-
-class AdmissionReviewOut(TypedDict):
-    apiVersion: str
-    kind: str
-    response: AdmissionResponse
 
 
 class Review(NamedTuple):  # a tuple: one is made on every admission
@@ -108,15 +95,27 @@ def encode_patch(patch: Sequence[Mapping[str, Any]]) -> str:
     return f"[{','.join([op.json if type(op) is AddOp else ENCODER.encode(op) for op in patch])}]"
 
 
-def build_response(
+def answer(
     review: Review, patch: Sequence[Mapping[str, Any]] | None = None, warnings: Sequence[str] = ()
-) -> AdmissionReviewOut:
-    """Always allowed: this webhook only ever advises. uid/apiVersion/kind are echoed."""
-    response: AdmissionResponse = {"uid": review.uid, "allowed": True}
+) -> str:
+    """The AdmissionReview answer, as compact JSON text.
+
+    Always allowed: this webhook only ever advises. uid/apiVersion/kind are
+    echoed. Written from a template rather than built as maps for the
+    encoder: with the patch's text already written (AddOp), no JSON encoder
+    runs per admission, which made the answer about half as costly with cold
+    caches (throwaway timing; see docs/operations.md). What it writes is
+    what ``json.dumps`` of the equivalent maps writes; a property test holds
+    the two equal.
+    """
+    text = f'{{"uid":{_json_string(review.uid)},"allowed":true'
     if patch:
-        response["patchType"] = "JSONPatch"
-        response["patch"] = base64.b64encode(encode_patch(patch).encode()).decode()
+        encoded = b2a_base64(encode_patch(patch).encode(), newline=False).decode("ascii")
+        text += f',"patchType":"JSONPatch","patch":"{encoded}"'
     if warnings:
         # The API server may truncate warnings over 256 characters; ours are short.
-        response["warnings"] = [w[:256] for w in warnings]
-    return {"apiVersion": review.api_version, "kind": review.kind, "response": response}
+        text += f',"warnings":[{",".join([_json_string(w[:256]) for w in warnings])}]'
+    return (
+        f'{{"apiVersion":{_json_string(review.api_version)},"kind":{_json_string(review.kind)},'
+        f'"response":{text}}}}}'
+    )

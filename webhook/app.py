@@ -243,16 +243,16 @@ def create_app(
                 review.pod_name(),
             )
             metrics.admissions.inc("error")
-            response = admission.build_response(
+            response = admission.answer(
                 review, warnings=["nettraffic: internal error; pod not steered"]
             )
         metrics.admission_latency.observe(time.perf_counter() - started)
-        return _json(response)
+        return Response(response, mimetype="application/json")
 
-    def _admit(review: admission.Review) -> admission.AdmissionReviewOut:
+    def _admit(review: admission.Review) -> str:
         if not review.is_pod_create or review.obj is None:
             metrics.admissions.inc("ignored")
-            return admission.build_response(review)
+            return admission.answer(review)
         labels = namespaces.get(review.namespace) if namespaces is not None else None
         decision = steerer.decide(review.obj, labels, review.dry_run)
         if decision.preferences:
@@ -278,7 +278,7 @@ def create_app(
                 review.pod_name(),
                 decision.skip,
             )
-        return admission.build_response(review, decision.patch, decision.warnings)
+        return admission.answer(review, decision.patch, decision.warnings)
 
     def _extender_call(verb: str, answer: Callable[[extender.ExtenderArgs, bool], Any]) -> Response:
         args = extender.parse_args(_read_json_body())
