@@ -107,13 +107,16 @@ class Steerer:
                 return Decision(
                     decision.patch, skip=decision.skip, warnings=warnings + decision.warnings
                 )
+            names, scores = [], []
+            for p in preferences:
+                score = round(p.score)  # in-flight load can take it below 0
+                names.append(p.node)
+                scores.append(f"{p.node}={0 if score < 0 else 100 if score > 100 else score}")
             annotations = {
-                PREFERRED_NODES: ",".join([p.node for p in preferences]),
+                PREFERRED_NODES: ",".join(names),
                 SCORED_AT: self._scored_at,
                 SOURCE: snapshot.source,
-                SCORES: ",".join(
-                    [f"{p.node}={max(0, min(100, round(p.score)))}" for p in preferences]
-                ),
+                SCORES: ",".join(scores),
             }
             patch = affinity_patch(pod, preferences, annotations)
             try:
