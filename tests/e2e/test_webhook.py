@@ -394,21 +394,28 @@ def test_health_scores_and_metrics(fresh_webhook):
     assert any("nodename gpu-free" in series for series in diagnostics["unmappedSeries"])
     assert diagnostics["nodesWithoutSeries"] == [] and diagnostics["errors"] == []
     _admit(fresh_webhook, pod())
+    _admit(fresh_webhook, pod(), operation="DELETE")
     assert get(fresh_webhook.url + "/no/such/path").status_code == 404
     assert get(fresh_webhook.url + "/mutate").status_code == 405
+    assert fresh_webhook.session.options(fresh_webhook.url + "/mutate").status_code == 405
+    assert fresh_webhook.post("/mutate", {"kind": "nonsense"}).status_code == 400
     metrics = get(fresh_webhook.url + "/metrics").text
     # Every answer is counted by route and code; unknown paths share one label.
+    # (/mutate's are counted by the app itself: its admissions and its errors.)
     for path, code, count in (
         ("/healthz", 200, 1),
         ("/scores", 200, 2),
-        ("/mutate", 200, 1),
-        ("/mutate", 405, 1),
+        ("/mutate", 200, 2),
+        ("/mutate", 400, 1),
+        ("/mutate", 405, 2),
         ("other", 404, 1),
     ):
         assert f'nettraffic_http_requests_total{{path="{path}",code="{code}"}} {count}' in metrics
     for bound in ("0.005", "0.025", "0.1", "0.5", "1", "2.5", "10", "25"):
         assert f'nettraffic_admission_duration_seconds_bucket{{le="{bound}"}}' in metrics
     assert "nettraffic_mutations_total 1" in metrics
+    assert 'nettraffic_admission_reviews_total{outcome="ignored"} 1' in metrics
+    assert "nettraffic_admission_duration_seconds_count 2" in metrics
     assert "nettraffic_snapshot_age_seconds " in metrics
     assert 'nettraffic_source_failures_total{source="prometheus"}' in metrics
 
