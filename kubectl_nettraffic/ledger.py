@@ -110,8 +110,9 @@ class InflightLedger:
         if bandwidth <= 0:
             return  # nothing the measurement could miss
         with self._lock:
-            # A clock step back books at the latest time seen: lists stay sorted.
-            self._last = max(self._relative(at), self._last)
+            at = self._relative(at)
+            if at > self._last:
+                self._last = at  # else a clock step back: booked at the latest time seen, in order
             bookings = self._nodes.get(node)
             if bookings is None:
                 bookings = self._nodes[node] = _NodeBookings()

@@ -273,21 +273,20 @@ class CandidateHeap:
             heapq.heappop(heap)  # superseded by a later booking
         # No entry beats its parent, so a best-first walk down from the root
         # meets the valid entries best first.
-        found: list[tuple[float, int, int]] = []
+        found: list[tuple[float, int, NodeScore]] = []
         frontier = [(heap[0], 0)] if heap else []
         size = len(heap)
         while frontier and len(found) < count:
-            entry, index = heapq.heappop(frontier)
-            if entry[2] == version[entry[1]]:
-                found.append(entry)  # else superseded; its subtree may still hold valid ones
+            (negative, position, entry_version), index = heapq.heappop(frontier)
+            if entry_version == version[position]:
+                found.append((-negative, position, self._candidates[position]))
+            # (else superseded; its subtree may still hold valid ones)
             child = 2 * index + 1
             if child < size:
                 heapq.heappush(frontier, (heap[child], child))
                 if child + 1 < size:
                     heapq.heappush(frontier, (heap[child + 1], child + 1))
-        return [
-            (-negative, position, self._candidates[position]) for negative, position, _ in found
-        ]
+        return found
 
 
 def graded(ranked: Sequence[tuple[float, int, NodeScore]]) -> list[Preference]:

@@ -133,9 +133,12 @@ class Scoreboard:
         return self._snapshot
 
     def is_stale(self, snapshot: Snapshot | None) -> bool:
-        if snapshot is None:
-            return True
-        return snapshot.age(self.clock()) > self.settings.refresh.max_staleness
+        # snapshot.age() without its floor at 0, which cannot matter here:
+        # maxStaleness is positive (config). Asked on every admission.
+        return (
+            snapshot is None
+            or self.clock() - snapshot.generated_at > self.settings.refresh.max_staleness
+        )
 
     def _fetch_traffic(
         self, nodes: Sequence[Node], errors: list[str], failed: list[str]

@@ -37,10 +37,7 @@ class Review(NamedTuple):  # a tuple: one is made on every admission
     name: str  # request.name, empty for generateName pods
     obj: Mapping[str, Any] | None
     dry_run: bool
-
-    @property
-    def is_pod_create(self) -> bool:
-        return self.operation == "CREATE" and self.resource_kind == "Pod"
+    is_pod_create: bool  # the only reviews we steer
 
     def pod_name(self) -> str:
         """A name for logs: request.name, else generateName + '*'."""
@@ -70,7 +67,8 @@ def parse_review(body: Any) -> Review:
     resource_kind = kind.get("kind", "") if isinstance(kind, dict) else ""
     operation = str(request.get("operation") or "")
     obj = request.get("object")
-    if operation == "CREATE" and resource_kind == "Pod":
+    is_pod_create = operation == "CREATE" and resource_kind == "Pod"
+    if is_pod_create:
         if not isinstance(obj, dict):
             raise HttpInputError("request.object is missing for a Pod CREATE")
         if obj.get("kind", "Pod") != "Pod" or not isinstance(obj.get("spec", {}), dict):
@@ -87,6 +85,7 @@ def parse_review(body: Any) -> Review:
         name=str(request.get("name") or ""),
         obj=obj if isinstance(obj, dict) else None,
         dry_run=bool(request.get("dryRun", False)),
+        is_pod_create=is_pod_create,
     )
 
 

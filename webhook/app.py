@@ -238,6 +238,9 @@ def create_app(
     metrics = WebhookMetrics(board)
     cert = reloader_for(settings.server.cert_file, settings.server.key_file)
 
+    # The log level is set once, at start-up: asked once, not on every admission.
+    debug = log.isEnabledFor(logging.DEBUG)
+
     app = Flask("nettraffic-webhook")
     app.config["MAX_CONTENT_LENGTH"] = settings.server.max_request_bytes
 
@@ -303,7 +306,7 @@ def create_app(
             outcome = "mutated"
             # DEBUG, not INFO: the decision is on the pod itself (annotations) and
             # in /metrics, and a log line per admission costs about as much as the decision.
-            if log.isEnabledFor(logging.DEBUG):
+            if debug:
                 log.debug(
                     "uid=%s pod=%s/%s preferred=%s dryRun=%s",
                     review.uid,
@@ -315,13 +318,14 @@ def create_app(
         else:
             outcome = "skipped"
             metrics.skips.inc(decision.skip or "unknown")
-            log.debug(
-                "uid=%s pod=%s/%s skipped=%s",
-                review.uid,
-                review.namespace,
-                review.pod_name(),
-                decision.skip,
-            )
+            if debug:
+                log.debug(
+                    "uid=%s pod=%s/%s skipped=%s",
+                    review.uid,
+                    review.namespace,
+                    review.pod_name(),
+                    decision.skip,
+                )
         return outcome, admission.answer(review, decision.patch, decision.warnings)
 
     def _extender_call(verb: str, answer: Callable[[extender.ExtenderArgs, bool], Any]) -> Response:
