@@ -132,4 +132,4 @@ class Steerer:
                 self.scoreboard.ledger.add(preferences[0].node, bandwidth, self.clock())
                 if self._live is not None:
                     self._live.book(preferences[0].node, bandwidth)
-        return Decision(patch=patch, preferences=tuple(preferences), warnings=warnings)
+        return Decision(patch, tuple(preferences), None, warnings)

@@ -192,7 +192,11 @@ def _read_json_body() -> Any:
     content_type = request.environ.get("CONTENT_TYPE", "")
     # The media type before any parameters (charset=...), as werkzeug's
     # request.mimetype gives it, without parsing the parameters on every call.
-    if content_type.partition(";")[0].strip().lower() != "application/json":
+    # (The API server sends exactly "application/json": no parsing for it.)
+    if (
+        content_type != "application/json"
+        and content_type.partition(";")[0].strip().lower() != "application/json"
+    ):
         raise HttpInputError(
             f"Content-Type {content_type or '(none)'!r} is not supported; send application/json",
             status=415,
@@ -294,7 +298,8 @@ def create_app(
                 review, warnings=["nettraffic: internal error; pod not steered"]
             )
         metrics.admissions.observe(time.perf_counter() - started, outcome)
-        return Response(answer, mimetype="application/json")
+        # content_type, not mimetype: the same header, without werkzeug working it out.
+        return Response(answer, content_type="application/json")
 
     def _admit(review: admission.Review) -> tuple[str, str]:
         """The outcome of one admission and its answer."""
