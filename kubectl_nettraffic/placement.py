@@ -343,12 +343,13 @@ class AddOp(dict[str, Any]):
 
 # A JSON string literal, exactly as json.dumps writes it: the function it
 # calls, without its argument handling (which cost more than the encoding).
-_json_string = encode_basestring_ascii
+# The webhook's answer (admission.answer) writes its strings with it too.
+json_string = encode_basestring_ascii
 
 
 def _add_op(path: str, value: Any, value_json: str) -> AddOp:
     op = AddOp(op="add", path=path, value=value)
-    op.json = f'{{"op":"add","path":{_json_string(path)},"value":{value_json}}}'
+    op.json = f'{{"op":"add","path":{json_string(path)},"value":{value_json}}}'
     return op
 
 
@@ -356,10 +357,10 @@ def annotation_ops(pod: Pod, annotations: Mapping[str, str]) -> JsonPatch:
     existing = _metadata(pod).get("annotations")
     if not isinstance(existing, dict):
         value = dict(annotations)
-        pairs = ",".join([f"{_json_string(k)}:{_json_string(v)}" for k, v in value.items()])
+        pairs = ",".join([f"{json_string(k)}:{json_string(v)}" for k, v in value.items()])
         return [_add_op("/metadata/annotations", value, f"{{{pairs}}}")]
     return [
-        _add_op(f"/metadata/annotations/{_escape(key)}", value, _json_string(value))
+        _add_op(f"/metadata/annotations/{_escape(key)}", value, json_string(value))
         for key, value in annotations.items()
     ]
 
@@ -387,7 +388,7 @@ def affinity_patch(
             )
             texts.append(
                 f'{{"weight":{p.weight!r},"preference":{{"matchFields":[{{"key":"metadata.name",'
-                f'"operator":"In","values":[{_json_string(p.node)}]}}]}}}}'
+                f'"operator":"In","values":[{json_string(p.node)}]}}]}}}}'
             )
     ops: JsonPatch = []
     if terms:
