@@ -133,12 +133,11 @@ class Scoreboard:
         return self._snapshot
 
     def is_stale(self, snapshot: Snapshot | None) -> bool:
-        # snapshot.age() without its floor at 0, which cannot matter here:
-        # maxStaleness is positive (config). Asked on every admission.
-        return (
-            snapshot is None
-            or self.clock() - snapshot.generated_at > self.settings.refresh.max_staleness
-        )
+        return snapshot is None or self.clock() > self.stale_after(snapshot)
+
+    def stale_after(self, snapshot: Snapshot) -> float:
+        """When ``snapshot`` turns stale (a clock() time); the Steerer keeps it per snapshot."""
+        return snapshot.generated_at + self.settings.refresh.max_staleness
 
     def _fetch_traffic(
         self, nodes: Sequence[Node], errors: list[str], failed: list[str]

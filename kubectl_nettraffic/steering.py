@@ -28,7 +28,7 @@ from kubectl_nettraffic.placement import (
     pod_bandwidth,
     untouchable_reason,
 )
-from kubectl_nettraffic.scoreboard import Scoreboard
+from kubectl_nettraffic.scoreboard import Scoreboard, Snapshot
 from kubectl_nettraffic.scoreview import rfc3339
 
 log = logging.getLogger(__name__)
@@ -48,10 +48,28 @@ class Steerer:
         self.scoreboard = scoreboard
         self.settings = settings
         self.clock = clock
-        # Live candidate order for the current snapshot; rebuilt when it changes.
+        # Kept per snapshot and renewed when it changes (_adopt_latest): its
+        # live candidate order, the ledger's in-flight view, when it turns
+        # stale, and its RFC 3339 time. Asked for afresh on every admission,
+        # they cost about 2 us with cold caches (throwaway timing).
+        self._snapshot: Snapshot | None = None
         self._live: CandidateHeap | None = None
-        self._live_for: object = None
-        self._scored_at = ""  # RFC 3339 time of that snapshot, formatted once
+        self._inflight: Mapping[str, tuple[float, int]] = {}
+        self._stale_after = float("-inf")
+        self._scored_at = ""
+
+    def _adopt_latest(self) -> None:
+        """Renew what is kept per snapshot for the scoreboard's latest; under the steering lock."""
+        snapshot = self.scoreboard.snapshot
+        if snapshot is None or snapshot is self._snapshot:
+            return  # (another admission adopted it first)
+        # The ledger's view is live: bookings update it in place until a newer
+        # measurement, which comes with the next snapshot, replaces it.
+        self._inflight = self.scoreboard.ledger.view(snapshot.generated_at)
+        self._live = CandidateHeap(snapshot.candidates, self._inflight)
+        self._stale_after = self.scoreboard.stale_after(snapshot)
+        self._scored_at = rfc3339(snapshot.generated_at)
+        self._snapshot = snapshot
 
     def _skipped(self, pod: Pod, reason: str, warning: str) -> Decision:
         # Soft skips are written on the pod so `kubectl nettraffic explain` can say why.
@@ -76,27 +94,29 @@ class Steerer:
                 "no-snapshot",
                 "nettraffic: no traffic data yet; node choice left to the scheduler",
             )
-        if self.scoreboard.is_stale(snapshot):
-            age = snapshot.age(self.clock())
+        now = self.clock()
+        if snapshot is not self._snapshot:
+            with self.scoreboard.steering_lock:
+                self._adopt_latest()
+        if now > self._stale_after:
             return self._skipped(
                 pod,
                 "stale-snapshot",
-                f"nettraffic: traffic data is {age:.0f}s old; node choice left to the scheduler",
+                f"nettraffic: traffic data is {snapshot.age(now):.0f}s old; "
+                "node choice left to the scheduler",
             )
         bandwidth, warning = pod_bandwidth(pod, steering.default_pod_bandwidth)
         warnings = (warning,) if warning else ()
         with self.scoreboard.steering_lock:
-            inflight = self.scoreboard.ledger.view(snapshot.generated_at)
-            if self._live_for is not snapshot:
-                self._live, self._live_for = CandidateHeap(snapshot.candidates, inflight), snapshot
-                self._scored_at = rfc3339(snapshot.generated_at)
+            # The latest adopted, with which the heap and the view below agree.
+            snapshot = self._snapshot or snapshot
             preferences = choose_nodes(
                 snapshot.candidates,
                 snapshot.tainted,
                 snapshot.nodes,
                 pod,
                 self.scoreboard.selector,
-                inflight,
+                self._inflight,
                 steering.preferred_nodes,
                 self._live,
             )
@@ -129,7 +149,7 @@ class Steerer:
                     warnings=(*warnings, f"nettraffic: patch not applied ({error})"),
                 )
             if not dry_run:  # sideEffects None: a dry run books nothing
-                self.scoreboard.ledger.add(preferences[0].node, bandwidth, self.clock())
+                self.scoreboard.ledger.add(preferences[0].node, bandwidth, now)
                 if self._live is not None:
                     self._live.book(preferences[0].node, bandwidth)
         return Decision(patch, tuple(preferences), None, warnings)

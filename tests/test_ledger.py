@@ -43,6 +43,15 @@ def test_ledger_view_follows_adds_between_refreshes():
     assert ledger.view(171.0)["a"] == pytest.approx((2000.0 - 1000 * (60 + 59) / 120, 2))
 
 
+def test_an_older_measurement_does_not_move_the_view_back():
+    ledger = InflightLedger(pod_startup=10, window=120)
+    ledger.add("a", 1000.0, at=100.0)
+    latest = ledger.view(171.0)  # the pod 61 s into its ramp
+    assert ledger.view(100.0) is latest  # a reader with the previous snapshot
+    ledger.add("a", 500.0, at=172.0)  # updates the view the Steerer holds
+    assert latest["a"] == (pytest.approx(1000 * 59 / 120 + 500), 2)
+
+
 def _quarters(low: float, high: float) -> st.SearchStrategy[float]:
     # Times on a quarter-second grid are exact in binary at epoch size, so the
     # oracle and the ledger agree exactly on which phase a booking is in; off
@@ -80,11 +89,13 @@ def test_ledger_sums_equal_the_definition_summed_over_every_booking(steps, pod_s
             latest = max(latest, now)  # a clock step back books at the latest time seen
             bookings.append((node, bandwidth, latest))
         else:
-            previous, measured_at = measured_at, now + step[1]  # may go back in time
+            previous, asked = measured_at, now + step[1]  # may go back in time
+            # Measurements only move forward: an older one is answered for the latest.
+            measured_at = asked if previous is None else max(previous, asked)
             if measured_at != previous:  # a new measurement time forgets what it fully shows
                 edge = measured_at - pod_startup - window
                 bookings = [b for b in bookings if b[2] > edge]
-            view = dict(ledger.view(measured_at))
+            view = dict(ledger.view(asked))
             expected = unseen_summed_over_every_booking(bookings, measured_at, pod_startup, window)
             assert view.keys() == expected.keys()
             for node, (unseen, pods) in expected.items():
