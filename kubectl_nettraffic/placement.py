@@ -51,19 +51,11 @@ class Preference(NamedTuple):  # a tuple: several are made on every admission
     score: float
 
 
-def _metadata(pod: Pod) -> Mapping[str, Any]:
-    return pod.get("metadata") or {}
-
-
-def _spec(pod: Pod) -> Mapping[str, Any]:
-    return pod.get("spec") or {}
-
-
 def untouchable_reason(
     pod: Pod, namespace_labels: Mapping[str, str] | None, scheduler_names: Sequence[str]
 ) -> str | None:
     """Pods we never modify at all (no patch, not even an annotation)."""
-    metadata, spec = _metadata(pod), _spec(pod)
+    metadata, spec = pod.get("metadata") or {}, pod.get("spec") or {}
     if spec.get("nodeName"):
         return "node-name-set"
     annotations = metadata.get("annotations") or {}
@@ -85,7 +77,7 @@ def untouchable_reason(
 
 def pod_bandwidth(pod: Pod, default: float) -> tuple[float, str | None]:
     """Expected bytes/s of the pod, and a warning when its annotation is unusable."""
-    text = (_metadata(pod).get("annotations") or {}).get(EXPECTED_BANDWIDTH)
+    text = ((pod.get("metadata") or {}).get("annotations") or {}).get(EXPECTED_BANDWIDTH)
     if text is None:
         return default, None
     try:
@@ -140,7 +132,7 @@ def _term_matches(term: Mapping[str, Any], node: Node) -> bool:
 
 def pod_fits(pod: Pod) -> Callable[[Node], bool]:
     """nodeSelector and required node affinity of ``pod`` as a node predicate."""
-    spec = _spec(pod)
+    spec = pod.get("spec") or {}
     selector = {str(k): str(v) for k, v in (spec.get("nodeSelector") or {}).items()}
     required = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(REQUIRED) or {}
     terms = required.get("nodeSelectorTerms")
@@ -176,7 +168,7 @@ def choose_nodes(
     ``tainted`` (usually few) are nodes blocked only by taints; they count if
     the pod tolerates them.
     """
-    tolerations = _spec(pod).get("tolerations") or []
+    tolerations = (pod.get("spec") or {}).get("tolerations") or []
     # Min-heap of (effective score, -position, score): the worst kept choice on
     # top. Position in the base ranking breaks ties (less traffic, then name).
     best: list[tuple[float, int, NodeScore]]
@@ -216,7 +208,7 @@ def choose_nodes(
 
 def has_node_constraints(pod: Pod) -> bool:
     """Whether the pod limits its nodes by nodeSelector or required node affinity."""
-    spec = _spec(pod)
+    spec = pod.get("spec") or {}
     required = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(REQUIRED)
     return bool(spec.get("nodeSelector")) or required is not None
 
@@ -354,7 +346,7 @@ def _add_op(path: str, value: Any, value_json: str) -> AddOp:
 
 
 def annotation_ops(pod: Pod, annotations: Mapping[str, str]) -> JsonPatch:
-    existing = _metadata(pod).get("annotations")
+    existing = (pod.get("metadata") or {}).get("annotations")
     if not isinstance(existing, dict):
         value = dict(annotations)
         pairs = ",".join([f"{json_string(k)}:{json_string(v)}" for k, v in value.items()])
@@ -371,7 +363,7 @@ def affinity_patch(
     """JSON patch appending our terms to whatever affinity the pod has."""
     # isinstance(..., dict), not Mapping: the pod is decoded JSON, and the
     # abstract check costs several times more on every admission.
-    affinity = _spec(pod).get("affinity")
+    affinity = (pod.get("spec") or {}).get("affinity")
     already = _steered_nodes(affinity) if isinstance(affinity, dict) else ()
     terms, texts = [], []
     for p in preferences:
@@ -496,7 +488,7 @@ def apply_and_check(pod: Pod, patch: JsonPatch) -> dict[str, Any]:
     ``patch``: read them, do not change them.
     """
     _check_paths(patch)
-    metadata, original_spec = _metadata(pod), _spec(pod)
+    metadata, original_spec = pod.get("metadata") or {}, pod.get("spec") or {}
     parts: dict[str, Any] = {"metadata": {}, "spec": {}}
     if "annotations" in metadata:
         parts["metadata"]["annotations"] = _annotations_copy(metadata["annotations"])
