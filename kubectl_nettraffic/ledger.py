@@ -115,11 +115,13 @@ class InflightLedger:
         """Book ``bandwidth`` bytes/s on ``node`` for a pod admitted at ``at``.
 
         The view counts the booking at once; the node's lists get it with the
-        next batch. Entering one booking touches its node's lists and the node
-        map, which under load have left the CPU's caches between two
-        admissions; entered 64 at a time, they stay in cache. With cold caches
-        an admission cost about 4 us less this way (throwaway timing, the way
-        bench.admission_cost measures).
+        next batch. Under load the code and the node map that entering runs on
+        leave the CPU's caches between two admissions; entered 64 at a time,
+        they stay in cache for the batch. With cold caches an admission cost
+        about 4 us less this way (throwaway timing, the way
+        bench.admission_cost measures). The node's own lists are cold either
+        way when a burst spreads over thousands of nodes: that is most of what
+        5,000 nodes cost over 100 in the server (docs/operations.md).
         """
         if bandwidth <= 0:
             return  # nothing the measurement could miss
