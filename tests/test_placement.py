@@ -221,6 +221,16 @@ def test_stale_and_missing_snapshots_skip_with_a_warning():
     assert steerer.decide(pod(), None, False).skip == "no-snapshot"
 
 
+def test_the_steerer_adopts_each_new_snapshot():
+    loads = {"a": 1e6, "b": 5e8}
+    board = _board(loads)  # its traffic source reads ``loads`` at every refresh
+    steerer = Steerer(board, board.settings, clock=lambda: 1000.0)
+    assert steerer.decide(pod(), None, False).preferences[0].node == "a"
+    loads["a"], loads["b"] = 5e8, 1e6
+    board.refresh()
+    assert steerer.decide(pod(), None, False).preferences[0].node == "b"
+
+
 # ---------------------------------------------------------------- property
 
 _json_leaf = st.one_of(st.none(), st.booleans(), st.integers(-5, 5), st.text(max_size=5))
