@@ -13,12 +13,24 @@ so with ``edge = T - pod_startup`` every booking is in one of three phases:
     ramp    edge - window < t < edge    unseen = bandwidth * (t - (edge - window)) / window
     shown   t <= edge - window          unseen = 0: forgotten
 
-Each node keeps its bookings in time order with running sums of bandwidth
-and of bandwidth * t, so both phase boundaries are two binary searches and a
-node's unseen load is a formula of four sums. A booking costs O(log n); a new
-measurement time costs O(nodes with bookings * log n), however many pods
-were admitted. (Summing every booking per refresh, as this once did, was a
-pass over 150,000 entries under the lock at 1,000 admissions/s.)
+Bookings go into one log in time order. Each node keeps running sums of
+bandwidth and of bandwidth * t over its bookings in the ramp, so its
+unseen load is a formula of a few sums. A measurement time only moves
+forward, and each booking crosses each phase boundary once: a new
+measurement time walks only the bookings that changed phase since the last
+one, plus those still hidden, however many pods are in the ramp. (Summing
+every booking per refresh, as this once did, was a pass over 150,000
+entries under the lock at 1,000 admissions/s.)
+
+A booking is an append at the log's end, plus one value in the view.
+Per-node lists, as the ledger kept before, made every booking touch its
+node's three arrays, and a burst that water-fills thousands of nodes found
+each of them out of the CPU's caches. Side by side under load at 5,000
+nodes, this log took a median 13 us less worker CPU per admission, and the
+bench's share of the bare app's throughput rose 2-3 points
+(docs/operations.md). The price is paid per measurement, in a batch: with
+1,000 admissions/s and a refresh every 15 s, a new measurement time takes
+about 7.5 ms against 4.4 ms with per-node lists (throwaway timing).
 """
 
 import threading
@@ -26,65 +38,9 @@ from array import array
 from bisect import bisect_left, bisect_right
 from collections.abc import Mapping
 
-# Forgotten bookings are dropped from a node's lists once they are this many
-# and at least half of them, so trimming stays amortised O(1) per booking.
-_TRIM_AT = 64
-
-# Bookings wait in a queue and enter their nodes' lists this many at a time,
-# and whenever a new measurement time needs the lists (InflightLedger.add).
-_ENTER_AT = 64
-
-
-class _NodeBookings:
-    """One node's bookings in time order, with running sums from ``start``.
-
-    The numbers are kept in ``array('d')``, not lists: the garbage collector
-    does not walk arrays, and at 1,000 admissions/s a window's worth of
-    bookings is hundreds of thousands of list slots that every full
-    collection visited, with all threads stopped (20 ms for 150,000 bookings,
-    under 1 ms as arrays). Doubles either way, so the sums are the same.
-    """
-
-    __slots__ = ("bandwidth", "start", "times", "weighted")
-
-    def __init__(self) -> None:
-        self.times = array("d")
-        # bandwidth[i]: sum of bandwidth of bookings before i; weighted[i]: of bandwidth * t.
-        self.bandwidth = array("d", (0.0,))
-        self.weighted = array("d", (0.0,))
-        self.start = 0  # bookings before this are forgotten
-
-    def add(self, at: float, bandwidth: float) -> None:
-        self.times.append(at)
-        self.bandwidth.append(self.bandwidth[-1] + bandwidth)
-        self.weighted.append(self.weighted[-1] + bandwidth * at)
-
-    def unseen(self, edge: float, window: float) -> tuple[float, int]:
-        """(unseen bytes/s, pods not yet fully visible) for a measurement at ``edge + startup``."""
-        ramp_start = edge - window
-        times, total = self.times, self.bandwidth
-        first = bisect_right(times, ramp_start, self.start)
-        hidden = bisect_left(times, edge, first)
-        ramp = total[hidden] - total[first]
-        weighted = self.weighted[hidden] - self.weighted[first]
-        # max(): rounding must not turn an almost-shown pod's remainder negative.
-        unseen = total[-1] - total[hidden] + max(0.0, (weighted - ramp_start * ramp) / window)
-        return unseen, len(times) - first
-
-    def forget_until(self, edge: float, window: float) -> None:
-        """Forget bookings fully shown at ``edge``; trim the lists now and then."""
-        self.start = bisect_right(self.times, edge - window, self.start)
-        if self.start >= _TRIM_AT and self.start * 2 >= len(self.times):
-            cut = self.start
-            base, base_weighted = self.bandwidth[cut], self.weighted[cut]
-            self.times = self.times[cut:]
-            self.bandwidth = array("d", [value - base for value in self.bandwidth[cut:]])
-            self.weighted = array("d", [value - base_weighted for value in self.weighted[cut:]])
-            self.start = 0
-
-    @property
-    def empty(self) -> bool:
-        return self.start == len(self.times)
+# Forgotten bookings are cut from the log's front once they are this many and
+# at least half of it, so trimming stays amortised O(1) per booking.
+_TRIM_AT = 1024
 
 
 class InflightLedger:
@@ -100,11 +56,17 @@ class InflightLedger:
         # Times are kept relative to the first one seen, so bandwidth * time stays small.
         self._origin: float | None = None
         self._last = float("-inf")  # latest booking; later ones never go before it
-        self._nodes: dict[str, _NodeBookings] = {}
+        # The log, in time order: log[_shown:_hidden] are in the ramp of the
+        # current measurement, log[_hidden:] are hidden; before _shown, forgotten.
+        self._times = array("d")
+        self._bandwidths = array("d")
+        self._nodes: list[str] = []
+        self._shown = 0
+        self._hidden = 0
+        # node -> [bandwidth, bandwidth * t, pods] summed over its bookings in the ramp.
+        self._ramp: dict[str, list[float]] = {}
         self._edge: float | None = None  # of the current measurement, relative
         self._view: dict[str, tuple[float, int]] = {}
-        # (node, bandwidth, relative time) of bookings not in _nodes yet; in the view already.
-        self._queued: list[tuple[str, float, float]] = []
 
     def _relative(self, at: float) -> float:
         if self._origin is None:
@@ -112,55 +74,63 @@ class InflightLedger:
         return at - self._origin
 
     def add(self, node: str, bandwidth: float, at: float) -> None:
-        """Book ``bandwidth`` bytes/s on ``node`` for a pod admitted at ``at``.
-
-        The view counts the booking at once; the node's lists get it with the
-        next batch. Under load the code and the node map that entering runs on
-        leave the CPU's caches between two admissions; entered 64 at a time,
-        they stay in cache for the batch. With cold caches an admission cost
-        about 4 us less this way (throwaway timing, the way
-        bench.admission_cost measures). The node's own lists are cold either
-        way when a burst spreads over thousands of nodes: that is most of what
-        5,000 nodes cost over 100 in the server (docs/operations.md).
-        """
+        """Book ``bandwidth`` bytes/s on ``node`` for a pod admitted at ``at``."""
         if bandwidth <= 0:
             return  # nothing the measurement could miss
         with self._lock:
             at = self._relative(at)
             if at > self._last:
                 self._last = at  # else a clock step back: booked at the latest time seen, in order
-            queued = self._queued
-            queued.append((node, bandwidth, self._last))
-            if self._edge is None:
-                pass  # no view yet: the first one is computed from the lists
-            elif self._last >= self._edge:
+            self._times.append(self._last)
+            self._bandwidths.append(bandwidth)
+            self._nodes.append(node)
+            edge = self._edge
+            if edge is None:
+                return  # no view yet: the first one is computed from the log
+            # One value swap per node: readers of the shared view stay safe.
+            if self._last >= edge:
                 # The usual booking: after the current measurement's edge, so all
-                # of it is unseen, and the node's figure (current for this edge)
-                # grows by exactly this pod. No searches: side by side under
-                # load, a median 16 us less worker CPU per admission at 5,000 nodes.
-                # One value swap per node: readers of the shared view stay safe.
+                # of it is unseen, and the node's figure grows by exactly this pod.
                 unseen, pods = self._view.get(node, (0.0, 0))
                 self._view[node] = (unseen + bandwidth, pods + 1)
-                if len(queued) < _ENTER_AT:
-                    return
+                return
+            # Before the edge (the clock behind the measurement): in the ramp,
+            # or already shown. Either way it is not hidden.
+            self._hidden = len(self._times)
+            if self._last > edge - self.window:
+                before = self._ramp_unseen(node)
+                self._enter_ramp(len(self._times) - 1)
+                unseen, pods = self._view.get(node, (0.0, 0))
+                self._view[node] = (unseen - before + self._ramp_unseen(node), pods + 1)
             else:
-                # Before the edge (the clock behind the measurement): the node's
-                # figure needs its lists, this booking in them.
-                self._enter_queued()
-                unseen, pods = self._nodes[node].unseen(self._edge, self.window)
-                if pods:
-                    self._view[node] = (unseen, pods)
-            self._enter_queued()
+                self._shown = self._hidden  # shown already, as is all before it
 
-    def _enter_queued(self) -> None:
-        """Enter the queued bookings in their nodes' lists, in order; under the lock."""
-        nodes = self._nodes
-        for node, bandwidth, at in self._queued:
-            bookings = nodes.get(node)
-            if bookings is None:
-                bookings = nodes[node] = _NodeBookings()
-            bookings.add(at, bandwidth)
-        self._queued.clear()
+    def _enter_ramp(self, index: int) -> None:
+        node, bandwidth = self._nodes[index], self._bandwidths[index]
+        sums = self._ramp.get(node)
+        if sums is None:
+            sums = self._ramp[node] = [0.0, 0.0, 0]
+        sums[0] += bandwidth
+        sums[1] += bandwidth * self._times[index]
+        sums[2] += 1
+
+    def _leave_ramp(self, index: int) -> None:
+        node, bandwidth = self._nodes[index], self._bandwidths[index]
+        sums = self._ramp[node]
+        if sums[2] == 1:
+            del self._ramp[node]  # the sums start again from exact zeros
+            return
+        sums[0] -= bandwidth
+        sums[1] -= bandwidth * self._times[index]
+        sums[2] -= 1
+
+    def _ramp_unseen(self, node: str) -> float:
+        """Unseen bytes/s of ``node``'s bookings in the ramp of the current measurement."""
+        sums = self._ramp.get(node)
+        if sums is None or self._edge is None:
+            return 0.0
+        # max(): rounding must not turn an almost-shown pod's remainder negative.
+        return max(0.0, (sums[1] - (self._edge - self.window) * sums[0]) / self.window)
 
     def view(self, measured_at: float) -> Mapping[str, tuple[float, int]]:
         """node -> (bytes/s not yet visible in a measurement at ``measured_at``, pods).
@@ -186,15 +156,31 @@ class InflightLedger:
         self.view(measured_at)
 
     def _move_to(self, edge: float) -> None:
-        self._enter_queued()
-        self._edge = edge
+        times = self._times
+        ramp_start = edge - self.window
+        # Hidden bookings now before the edge join the ramp ...
+        hidden = bisect_left(times, edge, self._hidden)
+        for index in range(self._hidden, hidden):
+            self._enter_ramp(index)
+        # ... and ramp bookings now at or before its start are shown: forgotten.
+        shown = bisect_right(times, ramp_start, self._shown, hidden)
+        for index in range(self._shown, shown):
+            self._leave_ramp(index)
+        self._edge, self._shown, self._hidden = edge, shown, hidden
         # A new mapping, not an update: readers holding the old one keep a
         # consistent view of the previous measurement.
-        view: dict[str, tuple[float, int]] = {}
-        for node, bookings in list(self._nodes.items()):
-            bookings.forget_until(edge, self.window)
-            if bookings.empty:
-                del self._nodes[node]
-                continue
-            view[node] = bookings.unseen(edge, self.window)
+        view = {node: (self._ramp_unseen(node), int(sums[2])) for node, sums in self._ramp.items()}
+        bandwidths, nodes = self._bandwidths, self._nodes
+        for index in range(hidden, len(times)):
+            node = nodes[index]
+            unseen, pods = view.get(node, (0.0, 0))
+            view[node] = (unseen + bandwidths[index], pods + 1)
         self._view = view
+        self._trim()
+
+    def _trim(self) -> None:
+        """Cut forgotten bookings from the log's front, now and then."""
+        cut = self._shown
+        if cut >= _TRIM_AT and cut * 2 >= len(self._times):
+            del self._times[:cut], self._bandwidths[:cut], self._nodes[:cut]
+            self._shown, self._hidden = 0, self._hidden - cut
