@@ -5,10 +5,16 @@ TLS settings that returns a fixed patch (the ceiling of this stack).
     python -m bench.admission
 
 Load comes from wrk (keep-alive, 2 threads) on the same 2-core machine:
+- "light": 2 connections, each waiting 9 ms after every answer (about 200
+  admissions/s): the latency floor of each server on this machine;
 - "paced": 10 connections, each waiting 9 ms after every answer, which offers
   about 1,000 admissions/s while latency stays small (wrk has no open-loop
   mode; the achieved rate is reported);
 - "saturation": 16 connections as fast as the server answers.
+
+Every check also gives the bare app's own figure under the same load: where
+the bare app misses a latency target too, the stack on this machine does,
+whatever the webhook adds.
 
 The machine is shared and noisy, so the two servers take turns: several
 short rounds, each running both loads against both servers, the order
@@ -42,7 +48,8 @@ DURATION = int(os.environ.get("NT_BENCH_SECONDS", "6"))
 ROUNDS = int(os.environ.get("NT_BENCH_ROUNDS", "5"))
 PIN = os.environ.get("NT_BENCH_PIN") == "1"  # each server on one CPU; see the docstring
 SERVERS = ("webhook", "bare")
-LOADS = {"paced": 10, "saturation": 16}  # connections
+LOADS = {"light": 2, "paced": 10, "saturation": 16}  # connections
+PACED_LOADS = ("light", "paced")  # each connection waits 9 ms after every answer
 
 # wrk hands done() its latency histogram: latency(i) is the i-th distinct
 # latency in microseconds and how many requests took it.
@@ -214,7 +221,7 @@ def measure(count: int, directory: str) -> dict[tuple[str, str], Pooled]:
     urllib3.disable_warnings()
     pooled = {(server, load): Pooled() for server in SERVERS for load in LOADS}
     certs = make_certs(os.path.join(directory, f"tls-{count}"))
-    scripts = {load: wrk_script(directory, paced=load == "paced") for load in LOADS}
+    scripts = {load: wrk_script(directory, paced=load in PACED_LOADS) for load in LOADS}
     histogram = os.path.join(directory, "histogram.txt")
     with prometheus_for(count) as prometheus:
         node_file = write_node_file(os.path.join(directory, f"nodes-{count}.json"), count)
@@ -258,11 +265,12 @@ def main(argv: list[str] | None = None) -> int:
     started = time.time()
     rows = []
     relative: dict[int, float] = {}  # webhook / bare saturation throughput, median of rounds
-    paced_p99: dict[int, float] = {}
+    paced_p99: dict[tuple[str, int], float] = {}  # (server, nodes) -> p99 under the paced load
     with tempfile.TemporaryDirectory() as directory:
         for count in (100, 5000):
             pooled = measure(count, directory)
             for server in SERVERS:
+                light = pooled[server, "light"]
                 paced, saturated = pooled[server, "paced"], pooled[server, "saturation"]
                 label = (
                     "webhook (/mutate, real engine)"
@@ -270,14 +278,16 @@ def main(argv: list[str] | None = None) -> int:
                     else "bare flask app, fixed patch"
                 )
                 rows.append(
-                    f"| {count:,} | {label} | {paced.rate:.0f}/s | "
+                    f"| {count:,} | {label} | {light.rate:.0f}/s | "
+                    f"{percentile_ms(light.latency_us, 0.99):.2f} ms | {paced.rate:.0f}/s | "
                     f"{percentile_ms(paced.latency_us, 0.5):.2f} ms | "
                     f"{percentile_ms(paced.latency_us, 0.99):.2f} ms | {saturated.rate:.0f}/s | "
                     f"{percentile_ms(saturated.latency_us, 0.5):.2f} ms | "
                     f"{percentile_ms(saturated.latency_us, 0.99):.2f} ms | "
                     f"{statistics.median(saturated.cpu_us):.0f} µs | "
-                    f"{paced.non_2xx + saturated.non_2xx} |"
+                    f"{light.non_2xx + paced.non_2xx + saturated.non_2xx} |"
                 )
+                paced_p99[server, count] = percentile_ms(paced.latency_us, 0.99)
             relative[count] = statistics.median(
                 webhook / bare
                 for webhook, bare in zip(
@@ -286,25 +296,26 @@ def main(argv: list[str] | None = None) -> int:
                     strict=True,
                 )
             )
-            paced_p99[count] = percentile_ms(pooled["webhook", "paced"].latency_us, 0.99)
     elapsed = time.time() - started
     table = "\n".join(
         [
-            "| nodes | server | paced: achieved rate | paced p50 | paced p99 | saturation throughput | saturation p50 | saturation p99 | saturation: server CPU per request | non-2xx |",
-            "|---|---|---|---|---|---|---|---|---|---|",
+            "| nodes | server | light: achieved rate | light p99 | paced: achieved rate | paced p50 | paced p99 | saturation throughput | saturation p50 | saturation p99 | saturation: server CPU per request | non-2xx |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|",
             *rows,
         ]
     )
     # Per-request cost is the inverse of throughput; dividing by the bare app's
     # throughput in the same rounds takes out the machine's drift between the two sizes.
     cost = relative[100] / relative[5000]
+    # (name, webhook's figure, the bare app's figure under the same load, target, met)
     checks = [
         *(
             (
                 f"p99 at about 1,000 admissions/s offered, {count:,} nodes",
-                f"{paced_p99[count]:.2f} ms",
+                f"{paced_p99['webhook', count]:.2f} ms",
+                f"{paced_p99['bare', count]:.2f} ms",
                 "<= 5 ms",
-                paced_p99[count] <= 5,
+                paced_p99["webhook", count] <= 5,
             )
             for count in (100, 5000)
         ),
@@ -312,6 +323,7 @@ def main(argv: list[str] | None = None) -> int:
             (
                 f"saturation throughput, webhook / bare app, {count:,} nodes (median of rounds)",
                 f"{relative[count]:.0%}",
+                "100% (by definition)",
                 ">= 80%",
                 relative[count] >= 0.8,
             )
@@ -320,17 +332,18 @@ def main(argv: list[str] | None = None) -> int:
         (
             "per-request cost at 5,000 nodes / at 100 nodes (each relative to the bare app)",
             f"{cost:.2f}x",
+            "1.00x (by definition)",
             "<= 1.2x",
             cost <= 1.2,
         ),
     ]
     ratios = "\n".join(
         [
-            "| check | measured | target | met |",
-            "|---|---|---|---|",
+            "| check | webhook | bare app, same load | target | met |",
+            "|---|---|---|---|---|",
             *(
-                f"| {name} | {value} | {target} | {'yes' if ok else 'no'} |"
-                for name, value, target, ok in checks
+                f"| {name} | {value} | {ceiling} | {target} | {'yes' if ok else 'no'} |"
+                for name, value, ceiling, target, ok in checks
             ),
         ]
     )
@@ -345,7 +358,10 @@ def main(argv: list[str] | None = None) -> int:
             "python -m bench.admission",
             f"wrk on the same 2-core machine as the server, over TLS with keep-alive; "
             f"{ROUNDS} rounds of {DURATION} s per server and load, the servers taking turns; "
-            "rates are medians of rounds, latencies are percentiles of every request. Both "
+            "rates are medians of rounds, latencies are percentiles of every request. Loads: "
+            "light (2 connections, 9 ms between answers: about 200/s offered), paced (10 "
+            "connections, 9 ms between answers: about 1,000/s offered) and saturation (16 "
+            "connections, no wait). Both "
             f"servers run gunicorn {gunicorn.__version__}, one gthread worker with {ServerSettings().threads} threads "
             "(the default), the same ssl_context "
             "hook and the same interpreter tuning (post_worker_init: 1 ms GIL turns, start-up "
