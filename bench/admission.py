@@ -17,7 +17,7 @@ the bare app misses a latency target too, the stack on this machine does,
 whatever the webhook adds.
 
 The machine is shared and noisy, so the two servers take turns: several
-short rounds, each running both loads against both servers, the order
+short rounds, each running every load against both servers, the order
 swapped every round. Throughput ratios are taken within a round (median over
 rounds); latency percentiles come from every request of every round, pooled
 from wrk's full latency histograms.
