@@ -7,8 +7,9 @@ GIL that every admission needs, and admissions slowed for as long as it
 lasted, every refresh interval (docs/operations.md, "Admissions while the
 scores refresh"). Here it runs in a child process, on another core; the
 serving process only receives the outcome: one pickled message per refresh,
-about 7 ms to load at 5,000 nodes, the node objects left out whenever they
-are unchanged since the last message (they rarely change; scores always do).
+the node objects left out whenever they are unchanged since the last message
+(they rarely change; scores always do). Loading it at 5,000 nodes is the
+serving process's one sizeable piece of work per refresh (bench.engine).
 
 The child builds its own engine from the same Settings (node inventory,
 Prometheus and metrics-server clients), so it measures exactly what an
@@ -61,6 +62,14 @@ def _compact(outcome: RefreshOutcome, sent: object) -> _Message:
     return _Message(replace(outcome, snapshot=replace(snapshot, nodes={})), same_nodes=True)
 
 
+def encode_message(outcome: RefreshOutcome, sent: object) -> bytes:
+    """One refresh's outcome as the child sends it; ``sent`` is the node
+    mapping of the last message, left out of this one when unchanged. The
+    serving process loads it with ``pickle.loads``, holding the GIL its
+    admissions need (``python -m bench.engine`` times that load)."""
+    return pickle.dumps(_compact(outcome, sent), protocol=pickle.HIGHEST_PROTOCOL)
+
+
 def _run_child(settings: Settings, conn: Connection) -> None:
     """The child's main: refresh, send, wait; until the parent is gone."""
     from kubectl_nettraffic.engine import build_engine  # the child's imports, not the parent's
@@ -82,9 +91,8 @@ def _run_child(settings: Settings, conn: Connection) -> None:
         except Exception:  # never let the refresher die; the next tick retries
             log.exception("refresh failed unexpectedly")
             outcome = RefreshOutcome(None, (), ("refresh failed unexpectedly; see the log",), 0.0)
-        message = _compact(outcome, sent)
         try:
-            conn.send_bytes(pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL))
+            conn.send_bytes(encode_message(outcome, sent))
         except OSError:
             return  # the parent is gone
         if outcome.snapshot is not None:

@@ -28,7 +28,8 @@ lower traffic, then name, so equal inputs always give the same order.
 """
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
+from typing import Any
 
 from kubectl_nettraffic.config import ScoringSettings, Weights
 from kubectl_nettraffic.labels import LabelSelector
@@ -56,6 +57,21 @@ class NodeScore:
     def score_with(self, extra_load: float) -> float:
         """Score once ``extra_load`` bytes/s more land here (unclamped)."""
         return self.score - self.penalty_per_byte * extra_load
+
+    def __reduce__(self) -> tuple[type["NodeScore"], tuple[Any, ...]]:
+        """Pickled as a constructor call with the field values in order.
+
+        The refresher process sends every node's score to the serving process
+        on each refresh (refresher_process). What dataclasses give a frozen
+        class with slots instead restores each object by calling ``fields()``
+        and setting every field one by one, all in Python: nine tenths of
+        loading a message, which the serving process does under the GIL its
+        admissions need. At 5,000 nodes, alternating runs on one machine:
+        20.4 ms per message that way, 11.3 ms this way (bench.engine)."""
+        return (NodeScore, tuple([getattr(self, name) for name in _NODE_SCORE_FIELDS]))
+
+
+_NODE_SCORE_FIELDS = tuple(field.name for field in fields(NodeScore))
 
 
 def directional_load(traffic: NodeTraffic, direction: str) -> float:

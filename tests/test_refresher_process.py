@@ -3,6 +3,7 @@ Prometheus and a node file, feeding a scoreboard in this process."""
 
 import json
 import os
+import pickle
 import signal
 import subprocess
 import sys
@@ -13,6 +14,7 @@ import pytest
 
 from kubectl_nettraffic.config import settings_from_mapping
 from kubectl_nettraffic.refresher_process import RefresherProcess
+from kubectl_nettraffic.scoring import NodeScore
 from tests.conftest import wait_for
 from tests.harness.fakeapi import node
 from tests.harness.prometheus import Device, Exporter, free_port, prometheus_with_history
@@ -69,6 +71,29 @@ def start_refresher(tmp_path):
     yield start
     for refresher in started:
         refresher.stop()
+
+
+def test_every_score_field_crosses_the_pipe_as_sent():
+    # NodeScore pickles as a constructor call (for the serving process's load
+    # time); every field, each with a value of its own, must come back in place.
+    score = NodeScore(
+        name="n1",
+        receive=1.5,
+        transmit=2.5,
+        traffic=4.0,
+        link_speed=1.25e9,
+        link_utilization=None,
+        cpu_ratio=0.5,
+        memory_ratio=0.75,
+        score=87.5,
+        penalty_per_byte=1e-6,
+        eligible=False,
+        has_data=True,
+        reason="cordoned",
+    )
+    back = pickle.loads(pickle.dumps(score, protocol=pickle.HIGHEST_PROTOCOL))
+    assert type(back) is NodeScore
+    assert back == score
 
 
 def test_child_feeds_the_scoreboard_and_sends_nodes_only_when_they_change(
