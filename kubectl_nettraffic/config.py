@@ -132,6 +132,17 @@ class ServerSettings:
     # about 4% more admissions/s than 8 (docs/operations.md, "Threads").
     threads: int = 4
     log_level: str = "info"
+    # The longest a connection may take to finish its TLS handshake and send
+    # a whole request (from accept, or from a kept-alive connection's first
+    # byte), and a thread to write an answer. The API server sends a review
+    # in milliseconds and stops waiting after its timeoutSeconds (10s by
+    # default, 30s at most); a stalled client holds no thread meanwhile
+    # (webhook.front), only a socket, so the bound is about resources.
+    request_timeout: float = 10.0
+    # Connections still sending their request; one more closes the oldest.
+    # An API server under load keeps tens of connections open, almost all idle
+    # between requests (kept alive, which this does not count).
+    max_pending_connections: int = 256
 
 
 @dataclass(frozen=True)
@@ -355,6 +366,8 @@ _SCHEMA: dict[str, tuple[str, Any]] = {
             "maxRequestBytes": ("max_request_bytes", _integer(64 * 1024, 64 * 2**20)),
             "threads": ("threads", _integer(1, 256)),
             "logLevel": ("log_level", _log_level),
+            "requestTimeout": ("request_timeout", _duration),
+            "maxPendingConnections": ("max_pending_connections", _integer(1, 10_000)),
         },
     ),
 }

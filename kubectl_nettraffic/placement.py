@@ -55,7 +55,10 @@ def untouchable_reason(
     pod: Pod, namespace_labels: Mapping[str, str] | None, scheduler_names: Sequence[str]
 ) -> str | None:
     """Pods we never modify at all (no patch, not even an annotation)."""
-    metadata, spec = pod.get("metadata") or {}, pod.get("spec") or {}
+    metadata, spec = pod.get("metadata"), pod.get("spec")
+    if not isinstance(metadata, dict) or not isinstance(spec, dict):
+        # Nothing could be added under them; the API server rejects such a pod anyway.
+        return "malformed-pod"
     if spec.get("nodeName"):
         return "node-name-set"
     annotations = metadata.get("annotations") or {}
@@ -473,8 +476,14 @@ def _apply_sharing_values(document: dict[str, Any], patch: JsonPatch) -> dict[st
         if "value" not in op:
             raise PatchCheckFailed(f"patch op add {op['path']} has no value")
         part, add = _add_at(op["path"])  # a checked path: under spec or metadata
+        if part not in document:
+            raise PatchCheckFailed(f"patch op add {op['path']}: the pod has no {part} object")
         document[part] = add._add(document[part], op["value"])  # type: ignore[attr-defined]
     return document
+
+
+def _object(value: Any) -> Any:
+    return value if isinstance(value, dict) else {}
 
 
 def apply_and_check(pod: Pod, patch: JsonPatch) -> dict[str, Any]:
@@ -488,12 +497,20 @@ def apply_and_check(pod: Pod, patch: JsonPatch) -> dict[str, Any]:
     ``patch``: read them, do not change them.
     """
     _check_paths(patch)
-    metadata, original_spec = pod.get("metadata") or {}, pod.get("spec") or {}
-    parts: dict[str, Any] = {"metadata": {}, "spec": {}}
-    if "annotations" in metadata:
-        parts["metadata"]["annotations"] = _annotations_copy(metadata["annotations"])
-    if "affinity" in original_spec:
-        parts["spec"]["affinity"] = _json_copy(original_spec["affinity"])
+    metadata, original_spec = pod.get("metadata"), pod.get("spec")
+    # The pod's own parts as the API server will patch them: a part the pod
+    # lacks, or that is not an object, is absent here too, so an add under it fails.
+    parts: dict[str, Any] = {}
+    if isinstance(metadata, dict):
+        parts["metadata"] = {}
+        if "annotations" in metadata:
+            parts["metadata"]["annotations"] = _annotations_copy(metadata["annotations"])
+    if isinstance(original_spec, dict):
+        parts["spec"] = {}
+        if "affinity" in original_spec:
+            parts["spec"]["affinity"] = _json_copy(original_spec["affinity"])
+    else:
+        original_spec = {}
     try:
         result: dict[str, Any] = (
             _apply_sharing_values(parts, patch)
@@ -507,19 +524,21 @@ def apply_and_check(pod: Pod, patch: JsonPatch) -> dict[str, Any]:
         ValueError,
     ) as error:
         raise PatchCheckFailed(f"patch does not apply: {error}") from None
-    affinity = result["spec"].get("affinity")
+    affinity = result.get("spec", {}).get("affinity")
     if affinity is not None and not isinstance(affinity, dict):
         raise PatchCheckFailed("patched spec.affinity is not an object")
-    after_affinity, before_affinity = affinity or {}, original_spec.get("affinity") or {}
+    # What the pod had where it was not an object, our patch replaced whole.
+    after_affinity, before_affinity = affinity or {}, _object(original_spec.get("affinity"))
     for key in ("podAffinity", "podAntiAffinity"):
         if before_affinity.get(key) != after_affinity.get(key):
             raise PatchCheckFailed(f"patch changed spec.affinity.{key}")
-    node_affinity = after_affinity.get("nodeAffinity") or {}
-    before = before_affinity.get("nodeAffinity") or {}
+    node_affinity = _object(after_affinity.get("nodeAffinity"))
+    before = _object(before_affinity.get("nodeAffinity"))
     if node_affinity.get(REQUIRED) != before.get(REQUIRED):
         raise PatchCheckFailed("patch changed required node affinity")
     terms = node_affinity.get(PREFERRED) or []
-    existing = before.get(PREFERRED) or []
+    existing = before.get(PREFERRED)
+    existing = existing if isinstance(existing, list) else []
     if not isinstance(terms, list) or terms[: len(existing)] != existing:
         raise PatchCheckFailed("patch changed existing preferred terms")
     for term in terms:
@@ -529,7 +548,7 @@ def apply_and_check(pod: Pod, patch: JsonPatch) -> dict[str, Any]:
         for field in (term.get("preference") or {}).get("matchFields") or []:
             if len(field.get("values") or []) != 1:
                 raise PatchCheckFailed("a matchFields requirement must have exactly one value")
-    for value in (result["metadata"].get("annotations") or {}).values():
+    for value in (result.get("metadata", {}).get("annotations") or {}).values():
         if not isinstance(value, str):
             raise PatchCheckFailed("an annotation value is not a string")
     return result

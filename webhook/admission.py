@@ -3,6 +3,7 @@ response. Pure; types follow k8s.io/api/admission/v1/types.go.
 """
 
 import json
+import math
 from binascii import b2a_base64
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
@@ -43,8 +44,37 @@ class Review(NamedTuple):  # a tuple: one is made on every admission
 
     def pod_name(self) -> str:
         """A name for logs: request.name, else generateName + '*'."""
-        metadata = (self.obj or {}).get("metadata") or {}
-        return self.name or metadata.get("name") or f"{metadata.get('generateName', '')}*"
+        if self.name:
+            return self.name
+        metadata = (self.obj or {}).get("metadata")
+        if not isinstance(metadata, dict):
+            return "*"
+        return str(metadata.get("name") or f"{metadata.get('generateName', '')}*")
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number (RFC 8259); send finite numbers")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if value in (math.inf, -math.inf):
+        raise ValueError(f"number {text} is out of range for a 64-bit float")
+    return value
+
+
+def decode_json(raw: bytes) -> Any:
+    """A request body as JSON, strictly: no NaN or Infinity, no number a Go
+    float64 cannot hold (the API server's own decoder refuses them too), and
+    a clear error for nesting past what the decoder can follow."""
+    try:
+        return json.loads(raw, parse_constant=_refuse_constant, parse_float=_finite_float)
+    except RecursionError:
+        raise HttpInputError(
+            "body is nested too deeply to decode; an AdmissionReview is a few levels deep"
+        ) from None
+    except (ValueError, UnicodeDecodeError) as error:
+        raise HttpInputError(f"body is not valid JSON: {error}") from None
 
 
 def parse_review(body: Any) -> Review:
@@ -72,19 +102,22 @@ def parse_review(body: Any) -> Review:
     if operation == "CREATE" and resource_kind == "Pod":
         if not isinstance(obj, dict):
             raise HttpInputError("request.object is missing for a Pod CREATE")
-        if obj.get("kind", "Pod") != "Pod" or not isinstance(obj.get("spec", {}), dict):
+        if obj.get("kind", "Pod") != "Pod":
             raise HttpInputError(f"request.object is a {obj.get('kind')!r}, not a Pod")
+    if not isinstance(obj, dict):
+        obj = None  # not a pod we could read: an UPDATE's list, a DELETE's null
+    namespace = request.get("namespace")
+    if not namespace and obj is not None and isinstance(obj.get("metadata"), dict):
+        namespace = obj["metadata"].get("namespace")
     return Review(
         api_version=api_version,
         kind=KIND,
         uid=uid,
         operation=operation,
         resource_kind=str(resource_kind),
-        namespace=str(
-            request.get("namespace") or (obj or {}).get("metadata", {}).get("namespace") or ""
-        ),
+        namespace=str(namespace or ""),
         name=str(request.get("name") or ""),
-        obj=obj if isinstance(obj, dict) else None,
+        obj=obj,
         dry_run=bool(request.get("dryRun", False)),
     )
 

@@ -25,6 +25,8 @@ from kubectl_nettraffic.scoreview import diagnostics_document, scores_document
 from kubectl_nettraffic.steering import Steerer
 from webhook import admission, extender
 from webhook.admission import HttpInputError
+from webhook.framing import body_too_large_message, error_document
+from webhook.front import CONNECTIONS_CLOSED
 from webhook.metrics import ADMISSION_BUCKETS, Counter, Gauge, OutcomeHistogram, Reading, Registry
 from webhook.tls import reloader_for
 
@@ -91,6 +93,7 @@ class WebhookMetrics:
                 ("verb", "outcome"),
             )
         )
+        add(CONNECTIONS_CLOSED)  # per process: the worker's front counts them
         now = scoreboard.clock
         add(
             Gauge(
@@ -182,10 +185,7 @@ def _json(body: Any, status: int = 200) -> Response:
 
 
 def _error(message: str, status: int) -> Response:
-    body: dict[str, Any] = {"error": message}
-    if request.path.startswith("/scheduler/"):
-        body["Error"] = message  # the extender protocol's own error field
-    return _json(body, status)
+    return _json(error_document(request.path, message), status)
 
 
 def _read_json_body() -> Any:
@@ -202,10 +202,7 @@ def _read_json_body() -> Any:
             status=415,
         )
     raw = request.get_data(cache=False)  # raises 413 past MAX_CONTENT_LENGTH
-    try:
-        return json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as error:
-        raise HttpInputError(f"body is not valid JSON: {error}") from None
+    return admission.decode_json(raw)
 
 
 # Past this, a too-large body is not read to the end; the connection just closes.
@@ -259,7 +256,7 @@ def create_app(
         if error.code == 413:
             _drain_body()
         messages = {
-            413: f"body is larger than {settings.server.max_request_bytes} bytes (server.maxRequestBytes)",
+            413: body_too_large_message(settings.server.max_request_bytes),
             404: f"no endpoint {request.path}; see /mutate, /scheduler/filter, /scheduler/prioritize, /scores",
             405: f"{request.method} is not allowed on {request.path}",
         }

@@ -56,7 +56,8 @@ def gunicorn_options(settings: Settings) -> dict[str, Any]:
     options: dict[str, Any] = {
         "bind": [f"{host}:{server.port}"],
         "workers": 1,
-        "worker_class": "gthread",
+        # gthread, with TLS handshakes and request reads moved off its threads.
+        "worker_class": "webhook.front.FrontWorker",
         "threads": server.threads,
         # Longer than the API server's idle connection reuse, so it keeps
         # reusing warm TLS connections instead of paying a handshake per call.
