@@ -48,12 +48,12 @@ def body_too_large_message(limit: int) -> str:
 def frame(buffer: bytes | bytearray, max_body_bytes: int) -> Framing:
     """How far the request at the start of ``buffer`` reaches."""
     end = buffer.find(HEADER_END)
+    if end > MAX_HEADER_BYTES or (end < 0 and len(buffer) > MAX_HEADER_BYTES):
+        return Framing(
+            status=431,
+            message=f"request header section is larger than {MAX_HEADER_BYTES} bytes",
+        )
     if end < 0:
-        if len(buffer) > MAX_HEADER_BYTES:
-            return Framing(
-                status=431,
-                message=f"request header section is larger than {MAX_HEADER_BYTES} bytes",
-            )
         return INCOMPLETE
     head = bytes(buffer[:end]).decode("latin-1")
     request_line, *fields = head.split("\r\n")

@@ -136,6 +136,9 @@ class FrontWorker(ThreadWorker):  # type: ignore[misc]
     def handle_request(self, req: Any, conn: FrontConn) -> Any:
         # After gthread's setblocking(True): the answer's writes get a deadline.
         conn.sock.settimeout(self.request_timeout)
+        # The body is here already: the front sent "100 Continue" when the
+        # client waited for it, and gunicorn's own would come after the body.
+        req._expected_100_continue = False
         return super().handle_request(req, conn)
 
     def murder_pending(self) -> None:
