@@ -289,3 +289,27 @@ def test_dockerfile_is_hadolint_clean():
     assert (
         "pip install" not in final_stage and "apt-get" not in final_stage
     )  # no build tools in the image
+
+
+@pytest.mark.parametrize(
+    "values", [None, *VALUES_FILES], ids=lambda v: os.path.basename(v) if v else "default"
+)
+def test_no_pod_mounts_the_ca_key(values):
+    """Every pod that mounts the TLS Secret names the keys it needs; the CA's
+    private key (ca.key) is never among them."""
+    objects = render("helm", *(["-f", values] if values else []))
+    secret = "nt-nettraffic-tls"
+    mounted = 0
+    for where, spec in pod_specs(objects):
+        for volume in spec.get("volumes") or []:
+            source = volume.get("secret") or {}
+            if source.get("secretName") != secret:
+                continue
+            mounted += 1
+            keys = [item["key"] for item in source.get("items") or []]
+            assert keys, f"{where} mounts all of Secret {secret}"
+            assert "ca.key" not in keys, where
+        if where.startswith("Deployment/nt-nettraffic") and where.endswith("nettraffic"):
+            volume = next(v for v in spec["volumes"] if v["name"] == "tls")
+            assert [i["key"] for i in volume["secret"]["items"]] == ["tls.crt", "tls.key"]
+    assert mounted
