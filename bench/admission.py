@@ -182,20 +182,14 @@ class Pooled:
         return statistics.median(self.rates)
 
 
-class BareProcess:
-    def __init__(self, config_path: str) -> None:
+class ServerProcess:
+    """A server module of bench/ (``python -m MODULE --config FILE --port N``) on 127.0.0.1."""
+
+    def __init__(self, config_path: str, module: str = "bench.bare_app") -> None:
         self.port = free_port()
         self.url = f"https://127.0.0.1:{self.port}"
         self.process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "bench.bare_app",
-                "--config",
-                config_path,
-                "--port",
-                str(self.port),
-            ],
+            [sys.executable, "-m", module, "--config", config_path, "--port", str(self.port)],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
@@ -208,7 +202,7 @@ class BareProcess:
                 return
             except requests.RequestException:
                 time.sleep(0.1)
-        raise RuntimeError("bare app did not start")
+        raise RuntimeError(f"{module} did not start")
 
     def stop(self) -> None:
         self.process.terminate()
@@ -230,7 +224,7 @@ def measure(count: int, directory: str) -> dict[tuple[str, str], Pooled]:
         settings = config(prometheus.url, node_file)
         webhook = WebhookProcess(settings, cert_dir=certs)
         try:
-            bare = BareProcess(webhook.config_path)
+            bare = ServerProcess(webhook.config_path)
             urls = {"webhook": webhook.url, "bare": bare.url}
             pids = {"webhook": webhook.process.pid, "bare": bare.process.pid}
             if PIN:

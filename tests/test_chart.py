@@ -242,9 +242,15 @@ def test_extender_mode_renders_a_second_scheduler():
 def test_monitoring_values():
     objects = render("helm", "-f", os.path.join(CHART, "ci", "monitoring-values.yaml"))
     assert by_kind(objects, "ServiceMonitor")[0]["spec"]["endpoints"][0]["path"] == "/metrics"
-    assert by_kind(objects, "NetworkPolicy")[0]["spec"]["ingress"][0]["ports"] == [
-        {"port": 8443, "protocol": "TCP"}
-    ]
+    ingress = by_kind(objects, "NetworkPolicy")[0]["spec"]["ingress"][0]
+    assert ingress["ports"] == [{"port": 8443, "protocol": "TCP"}]
+    assert ingress["from"][0] == {"ipBlock": {"cidr": "10.0.0.0/24"}}
+    assert ingress["from"][1]["namespaceSelector"]["matchLabels"] == {
+        "kubernetes.io/metadata.name": "monitoring"
+    }
+    # Without peers, any source reaches the port (the API server's differs per cluster).
+    plain = render("helm", "--set", "networkPolicy.enabled=true")
+    assert "from" not in by_kind(plain, "NetworkPolicy")[0]["spec"]["ingress"][0]
     hook = by_kind(objects, "MutatingWebhookConfiguration")[0]["webhooks"][0]
     assert hook["matchConditions"][0]["name"] == "exclude-kubelet-requests"
 

@@ -196,6 +196,33 @@ def test_patch_check_rejects_a_patch_that_would_change_other_fields():
         apply_and_check(original, bad_weight)
 
 
+@pytest.mark.parametrize("part", ["metadata", "spec"])
+@pytest.mark.parametrize("value", [..., None, False, ["x"]])
+def test_patch_check_runs_on_the_pods_own_parts(part, value):
+    """A patch that adds under a part the pod lacks (or that is not an
+    object) would fail at the API server: the check fails it first."""
+    original = pod()
+    if value is ...:
+        del original[part]
+    else:
+        original[part] = value
+    patch = affinity_patch(pod(), [Preference("a", 100, 1.0)], {"nettraffic.io/x": "y"})
+    with pytest.raises(PatchCheckFailed, match=f"the pod has no {part} object"):
+        apply_and_check(original, patch)
+    with pytest.raises((jsonpatch.JsonPatchException, jsonpatch.JsonPointerException, TypeError)):
+        jsonpatch.apply_patch(original, patch)  # as the API server would find
+
+
+@pytest.mark.parametrize("part", ["metadata", "spec"])
+def test_pods_without_metadata_or_spec_objects_are_not_touched(part):
+    board = _board({"a": 1e6})
+    settings = settings_from_mapping({"prometheus": {"url": "http://unused"}})
+    broken = pod()
+    broken[part] = None
+    decision = Steerer(board, settings, clock=lambda: 1000.0).decide(broken, None, False)
+    assert decision.patch is None and decision.skip == "malformed-pod"
+
+
 def test_patch_check_rejects_an_op_writing_inside_an_earlier_value():
     # Applied, the second op would change the first op's value in the patch we send.
     original = pod()

@@ -7,7 +7,6 @@ answers JSON; bad input gets 400/413/415 with a message that says what to
 fix; nothing ever answers a traceback, and /mutate never denies a pod.
 """
 
-import json
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping

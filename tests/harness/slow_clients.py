@@ -8,6 +8,7 @@ records when the server closed each connection, so a test can check that
 stalled connections are closed within a bound.
 """
 
+import contextlib
 import json
 import socket
 import ssl
@@ -16,6 +17,9 @@ import time
 from dataclasses import dataclass, field
 
 KINDS = ("idle", "handshake", "headers", "body")
+# How often each connection is checked for a close by the server: how late a
+# close time may be noticed.
+PROBE_INTERVAL = 0.1
 
 
 def client_hello(server_name: str = "localhost") -> bytes:
@@ -24,10 +28,8 @@ def client_hello(server_name: str = "localhost") -> bytes:
     context = ssl.create_default_context()
     context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
     tls = context.wrap_bio(incoming, outgoing, server_hostname=server_name)
-    try:
+    with contextlib.suppress(ssl.SSLWantReadError):
         tls.do_handshake()
-    except ssl.SSLWantReadError:
-        pass
     return outgoing.read()
 
 
@@ -59,10 +61,12 @@ class SlowClients:
     interval: float = 1.0  # seconds between two trickled bytes
     duration: float = 30.0  # stops by itself after this
     reconnect: bool = False  # open a new one when the server closes one
+    handshake_timeout: float = 5.0  # past it, a TLS kind stays stalled mid-handshake
     connections: list[Trickle] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self._stop = threading.Event()
+        self.stopped = float("inf")
         self._lock = threading.Lock()
         self._hello = client_hello()
         self._context = ssl.create_default_context()
@@ -84,7 +88,16 @@ class SlowClients:
             half = len(self._hello) // 2
             raw.sendall(self._hello[:half])
             return Trickle(kind, raw, time.monotonic(), self._hello[half:])
-        tls = self._context.wrap_socket(raw, server_hostname="localhost")
+        try:
+            raw.settimeout(self.handshake_timeout)
+            tls = self._context.wrap_socket(raw, server_hostname="localhost")
+        except (OSError, ssl.SSLError):
+            # The server did not finish the handshake (its threads are all
+            # held, say): this one is stalled mid-handshake, like it or not.
+            raw.close()
+            raw = socket.create_connection(("127.0.0.1", self.port), timeout=5)
+            raw.sendall(self._hello[: len(self._hello) // 2])
+            return Trickle("handshake", raw, time.monotonic())
         if kind == "headers":
             return Trickle(kind, tls, time.monotonic(), self._head + self._body)
         tls.sendall(self._head + self._body[:1])
@@ -92,16 +105,21 @@ class SlowClients:
 
     def _run(self) -> None:
         deadline = time.monotonic() + self.duration
+        next_byte = time.monotonic()
         while not self._stop.is_set() and time.monotonic() < deadline:
+            send = time.monotonic() >= next_byte
+            if send:
+                next_byte += self.interval
             with self._lock:
                 for trickle in list(self.connections):
                     if trickle.closed_by_server is None:
-                        self._advance(trickle)
-            self._stop.wait(self.interval)
+                        self._advance(trickle, send)
+            self._stop.wait(PROBE_INTERVAL)
+        self.stopped = time.monotonic()
         self._close_all()
 
-    def _advance(self, trickle: Trickle) -> None:
-        """Note a close by the server, else send the next byte, if any."""
+    def _advance(self, trickle: Trickle, send: bool) -> None:
+        """Note a close by the server, else send the next byte, if any and if ``send``."""
         try:
             trickle.sock.settimeout(0.01)
             try:
@@ -113,17 +131,15 @@ class SlowClients:
                     raise ConnectionResetError("closed by the server")
             except (TimeoutError, ssl.SSLWantReadError, BlockingIOError):
                 pass  # nothing to read: still open
-            if trickle.pending:
+            if send and trickle.pending:
                 trickle.sock.send(trickle.pending[:1])
                 trickle.pending = trickle.pending[1:]
                 trickle.sent += 1
         except (OSError, ssl.SSLError):
             trickle.closed_by_server = time.monotonic()
             if self.reconnect and not self._stop.is_set():
-                try:
+                with contextlib.suppress(OSError):
                     self.connections.append(self._open(trickle.kind))
-                except OSError:
-                    pass
 
     def open_count(self) -> int:
         with self._lock:
@@ -138,13 +154,17 @@ class SlowClients:
                 if t.closed_by_server is not None
             ]
 
+    def longest_open(self) -> float:
+        """The longest any connection stayed open, closed by the server or
+        still open when these clients stopped (call after ``stop``)."""
+        with self._lock:
+            return max((t.closed_by_server or self.stopped) - t.opened for t in self.connections)
+
     def _close_all(self) -> None:
         with self._lock:
             for trickle in self.connections:
-                try:
+                with contextlib.suppress(OSError):
                     trickle.sock.close()
-                except OSError:
-                    pass
 
     def stop(self) -> None:
         self._stop.set()
