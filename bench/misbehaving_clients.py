@@ -19,6 +19,7 @@ misbehaving clients, several rounds, the order swapped every round;
 latencies pool every request of every round.
 """
 
+import math
 import os
 import re
 import shutil
@@ -157,9 +158,13 @@ def measure(directory: str) -> tuple[dict[tuple[str, str], Pooled], list[float]]
     return pooled, longest_open
 
 
+def _ms(seconds: float) -> str:
+    return "none answered" if math.isnan(seconds) else f"{seconds * 1000:.1f} ms"
+
+
 def _seconds(values: list[float], fraction: float) -> float:
     ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))] if ordered else float("nan")
+    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))] if ordered else math.nan
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -176,13 +181,13 @@ def main(argv: list[str] | None = None) -> int:
         for condition in CONDITIONS:
             result = pooled[server, condition]
             answered = sum(result.latency_us.values())
-            slowest = f"{max(result.latency_us) / 1000:.1f} ms" if answered else "none answered"
+            slowest = max(result.latency_us, default=math.nan) / 1e6
             rows.append(
                 f"| {server} | {condition} | {sorted(result.rates)[len(result.rates) // 2]:.0f}/s | "
-                f"{percentile_ms(result.latency_us, 0.5):.2f} ms | "
-                f"{percentile_ms(result.latency_us, 0.99):.2f} ms | "
-                f"{slowest} | {answered} | {result.timeouts} | "
-                f"{_seconds(result.fresh_seconds, 0.99) * 1000:.1f} ms | "
+                f"{_ms(percentile_ms(result.latency_us, 0.5) / 1000)} | "
+                f"{_ms(percentile_ms(result.latency_us, 0.99) / 1000)} | "
+                f"{_ms(slowest)} | {answered} | {result.timeouts} | "
+                f"{_ms(_seconds(result.fresh_seconds, 0.99))} | "
                 f"{result.fresh_failed} of {FRESH_ADMISSIONS * ROUNDS} |"
             )
     table = "\n".join(
