@@ -86,6 +86,7 @@ class FrontConn(TConn):  # type: ignore[misc]
         self.framing: Framing = INCOMPLETE
         self.phase = READ
         self.visit: Visit | None = None  # set while the front holds it
+        self.waiting = False  # registered in the poller (and counted as pending)
         self.ready = False  # a whole request is buffered for a thread
         self.continued = False  # "100 Continue" sent for this request
         self.linger_left = 0  # bytes to drop before closing
@@ -108,7 +109,7 @@ class FrontWorker(ThreadWorker):  # type: ignore[misc]
         self.max_pending: int = server.max_pending_connections
         self.max_body: int = server.max_request_bytes
         self.visits: deque[Visit] = deque()  # in order of deadline
-        self.pending = 0  # connections in the front now
+        self.pending = 0  # connections waiting in the front's poller now
 
     # ------------------------------------------------------------ entry points
 
@@ -156,8 +157,6 @@ class FrontWorker(ThreadWorker):  # type: ignore[misc]
     # ------------------------------------------------------------ the front
 
     def _enter(self, conn: FrontConn) -> None:
-        if self.pending >= self.max_pending:
-            self._evict_oldest()
         try:
             if not conn.initialized:
                 if self.cfg.is_ssl:
@@ -171,29 +170,41 @@ class FrontWorker(ThreadWorker):  # type: ignore[misc]
             else:  # kept alive, or pipelined: what the parser read ahead comes first
                 conn.buffer = bytearray(conn.parser.unreader.take_buffered())
                 conn.phase = READ
-            conn.sock.setblocking(False)
+            if conn.sock.getblocking():  # (a kept-alive one is non-blocking already)
+                conn.sock.setblocking(False)
         except (OSError, ssl.SSLError) as error:
             log.warning("closing a new connection: %s", error)
             self.nr_conns -= 1
             conn.close()
             return
-        self._hold(conn, selectors.EVENT_READ)
+        conn.visit = Visit(conn, time.monotonic() + self.request_timeout)
+        # The usual kept-alive request is all there already: it is handed over
+        # in this call, and never waits in the poller.
         self._step(conn)
 
-    def _hold(self, conn: FrontConn, events: int) -> None:
-        visit = Visit(conn, time.monotonic() + self.request_timeout)
-        conn.visit = visit
-        self.visits.append(visit)
-        self.pending += 1
+    def _wait_for(self, conn: FrontConn, events: int) -> None:
+        """Wait in the poller for ``events``; the first wait counts the
+        connection as pending, and may evict the oldest pending one."""
+        visit = conn.visit
+        if visit is None:
+            return  # closed meanwhile
+        if conn.waiting:
+            self.poller.modify(conn.sock, events, partial(self._step, conn))
+            return
+        if self.pending >= self.max_pending:
+            self._evict_oldest()
         self.poller.register(conn.sock, events, partial(self._step, conn))
+        conn.waiting = True
+        self.pending += 1
+        self.visits.append(visit)
 
     def _release(self, conn: FrontConn) -> None:
-        if conn.visit is None:
-            return
         conn.visit = None
-        self.pending -= 1
-        with contextlib.suppress(KeyError, ValueError, OSError):
-            self.poller.unregister(conn.sock)
+        if conn.waiting:
+            conn.waiting = False
+            self.pending -= 1
+            with contextlib.suppress(KeyError, ValueError, OSError):
+                self.poller.unregister(conn.sock)
 
     def _evict_oldest(self) -> None:
         while self.visits:
@@ -201,9 +212,6 @@ class FrontWorker(ThreadWorker):  # type: ignore[misc]
             if visit.conn.visit is visit:
                 self._drop(visit.conn, "evicted")
                 return
-
-    def _wait_for(self, conn: FrontConn, events: int) -> None:
-        self.poller.modify(conn.sock, events, partial(self._step, conn))
 
     def _step(self, conn: FrontConn, _fileobj: Any = None) -> None:
         """Advance a connection as far as its socket allows, without blocking."""
@@ -258,8 +266,7 @@ class FrontWorker(ThreadWorker):  # type: ignore[misc]
         return False
 
     def _hand_over(self, conn: FrontConn) -> None:
-        self._release(conn)
-        conn.sock.setblocking(True)
+        self._release(conn)  # (gthread's handle() makes the socket blocking again)
         if conn.parser is None:
             conn.parser = http.get_parser(self.cfg, conn.sock, conn.client)
         conn.initialized = conn.data_ready = True
@@ -298,7 +305,7 @@ class FrontWorker(ThreadWorker):  # type: ignore[misc]
             FrontConn.close(conn)
             return
         self.nr_conns += 1  # gthread counted it closed; the front closes it
-        self._hold(conn, selectors.EVENT_READ)
+        conn.visit = Visit(conn, time.monotonic() + self.request_timeout)
         self._start_linger(conn, LINGER_BYTES)
 
     def _start_linger(self, conn: FrontConn, drop_bytes: int) -> None:
