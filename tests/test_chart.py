@@ -21,9 +21,13 @@ CRD_KINDS = {"ServiceMonitor", "Certificate", "Issuer"}
 pytestmark = pytest.mark.skipif(not HELMS, reason="helm not on PATH (run through .ci/test)")
 
 
+# No public image exists: every install names its own (the chart requires it).
+IMAGE = ("--set", "image.repository=registry.example/nettraffic")
+
+
 def render(helm: str = "helm", *args: str) -> list[dict]:
     result = subprocess.run(
-        [helm, "template", "nt", CHART, "-n", "nettraffic", *args],
+        [helm, "template", "nt", CHART, "-n", "nettraffic", *IMAGE, *args],
         capture_output=True,
         text=True,
         timeout=60,
@@ -55,7 +59,10 @@ def pod_specs(objects: list[dict]) -> list[tuple[str, dict]]:
 def test_lint_strict(helm, values):
     args = ["-f", values] if values else []
     result = subprocess.run(
-        [helm, "lint", "--strict", CHART, *args], capture_output=True, text=True, timeout=60
+        [helm, "lint", "--strict", CHART, *IMAGE, *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert result.returncode == 0, result.stdout + result.stderr
 
@@ -269,7 +276,7 @@ def test_monitoring_values():
 )
 def test_schema_rejects_bad_values(helm, setting, message):
     result = subprocess.run(
-        [helm, "template", "nt", CHART, "--set", setting],
+        [helm, "template", "nt", CHART, *IMAGE, "--set", setting],
         capture_output=True,
         text=True,
         timeout=60,
@@ -319,3 +326,22 @@ def test_no_pod_mounts_the_ca_key(values):
             volume = next(v for v in spec["volumes"] if v["name"] == "tls")
             assert [i["key"] for i in volume["secret"]["items"]] == ["tls.crt", "tls.key"]
     assert mounted
+
+
+@pytest.mark.parametrize("helm", HELMS)
+def test_without_an_image_the_install_fails_early_naming_the_value(helm):
+    """No public image is published: the chart's defaults alone must fail at
+    render time with the fix, not later with ImagePullBackOff."""
+    result = subprocess.run(
+        [helm, "template", "nt", CHART], capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode != 0
+    assert "image.repository is not set" in result.stderr
+    assert "--set image.repository=REGISTRY/nettraffic" in result.stderr
+    images = {
+        container["image"]
+        for _, spec in pod_specs(render())
+        for container in spec["containers"]
+        if "nettraffic" in container["image"]
+    }
+    assert images == {"registry.example/nettraffic:0.1.0"}

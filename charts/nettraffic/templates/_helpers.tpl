@@ -17,7 +17,7 @@ app.kubernetes.io/component: webhook
 {{- end -}}
 
 {{- define "nettraffic.image" -}}
-{{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
+{{ required "image.repository is not set: no public image is published. Build the Dockerfile, push it to a registry your nodes pull from, and pass --set image.repository=REGISTRY/nettraffic (README, \"Install in a cluster\")" .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
 {{- end -}}
 
 {{- define "nettraffic.secretName" -}}
