@@ -16,7 +16,7 @@ VALUES_FILES = sorted(glob.glob(os.path.join(CHART, "ci", "*.yaml")))
 HELMS = [h for h in ("helm", "helm4") if shutil.which(h)]
 KUBERNETES_VERSIONS = [f"1.{minor}.0" for minor in range(27, 34)]
 # Kinds whose schemas live in CRDs, not in the Kubernetes API.
-CRD_KINDS = {"ServiceMonitor", "Certificate", "Issuer"}
+CRD_KINDS = {"ServiceMonitor", "PrometheusRule", "Certificate", "Issuer"}
 
 pytestmark = pytest.mark.skipif(not HELMS, reason="helm not on PATH (run through .ci/test)")
 

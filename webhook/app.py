@@ -27,7 +27,7 @@ from webhook.admission import HttpInputError
 from webhook.framing import body_too_large_message, error_document
 from webhook.front import CONNECTIONS_CLOSED
 from webhook.metrics import ADMISSION_BUCKETS, Counter, Gauge, OutcomeHistogram, Reading, Registry
-from webhook.tls import reloader_for
+from webhook.tls import CertReloader, reloader_for
 
 log = logging.getLogger("nettraffic.webhook")
 
@@ -40,7 +40,7 @@ WsgiApp = Callable[[dict[str, Any], StartResponse], Iterable[bytes]]
 
 
 class WebhookMetrics:
-    def __init__(self, scoreboard: Scoreboard) -> None:
+    def __init__(self, scoreboard: Scoreboard, cert: CertReloader) -> None:
         self.registry = Registry()
         add = self.registry.add
         # Answers are counted by path and code in RequestCounter, except those of
@@ -93,6 +93,13 @@ class WebhookMetrics:
             )
         )
         add(CONNECTIONS_CLOSED)  # per process: the worker's front counts them
+        add(
+            Gauge(
+                "nettraffic_serving_certificate_expiry_timestamp_seconds",
+                "When the certificate served to new connections expires (Unix time).",
+                lambda: cert.served_not_after,
+            )
+        )
         now = scoreboard.clock
         add(
             Gauge(
@@ -235,8 +242,8 @@ def create_app(
             namespaces = namespace_cache(api_client(settings.kubeconfig)).start()
     board: Scoreboard = scoreboard
     steerer = Steerer(board, settings)
-    metrics = WebhookMetrics(board)
     cert = reloader_for(settings.server.cert_file, settings.server.key_file)
+    metrics = WebhookMetrics(board, cert)
 
     # The log level is set once, at start-up: asked once, not on every admission.
     debug = log.isEnabledFor(logging.DEBUG)

@@ -15,12 +15,24 @@ import ssl
 import threading
 from dataclasses import dataclass
 
+from cryptography import x509
+
 log = logging.getLogger(__name__)
 
 
 def _stamp(path: str) -> tuple[int, int, int]:
     st = os.stat(path)
     return (st.st_ino, st.st_mtime_ns, st.st_size)
+
+
+def pem_not_after(path: str) -> float | None:
+    """When the first certificate in a PEM file expires (Unix time), or None if unreadable."""
+    try:
+        with open(path, "rb") as handle:
+            certificate = x509.load_pem_x509_certificate(handle.read())
+    except (OSError, ValueError):
+        return None
+    return certificate.not_valid_after_utc.timestamp()
 
 
 def pem_fingerprint(path: str) -> str | None:
@@ -54,6 +66,7 @@ class CertReloader:
         self._context: ssl.SSLContext | None = None
         self._stamps: tuple[tuple[int, int, int], tuple[int, int, int]] | None = None
         self.served_fingerprint: str | None = None
+        self.served_not_after: float | None = None  # Unix time
 
     def _build(self) -> ssl.SSLContext:
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
@@ -84,6 +97,7 @@ class CertReloader:
                 log.info("serving certificate reloaded from %s", self.cert_file)
             self._context, self._stamps = context, stamps
             self.served_fingerprint = pem_fingerprint(self.cert_file)
+            self.served_not_after = pem_not_after(self.cert_file)
             return context
 
     def status(self) -> CertStatus:

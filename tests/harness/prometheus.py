@@ -15,8 +15,10 @@ import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import requests
+import yaml
 
 from tests.harness import stop_process
 
@@ -119,22 +121,34 @@ class PrometheusServer:
         data_dir: str | None = None,
         scrape_targets: Sequence[str] = (),
         scrape_interval: str = "5s",
+        scrape_configs: Sequence[dict[str, Any]] = (),
+        rule_files: Sequence[str] = (),
     ) -> None:
+        """``scrape_targets`` are node exporters; ``scrape_configs`` are
+        further scrape jobs as Prometheus's config takes them."""
         self.workdir = tempfile.mkdtemp(prefix="nt-prom-")
         self.data_dir = data_dir or os.path.join(self.workdir, "data")
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         config = os.path.join(self.workdir, "prometheus.yml")
+        jobs = list(scrape_configs)
+        if scrape_targets:
+            jobs.insert(
+                0,
+                {
+                    "job_name": "node-exporter",
+                    "honor_labels": True,
+                    "static_configs": [{"targets": list(scrape_targets)}],
+                },
+            )
+        document: dict[str, Any] = {"global": {"scrape_interval": scrape_interval}}
+        if jobs:
+            document["scrape_configs"] = jobs
+        if rule_files:
+            document["global"]["evaluation_interval"] = scrape_interval
+            document["rule_files"] = list(rule_files)
         with open(config, "w") as handle:
-            handle.write(f"global:\n  scrape_interval: {scrape_interval}\n")
-            if scrape_targets:
-                targets = ", ".join(f"'{t}'" for t in scrape_targets)
-                handle.write(
-                    "scrape_configs:\n"
-                    "  - job_name: node-exporter\n"
-                    "    honor_labels: true\n"
-                    f"    static_configs: [{{targets: [{targets}]}}]\n"
-                )
+            yaml.safe_dump(document, handle)
         self.log_path = os.path.join(self.workdir, "prometheus.log")
         self._log = open(self.log_path, "w")  # noqa: SIM115 - closed in stop()
         self.process = subprocess.Popen(
