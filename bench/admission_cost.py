@@ -12,7 +12,7 @@ understates the cost about twofold (the decision alone, 2.5-fold). Here
 each cold call follows a pass over 6 MiB of memory and 60,000 Python objects
 (this machine has 2 MiB of L2 per core). That brings the in-process figures
 close to what the webhook's worker spends per request under load (see
-docs/operations.md, "Where an admission's time goes").
+docs/design/admission-performance.md, "Where an admission's time goes").
 
 The scores come from a synthetic traffic source, refreshed before each
 series, so the figures do not depend on Prometheus.

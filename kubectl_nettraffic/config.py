@@ -129,7 +129,7 @@ class ServerSettings:
     # more: one thread runs Python at a time (the GIL), and past a few, extra
     # threads mostly queue for it and for the steering lock; requests beyond
     # them wait in gunicorn's poller instead. At saturation 4 threads served
-    # about 4% more admissions/s than 8 (docs/operations.md, "Threads").
+    # about 4% more admissions/s than 8 (docs/design/admission-performance.md, "Threads").
     threads: int = 4
     log_level: str = "info"
     # The longest a connection may take to finish its TLS handshake and send

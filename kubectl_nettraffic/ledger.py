@@ -28,7 +28,7 @@ node's three arrays, and a burst that water-fills thousands of nodes found
 each of them out of the CPU's caches. Side by side under load at 5,000
 nodes, this log took a median 13 us less worker CPU per admission, and the
 bench's share of the bare app's throughput rose 2-3 points
-(docs/operations.md). The price is paid per measurement, in a batch: with
+(docs/design/admission-performance.md). The price is paid per measurement, in a batch: with
 1,000 admissions/s and a refresh every 15 s, a new measurement time takes
 about 7.5 ms against 4.4 ms with per-node lists (throwaway timing).
 """
