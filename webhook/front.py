@@ -231,9 +231,12 @@ class FrontWorker(ThreadWorker):  # type: ignore[misc]
             self._wait_for(conn, selectors.EVENT_WRITE)
         except BlockingIOError:
             self._wait_for(conn, selectors.EVENT_READ)
-        except (OSError, ssl.SSLError) as error:
+        except (ssl.SSLZeroReturnError, ssl.SSLEOFError, ConnectionError):
+            self._drop(conn, None)  # the client closed, or went away
+        except OSError as error:  # ssl.SSLError among them
             log.debug("connection from %s closed in the front: %s", conn.client, error)
-            self._drop(conn, "tls-error" if isinstance(error, ssl.SSLError) else None)
+            failed_handshake = conn.phase == HANDSHAKE and isinstance(error, ssl.SSLError)
+            self._drop(conn, "tls-error" if failed_handshake else None)
 
     def _read(self, conn: FrontConn) -> None:
         """Receive until the socket has no more; raises SSLWantRead or

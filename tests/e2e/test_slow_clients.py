@@ -2,6 +2,7 @@
 real TLS: admissions from a well-behaved client keep being answered, and
 every stalled connection is closed within server.requestTimeout."""
 
+import contextlib
 import json
 import socket
 import ssl
@@ -181,3 +182,21 @@ def test_requests_the_front_will_not_buffer_get_a_json_answer(webhook, head, sta
         assert sock.recv(1) == b""  # and the connection is closed
     assert answer_status == status
     assert says in json.loads(body)["error"]
+
+
+def test_failed_handshakes_are_counted_and_clean_closes_are_not(webhook):
+    with socket.create_connection(("127.0.0.1", webhook.port), timeout=5) as plain:
+        plain.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")  # HTTP to the TLS port
+        with contextlib.suppress(ConnectionResetError):
+            while plain.recv(4096):
+                pass  # until the server closes it
+    with _tls(webhook) as sock, contextlib.suppress(ssl.SSLError, OSError):
+        sock.unwrap()  # a TLS close_notify, and no request (the server just closes)
+    for _ in range(3):  # kept-alive connections that their clients close
+        session = requests.Session()
+        session.verify, session.trust_env = webhook.ca_file, False
+        session.get(webhook.url + "/healthz", timeout=5)
+        session.close()
+    time.sleep(0.3)
+    assert _closed(webhook, "tls-error") == 1
+    assert _closed(webhook, "timeout") == 0
