@@ -145,14 +145,12 @@ def main(argv: list[str] | None = None) -> int:
     packages = du(image, *in_image(image, "sh", "-c", f"ls -d {SITE}/*/").split())
     venv = du(image, "/opt/nettraffic")["/opt/nettraffic"]
     top = sorted(packages.items(), key=lambda item: -item[1])[:8]
-    kube = du(
-        image,
-        *in_image(
-            image, "sh", "-c", f"ls -d {SITE}/kubernetes/*/ {SITE}/kubernetes/client/*/"
-        ).split(),
-    )
-    imported = in_image(image, "python", "-c", IMPORTS_PROBE).strip()
-    imported_parts = sorted({".".join(m.split(".")[:3]) for m in json.loads(imported)})
+    # du counts a directory once: the client's parts are asked for on their own.
+    kube = du(image, *in_image(image, "sh", "-c", f"ls -d {SITE}/kubernetes/*/").split())
+    kube.pop(f"{SITE}/kubernetes/client/", None)
+    client_parts = in_image(image, "sh", "-c", f"ls -d {SITE}/kubernetes/client/*/").split()
+    kube.update(du(image, *client_parts))
+    imported = json.loads(in_image(image, "python", "-c", IMPORTS_PROBE))
     slim = slim_variant(image)
     slim_size, slim_compressed = sizes(slim)
     checks = {
@@ -171,8 +169,8 @@ def main(argv: list[str] | None = None) -> int:
 
     def kube_row(path: str) -> str:
         part = path.removeprefix(SITE + "/").rstrip("/")
-        used = any(m.replace(".", "/").startswith(part) or part.startswith(m.replace(".", "/"))
-                   for m in imported_parts)  # fmt: skip
+        modules = [module.replace(".", "/") for module in imported]
+        used = any(m == part or m.startswith(part + "/") for m in modules)
         return f"| `{part}` | {megabytes(kube[path])} | {'yes' if used else 'no'} |"
 
     kube_rows = [kube_row(p) for p in sorted(kube, key=lambda p: -kube[p]) if kube[p] >= 64]
@@ -218,8 +216,10 @@ def main(argv: list[str] | None = None) -> int:
             "ApiClient, its configuration and REST layer and the config loaders, never the "
             "typed API classes or the asyncio client. Dropped in the build stage, those parts "
             f"give:\n\n{slim_table}\n\nIn that variant: {works}. The image ships the package "
-            "whole: dropping parts of a dependency is a step every upgrade would have to "
-            "re-check, for a saving in pull time only.\n\n"
+            f"whole: the parts are {(size - slim_size) / 1e6:.0f} MB on a node's disk but "
+            f"{(compressed - slim_compressed) / 1e6:.0f} MB to pull (generated code compresses "
+            "well), and dropping parts of a dependency is a step every upgrade would have to "
+            "re-check.\n\n"
             f"Run time: {elapsed:.0f} s.",
         )
     return 0
