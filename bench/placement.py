@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from bench.report import bench_parser, write_section
-from bench.scheduler_model import ClusterState, schedule
+from bench.scheduler_model import ClusterState, KubeScheduler
 from kubectl_nettraffic.config import settings_from_mapping
 from kubectl_nettraffic.nodes import node_from_json
 from kubectl_nettraffic.scoreboard import Scoreboard
@@ -46,26 +46,31 @@ from tests.harness.reviews import pod as pod_object
 MODEL_NOTE = """\
 The simulation drives the real engine (Scoreboard, Steerer, the in-flight
 ledger: the objects the webhook runs) with metrics refreshed every 15 s from a
-2 m rate window, and models kube-scheduler's default scoring as
-bench/scheduler_model.py documents: plugin weights from
-pkg/scheduler/apis/config/v1/default_plugins.go (NodeAffinity 2,
-PodTopologySpread 2, NodeResourcesFit 1, NodeResourcesBalancedAllocation 1),
-NodeAffinity as the sum of matching preferred weights normalised to 0..100,
-PodTopologySpread with the system default constraints (maxSkew 3 per
-hostname, 5 per zone, ScheduleAnyway) and its own normalisation,
-LeastAllocated and BalancedAllocation over cpu and memory, ties broken at
-random. Nodes have 10 Gbit/s links; 10% start at 75-95% utilisation. A pod is
-placed *hot* when its node's committed load (background plus every pod
-already placed there) is above 80% when it lands. (c) uses the project's
-defaults: pods carry no expected-bandwidth annotation, so each is booked at
-1Mi/s while it really sends about 20 MB/s, except in the rows that say
-otherwise. The last rows show where (c) stops being near the oracle."""
+2 m rate window. kube-scheduler is modelled as bench/scheduler_model.py
+documents, rule by rule from its source: it filters only until it has found
+numFeasibleNodesToFind nodes (every node below 100; 230 of 500), starting
+where the previous pod stopped, and scores only those; NodeAffinity (2),
+PodTopologySpread (2, system default constraints), NodeResourcesFit (1,
+LeastAllocated) and NodeResourcesBalancedAllocation (1, the v1.36 rule)
+each normalised in integers over the scored nodes; a pod no node has room
+for stays Pending; ties are broken at random. The oracle puts each pod on the
+least-loaded link among the nodes it fits on. Nodes have 10 Gbit/s links;
+10% start at 75-95% utilisation. A pod is placed *hot* when its node's
+committed load (background plus every pod already placed there) is above 80%
+when it lands. (c) uses the project's defaults: pods carry no
+expected-bandwidth annotation, so each is booked at 1Mi/s while it really
+sends about 20 MB/s, except in the rows that say otherwise. The model's
+limits: filtering walks the nodes in order (the scheduler checks them in
+parallel and may examine a few more), no pod count limit, volumes, nominated
+nodes or preemption."""
+
 
 LINK = 1.25e9  # 10 Gbit/s in bytes/s
 WINDOW = 120.0
 REFRESH = 15.0
 STARTUP = 10.0
 HOT = 0.8
+POD_CPU, POD_MEMORY = 0.5, 1.0  # cores, GiB requested by every simulated pod
 STRATEGIES = ("default", "tutorial", "nettraffic", "oracle")
 LABELS = {
     "default": "(a) default scheduler",
@@ -99,6 +104,10 @@ class Placed:
 class Run:
     placements: list[Placed] = field(default_factory=list)
     hot: int = 0
+    pending: int = 0  # pods no node could take (kube-scheduler leaves them Pending)
+    steered: int = 0  # pods that carried preferred nodes
+    preferred_scored: int = 0  # ... of which kube-scheduler scored at least one preferred node
+    on_preferred: int = 0  # ... of which landed on a preferred node
     burst_max: list[int] = field(default_factory=list)  # per burst: most pods on one node
     burst_first_max: list[int] = field(
         default_factory=list
@@ -169,6 +178,7 @@ def simulate(scenario: Scenario, strategy: str, seed: int) -> tuple[Run, np.ndar
     board = Scoreboard(settings, lambda: nodes, source, None, clock=lambda: now[0])  # type: ignore[arg-type]
     steerer = Steerer(board, settings, clock=lambda: now[0])
     committed = background.copy()
+    scheduler = KubeScheduler(state, tie_rng)
     run = Run()
     next_refresh = float(rng.uniform(0, REFRESH))
     lowest: int | None = None  # the tutorial's pick at the last refresh
@@ -203,12 +213,23 @@ def simulate(scenario: Scenario, strategy: str, seed: int) -> tuple[Run, np.ndar
             if preferred:
                 first = max(preferred, key=lambda i: preferred[i])
                 firsts[first] = firsts.get(first, 0) + 1
+            workload = f"workload-{burst}"
+            chosen: int | None
             if strategy == "oracle":
-                chosen = int(np.argmin(committed + traffic[j]))
-                state.cpu_requested[chosen] += 0.5
-                state.memory_requested[chosen] += 1.0
+                # The least-loaded link among the nodes the pod fits on.
+                fits = np.flatnonzero(state.fits(POD_CPU, POD_MEMORY))
+                chosen = int(fits[np.argmin(committed[fits])]) if len(fits) else None
+                if chosen is not None:
+                    state.bind(chosen, workload, POD_CPU, POD_MEMORY)
             else:
-                chosen = schedule(state, f"workload-{burst}", 0.5, 1.0, preferred, tie_rng)
+                chosen = scheduler.schedule(workload, POD_CPU, POD_MEMORY, preferred)
+                if preferred:
+                    run.steered += 1
+                    run.preferred_scored += bool(set(preferred) & set(scheduler.last_scored))
+                    run.on_preferred += chosen in preferred
+            if chosen is None:
+                run.pending += 1
+                continue
             if committed[chosen] / LINK > HOT:
                 run.hot += 1
             committed[chosen] += traffic[j]
@@ -216,7 +237,7 @@ def simulate(scenario: Scenario, strategy: str, seed: int) -> tuple[Run, np.ndar
             run.placements.append(placed)
             source.placements.append(placed)
             counts[chosen] = counts.get(chosen, 0) + 1
-        run.burst_max.append(max(counts.values()))
+        run.burst_max.append(max(counts.values(), default=0))
         run.burst_first_max.append(max(firsts.values(), default=0))
         run.burst_sizes.append(replicas)
     return run, committed / LINK
@@ -229,13 +250,16 @@ class Summary:
     std_utilisation: float
     burst_max_share: float  # largest share of one burst on one node
     first_preference_share: float | None  # largest share of a burst's first preferences on one node
+    pending_share: float  # pods left Pending: no node had room
+    preferred_scored_share: float | None  # steered pods with a preferred node among those scored
+    on_preferred_share: float | None  # steered pods bound to a preferred node
 
 
 def summarise(
     scenario: Scenario, strategy: str, seeds: Sequence[int]
 ) -> tuple[Summary, np.ndarray]:
     maxima, stds, spread, first_spread = [], [], [], []
-    hot = pods = 0
+    hot = pods = pending = steered = preferred_scored = on_preferred = 0
     last = np.zeros(0)
     for seed in seeds:
         run, utilisation = simulate(scenario, strategy, seed)
@@ -243,6 +267,10 @@ def summarise(
         stds.append(float(utilisation.std()))
         hot += run.hot
         pods += len(run.placements)
+        pending += run.pending
+        steered += run.steered
+        preferred_scored += run.preferred_scored
+        on_preferred += run.on_preferred
         spread.append(
             max(top / size for top, size in zip(run.burst_max, run.burst_sizes, strict=True))
         )
@@ -252,7 +280,14 @@ def summarise(
         last = utilisation
     firsts = statistics.mean(first_spread) if strategy in ("tutorial", "nettraffic") else None
     summary = Summary(
-        statistics.mean(maxima), hot / pods, statistics.mean(stds), statistics.mean(spread), firsts
+        statistics.mean(maxima),
+        hot / pods,
+        statistics.mean(stds),
+        statistics.mean(spread),
+        firsts,
+        pending / (pods + pending),
+        preferred_scored / steered if steered else None,
+        on_preferred / steered if steered else None,
     )
     return summary, last
 
@@ -323,9 +358,13 @@ def main(argv: list[str] | None = None) -> int:
     ]
     started = time.time()
     lines = [
-        "| scenario | strategy | max link util | pods placed hot (>80%) | std of util | largest share of a burst on one node | largest share of a burst's first preferences on one node |",
-        "|---|---|---|---|---|---|---|",
+        "| scenario | strategy | max link util | pods placed hot (>80%) | pods left Pending | std of util | largest share of a burst on one node | largest share of a burst's first preferences on one node | steered pods with a preferred node scored | steered pods on a preferred node |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
+
+    def share(value: float | None, digits: int = 0) -> str:
+        return "-" if value is None else f"{value:.{digits}%}"
+
     verdicts = []
     plots: dict[str, dict[str, np.ndarray]] = {}
     for scenario, seeds in [*main_scenarios, *limit_scenarios]:
@@ -336,23 +375,27 @@ def main(argv: list[str] | None = None) -> int:
             plots.setdefault(scenario.name, {})[strategy] = last
             lines.append(
                 f"| {scenario.name} ({len(seeds)} seeds) | {LABELS[strategy]} | {summary.max_utilisation:.1%} | "
-                f"{summary.hot_share:.2%} | {summary.std_utilisation:.3f} | {summary.burst_max_share:.0%} | "
-                f"{'-' if summary.first_preference_share is None else f'{summary.first_preference_share:.0%}'} |"
+                f"{summary.hot_share:.2%} | {summary.pending_share:.1%} | {summary.std_utilisation:.3f} | "
+                f"{summary.burst_max_share:.0%} | {share(summary.first_preference_share)} | "
+                f"{share(summary.preferred_scored_share)} | {share(summary.on_preferred_share)} |"
             )
         ours, oracle, tutorial = results["nettraffic"], results["oracle"], results["tutorial"]
         ratio = tutorial.hot_share / ours.hot_share if ours.hot_share else math.inf
         gap = ours.max_utilisation - oracle.max_utilisation
         met = gap <= 0.02 and ours.hot_share <= 0.005 and ratio >= 5
+        # Where the oracle itself places pods hot, the cluster has no room to
+        # keep links cool: the goals do not apply there.
+        verdict = "oracle places hot too" if oracle.hot_share > 0 else "yes" if met else "no"
         verdicts.append(
-            f"| {scenario.name} | {gap:+.1%} | {ours.hot_share:.2%} | "
-            f"{'∞' if ratio == math.inf else f'{ratio:.1f}x'} | {'yes' if met else 'no'} |"
+            f"| {scenario.name} | {gap:+.1%} | {ours.hot_share:.2%} | {oracle.hot_share:.2%} | "
+            f"{'∞' if ratio == math.inf else f'{ratio:.1f}x'} | {verdict} |"
         )
     elapsed = time.time() - started
     table = "\n".join(lines)
     verdict = "\n".join(
         [
-            "| scenario | (c) max util minus (d) | (c) hot placements | (b) hot / (c) hot | all three goals met |",
-            "|---|---|---|---|---|",
+            "| scenario | (c) max util minus (d) | (c) hot placements | (d) hot placements | (b) hot / (c) hot | all three goals met |",
+            "|---|---|---|---|---|---|",
             *verdicts,
         ]
     )

@@ -1,32 +1,68 @@
-"""A model of kube-scheduler's scoring, for the placement simulation.
+"""A model of kube-scheduler's default profile, for the placement simulation.
 
-Follows the default score plugins and weights of
-pkg/scheduler/apis/config/v1/default_plugins.go (NodeAffinity 2,
-PodTopologySpread 2, NodeResourcesFit 1, NodeResourcesBalancedAllocation 1;
-TaintToleration, InterPodAffinity and ImageLocality are neutral here) and
-each plugin's own normalisation:
+Each rule follows the upstream function it names (kubernetes/kubernetes,
+pkg/scheduler/...), in integers where the scheduler counts in integers:
 
-- NodeAffinity (pkg/scheduler/framework/plugins/nodeaffinity): sum of the
-  weights of matching preferred terms, normalised to 0..100 by the maximum
-  over nodes (DefaultNormalizeScore, not reversed).
-- PodTopologySpread (plugins/podtopologyspread/scoring.go) with the system
-  default constraints (maxSkew 3 per kubernetes.io/hostname, 5 per
-  topology.kubernetes.io/zone, ScheduleAnyway): per constraint
-  ``count * log(domains + 2) + (maxSkew - 1)``, summed, then normalised as
-  ``100 * (max + min - s) / max``, so nodes with fewer replicas of the same
-  workload score higher.
-- NodeResourcesFit, LeastAllocated (plugins/noderesources/least_allocated.go):
-  mean over cpu and memory of ``(allocatable - requested) * 100 / allocatable``.
-- NodeResourcesBalancedAllocation (plugins/noderesources/balanced_allocation.go):
-  ``(1 - std(cpu fraction, memory fraction)) * 100``.
+Which nodes are scored
+- ``num_feasible_nodes_to_find``: schedule_one.go, numFeasibleNodesToFind.
+  Below 100 nodes every node; else max(50 - n/125, 5) percent of them, never
+  fewer than 100 (500 -> 230, 5,000 -> 500, 20,000 -> 1,000).
+- ``KubeScheduler.schedule``: schedule_one.go, findNodesThatPassFilters and
+  findNodesThatFitPod. Filtering starts at ``next_start_node_index``, walks
+  the nodes in order and stops once that many feasible nodes are found; the
+  index then moves on by the nodes examined (feasible or not), modulo the
+  node count. Preferred node affinity does not narrow the walk (only a
+  PreFilter result does, from required terms).
+- Filter: NodeResourcesFit (noderesources/fit.go): the pod's cpu and memory
+  requests fit beside what the node's pods request.
+- No feasible node: the pod stays Pending (schedulePod's FitError; PostFilter
+  preemption finds no victims among pods of equal priority). One feasible
+  node: it is chosen without scoring (schedulePod).
 
-Ties between equal totals are broken at random, as selectHost does.
+How they are scored (weights from apis/config/v1/default_plugins.go), each
+plugin normalised over the scored nodes only
+- NodeAffinity 2 (nodeaffinity/node_affinity.go, Score and NormalizeScore):
+  the sum of the weights of matching preferred terms, then
+  ``default_normalize_score`` (helper/normalize_score.go, DefaultNormalizeScore):
+  ``MaxNodeScore * score / max`` in integers.
+- PodTopologySpread 2 (podtopologyspread/scoring.go, initPreScoreState, Score,
+  NormalizeScore) with the system default constraints (plugin.go:
+  maxSkew 3 per kubernetes.io/hostname, 5 per topology.kubernetes.io/zone,
+  ScheduleAnyway): per constraint ``count * log(size + 2) + (maxSkew - 1)``,
+  where size is the number of scored nodes for hostname and the number of
+  zones among them for zone, and a zone's count is over every node of it;
+  summed and rounded; then ``MaxNodeScore * (max + min - s) / max``.
+- NodeResourcesFit 1, LeastAllocated (noderesources/least_allocated.go,
+  leastResourceScorer): per resource ``(capacity - requested) * 100 /
+  capacity`` in integers, the pod included, averaged with equal weights.
+- NodeResourcesBalancedAllocation 1 (noderesources/balanced_allocation.go,
+  balancedResourceScorer): with fractions f of cpu and memory (pod included,
+  capped at 1) and std = |f_cpu - f_mem| / 2,
+  - up to v1.35: ``(1 - std) * 100``;
+  - from v1.36 (kubernetes/kubernetes#135573: it scores the change in balance
+    the pod causes): 75 for no change, 50 from perfectly balanced to perfectly
+    unbalanced, 100 the other way. Modelled as ``(0.75 + (std_before -
+    std_after) / 2) * 100``, the linear rule through those three points as
+    the pull request describes them (its code was not available to check).
+- TaintToleration 3, InterPodAffinity 2 and ImageLocality 1 are the same on
+  every node under the benchmark's pods (no PreferNoSchedule taints, no pod
+  affinity terms, images on no node): constant offsets, left out.
+- selectHost (schedule_one.go): the highest total, ties broken uniformly at
+  random.
+
+Limits: filtering is walked in order, where the scheduler checks nodes in
+parallel and may examine a few more before it stops; no pod count limit per
+node, no volumes, no nominated nodes, no extenders.
 """
 
 import math
 from dataclasses import dataclass, field
 
 import numpy as np
+
+MIN_FEASIBLE_NODES_TO_FIND = 100
+MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
+MAX_NODE_SCORE = 100
 
 WEIGHT_NODE_AFFINITY = 2
 WEIGHT_TOPOLOGY_SPREAD = 2
@@ -35,11 +71,14 @@ WEIGHT_BALANCED = 1
 MAX_SKEW_HOSTNAME = 3
 MAX_SKEW_ZONE = 5
 
+MILLICORES = 1000
+GIB = 2**30
+
 
 @dataclass
 class ClusterState:
-    cpu_allocatable: np.ndarray
-    memory_allocatable: np.ndarray
+    cpu_allocatable: np.ndarray  # cores
+    memory_allocatable: np.ndarray  # GiB
     cpu_requested: np.ndarray
     memory_requested: np.ndarray
     zone: np.ndarray  # zone index per node
@@ -50,63 +89,167 @@ class ClusterState:
     def size(self) -> int:
         return len(self.cpu_allocatable)
 
+    def fits(self, cpu: float, memory: float) -> np.ndarray:
+        """NodeResourcesFit's filter, per node."""
+        return (self.cpu_requested + cpu <= self.cpu_allocatable) & (
+            self.memory_requested + memory <= self.memory_allocatable
+        )
 
-def node_affinity_scores(preferred: dict[int, int], size: int) -> np.ndarray:
-    raw = np.zeros(size)
-    for index, weight in preferred.items():
-        raw[index] += weight
-    top = raw.max()
-    return raw * 100.0 / top if top > 0 else raw
+    def bind(self, node: int, workload: str, cpu: float, memory: float) -> None:
+        self.cpu_requested[node] += cpu
+        self.memory_requested[node] += memory
+        self.replicas.setdefault(workload, np.zeros(self.size))[node] += 1
 
 
-def topology_spread_scores(state: ClusterState, workload: str) -> np.ndarray:
+def num_feasible_nodes_to_find(num_all_nodes: int, percentage: int = 0) -> int:
+    """How many feasible nodes kube-scheduler looks for before it stops filtering."""
+    if num_all_nodes < MIN_FEASIBLE_NODES_TO_FIND:
+        return num_all_nodes
+    if percentage == 0:
+        percentage = max(50 - num_all_nodes // 125, MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND)
+    return max(num_all_nodes * percentage // 100, MIN_FEASIBLE_NODES_TO_FIND)
+
+
+def default_normalize_score(raw: np.ndarray, reverse: bool = False) -> np.ndarray:
+    """DefaultNormalizeScore: scale to 0..MaxNodeScore by the maximum, in integers."""
+    scores = raw.astype(np.int64)
+    top = int(scores.max()) if len(scores) else 0
+    if top == 0:
+        return np.full(len(scores), MAX_NODE_SCORE if reverse else 0, dtype=np.int64)
+    scaled = MAX_NODE_SCORE * scores // top
+    return MAX_NODE_SCORE - scaled if reverse else scaled
+
+
+def node_affinity_scores(preferred: dict[int, int], scored: np.ndarray) -> np.ndarray:
+    """Preferred one-node terms ({node: weight}) over the scored nodes."""
+    raw = np.array([preferred.get(int(i), 0) for i in scored], dtype=np.int64)
+    return default_normalize_score(raw)
+
+
+def topology_spread_scores(state: ClusterState, workload: str, scored: np.ndarray) -> np.ndarray:
     counts = state.replicas.get(workload)
     if counts is None:
         counts = np.zeros(state.size)
-    zones = int(state.zone.max()) + 1
-    per_zone = np.bincount(state.zone, weights=counts, minlength=zones)
-    raw = (counts * math.log(state.size + 2) + (MAX_SKEW_HOSTNAME - 1)) + (
-        per_zone[state.zone] * math.log(zones + 2) + (MAX_SKEW_ZONE - 1)
+    zones_scored = np.unique(state.zone[scored])
+    per_zone = np.bincount(state.zone, weights=counts, minlength=int(state.zone.max()) + 1)
+    hostname_weight = math.log(len(scored) + 2)
+    zone_weight = math.log(len(zones_scored) + 2)
+    raw = (
+        counts[scored] * hostname_weight
+        + (MAX_SKEW_HOSTNAME - 1)
+        + per_zone[state.zone[scored]] * zone_weight
+        + (MAX_SKEW_ZONE - 1)
     )
-    top, bottom = raw.max(), raw.min()
+    # Go's math.Round rounds halves away from zero; the values are positive.
+    rounded = np.floor(raw + 0.5).astype(np.int64)
+    top, bottom = int(rounded.max()), int(rounded.min())
     if top == 0:
-        return np.full(state.size, 100.0)
-    return 100.0 * (top + bottom - raw) / top
+        return np.full(len(scored), MAX_NODE_SCORE, dtype=np.int64)
+    return MAX_NODE_SCORE * (top + bottom - rounded) // top
 
 
-def resource_scores(
-    state: ClusterState, cpu: float, memory: float
-) -> tuple[np.ndarray, np.ndarray]:
-    cpu_fraction = np.minimum(1.0, (state.cpu_requested + cpu) / state.cpu_allocatable)
-    memory_fraction = np.minimum(1.0, (state.memory_requested + memory) / state.memory_allocatable)
-    least_allocated = ((1 - cpu_fraction) * 100 + (1 - memory_fraction) * 100) / 2
-    balanced = (1 - np.abs(cpu_fraction - memory_fraction) / 2) * 100
-    return least_allocated, balanced
-
-
-def schedule(
-    state: ClusterState,
-    workload: str,
-    cpu: float,
-    memory: float,
-    preferred: dict[int, int],
-    rng: np.random.Generator,
-) -> int:
-    """Pick a node as kube-scheduler's default profile would, and bind the pod there."""
-    fits = (state.cpu_requested + cpu <= state.cpu_allocatable) & (
-        state.memory_requested + memory <= state.memory_allocatable
+def _integer_resources(
+    state: ClusterState, scored: np.ndarray, cpu: float, memory: float, with_pod: bool
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(cpu requested, cpu allocatable, memory requested, memory allocatable) in
+    millicores and bytes, as the scheduler counts them."""
+    extra = 1 if with_pod else 0
+    cpu_requested = np.round((state.cpu_requested[scored] + extra * cpu) * MILLICORES)
+    memory_requested = np.round((state.memory_requested[scored] + extra * memory) * GIB)
+    return (
+        cpu_requested.astype(np.int64),
+        np.round(state.cpu_allocatable[scored] * MILLICORES).astype(np.int64),
+        memory_requested.astype(np.int64),
+        np.round(state.memory_allocatable[scored] * GIB).astype(np.int64),
     )
-    least, balanced = resource_scores(state, cpu, memory)
-    total = (
-        WEIGHT_NODE_AFFINITY * node_affinity_scores(preferred, state.size)
-        + WEIGHT_TOPOLOGY_SPREAD * topology_spread_scores(state, workload)
-        + WEIGHT_FIT * least
-        + WEIGHT_BALANCED * balanced
+
+
+def least_allocated_scores(
+    state: ClusterState, scored: np.ndarray, cpu: float, memory: float
+) -> np.ndarray:
+    cpu_requested, cpu_capacity, memory_requested, memory_capacity = _integer_resources(
+        state, scored, cpu, memory, with_pod=True
     )
-    total = np.where(fits, total, -np.inf)
-    best = np.flatnonzero(total == total.max())
-    chosen = int(rng.choice(best))
-    state.cpu_requested[chosen] += cpu
-    state.memory_requested[chosen] += memory
-    state.replicas.setdefault(workload, np.zeros(state.size))[chosen] += 1
-    return chosen
+
+    def least_requested(requested: np.ndarray, capacity: np.ndarray) -> np.ndarray:
+        free = np.where(requested > capacity, 0, capacity - requested)
+        return free * MAX_NODE_SCORE // capacity
+
+    return (
+        least_requested(cpu_requested, cpu_capacity)
+        + least_requested(memory_requested, memory_capacity)
+    ) // 2
+
+
+def _imbalance(
+    cpu_requested: np.ndarray,
+    cpu_capacity: np.ndarray,
+    memory_requested: np.ndarray,
+    memory_capacity: np.ndarray,
+) -> np.ndarray:
+    cpu_fraction = np.minimum(1.0, cpu_requested / cpu_capacity)
+    memory_fraction = np.minimum(1.0, memory_requested / memory_capacity)
+    return np.abs(cpu_fraction - memory_fraction) / 2
+
+
+def balanced_allocation_scores(
+    state: ClusterState, scored: np.ndarray, cpu: float, memory: float, rule: str = "v1.36"
+) -> np.ndarray:
+    after = _imbalance(*_integer_resources(state, scored, cpu, memory, with_pod=True))
+    if rule == "v1.35":
+        return ((1 - after) * MAX_NODE_SCORE).astype(np.int64)
+    if rule != "v1.36":
+        raise ValueError(f"balanced allocation rule {rule!r}: use v1.36 or v1.35")
+    before = _imbalance(*_integer_resources(state, scored, cpu, memory, with_pod=False))
+    return ((0.75 + (before - after) / 2) * MAX_NODE_SCORE).astype(np.int64)
+
+
+class KubeScheduler:
+    """One scheduler profile: its rotating start index survives between pods."""
+
+    def __init__(
+        self,
+        state: ClusterState,
+        rng: np.random.Generator,
+        balanced_rule: str = "v1.36",
+        percentage_of_nodes_to_score: int = 0,
+    ) -> None:
+        self.state, self.rng = state, rng
+        self.balanced_rule = balanced_rule
+        self.percentage = percentage_of_nodes_to_score
+        self.next_start_node_index = 0
+        self.last_scored = np.zeros(0, dtype=np.int64)  # the nodes the last pod was scored on
+
+    def feasible_sample(self, cpu: float, memory: float) -> np.ndarray:
+        """The feasible nodes the scheduler finds for a pod, in the order it finds them."""
+        size = self.state.size
+        wanted = num_feasible_nodes_to_find(size, self.percentage)
+        order = (self.next_start_node_index + np.arange(size)) % size
+        feasible_in_order = np.flatnonzero(self.state.fits(cpu, memory)[order])
+        found = feasible_in_order[:wanted]
+        processed = int(found[-1]) + 1 if len(found) == wanted else size
+        self.next_start_node_index = (self.next_start_node_index + processed) % size
+        return order[found]
+
+    def schedule(
+        self, workload: str, cpu: float, memory: float, preferred: dict[int, int]
+    ) -> int | None:
+        """The node the pod is bound to, or None: it stays Pending."""
+        scored = self.feasible_sample(cpu, memory)
+        self.last_scored = scored
+        if len(scored) == 0:
+            return None
+        if len(scored) == 1:
+            chosen = int(scored[0])
+        else:
+            total = (
+                WEIGHT_NODE_AFFINITY * node_affinity_scores(preferred, scored)
+                + WEIGHT_TOPOLOGY_SPREAD * topology_spread_scores(self.state, workload, scored)
+                + WEIGHT_FIT * least_allocated_scores(self.state, scored, cpu, memory)
+                + WEIGHT_BALANCED
+                * balanced_allocation_scores(self.state, scored, cpu, memory, self.balanced_rule)
+            )
+            best = scored[total == total.max()]
+            chosen = int(self.rng.choice(best))
+        self.state.bind(chosen, workload, cpu, memory)
+        return chosen

@@ -9,34 +9,130 @@ pytest.importorskip("numpy")
 from bench.placement import STRATEGIES, Scenario, summarise
 from bench.scheduler_model import (
     ClusterState,
+    KubeScheduler,
+    balanced_allocation_scores,
+    default_normalize_score,
+    least_allocated_scores,
     node_affinity_scores,
-    schedule,
+    num_feasible_nodes_to_find,
     topology_spread_scores,
 )
 
 
-def _state(n: int = 4) -> ClusterState:
+def _state(n: int = 4, cpu_used: float = 0.0, memory_used: float = 0.0) -> ClusterState:
     return ClusterState(
-        np.full(n, 16.0), np.full(n, 64.0), np.zeros(n), np.zeros(n), np.arange(n) % 2
+        np.full(n, 16.0),
+        np.full(n, 64.0),
+        np.full(n, cpu_used),
+        np.full(n, memory_used),
+        np.arange(n) % 2,
     )
 
 
-def test_node_affinity_is_normalised_by_the_maximum():
-    assert list(node_affinity_scores({0: 100, 2: 50}, 4)) == [100.0, 0.0, 50.0, 0.0]
-    assert list(node_affinity_scores({}, 3)) == [0.0, 0.0, 0.0]
+@pytest.mark.parametrize(
+    ("nodes", "percentage", "found"),
+    [
+        (50, 0, 50),  # below 100: every node
+        (99, 0, 99),
+        (100, 0, 100),  # 50% of 100 is 50, never fewer than 100
+        (500, 0, 230),  # 50 - 500/125 = 46%
+        (5_000, 0, 500),  # 50 - 40 = 10%
+        (20_000, 0, 1_000),  # 50 - 160 < 5: 5%
+        (1_000, 30, 300),  # a configured percentageOfNodesToScore
+    ],
+)
+def test_num_feasible_nodes_to_find(nodes, percentage, found):
+    assert num_feasible_nodes_to_find(nodes, percentage) == found
 
 
-def test_topology_spread_prefers_nodes_with_fewer_replicas():
+def test_default_normalize_score_is_integer_scaling_by_the_maximum():
+    assert list(default_normalize_score(np.array([3, 7]))) == [42, 100]  # 300 // 7
+    assert list(default_normalize_score(np.array([3, 7]), reverse=True)) == [58, 0]
+    assert list(default_normalize_score(np.array([0, 0]))) == [0, 0]
+    assert list(default_normalize_score(np.array([0, 0]), reverse=True)) == [100, 100]
+
+
+def test_node_affinity_is_normalised_over_the_scored_nodes_only():
+    scored = np.array([0, 2, 3])
+    assert list(node_affinity_scores({0: 30, 1: 100, 2: 60}, scored)) == [50, 100, 0]
+    assert list(node_affinity_scores({}, scored)) == [0, 0, 0]
+
+
+def test_topology_spread_by_hand():
     state = _state()
-    state.replicas["web"] = np.array([3.0, 0.0, 1.0, 0.0])
-    scores = topology_spread_scores(state, "web")
-    assert scores[1] == scores.max() and scores[0] == scores.min()
-    assert list(topology_spread_scores(_state(), "other")) == [100.0] * 4
+    state.replicas["web"] = np.array([0.0, 1.0, 2.0, 0.0])
+    # hostname weight ln(4 + 2), zone weight ln(2 + 2); zone 0 holds 2 replicas, zone 1 holds 1:
+    # raw 0+2+2*1.386+4 = 8.77 -> 9; 1.79+2+1.386+4 = 9.18 -> 9; 3.58+2+2.77+4 = 12.36 -> 12;
+    # 0+2+1.386+4 = 7.39 -> 7. Then 100 * (12 + 7 - s) // 12.
+    assert list(topology_spread_scores(state, "web", np.arange(4))) == [83, 83, 58, 100]
+    assert list(topology_spread_scores(state, "other", np.arange(4))) == [100] * 4
+
+
+def test_topology_spread_weighs_hostnames_by_the_scored_nodes_and_zones_by_all_their_nodes():
+    state = _state()
+    state.replicas["web"] = np.array([0.0, 0.0, 4.0, 3.0])
+    # Scored: nodes 0 and 1. Hostname weight ln(2 + 2); node 0's zone (0) holds node 2's 4
+    # replicas, node 1's zone (1) node 3's 3, with zone weight ln(2 + 2):
+    # raw 2 + 4 * 1.386 + 4 = 11.55 -> 12 and 2 + 3 * 1.386 + 4 = 10.16 -> 10.
+    assert list(topology_spread_scores(state, "web", np.array([0, 1]))) == [83, 100]
+
+
+def test_least_allocated_by_hand():
+    state = _state(1, cpu_used=6.0, memory_used=20.0)
+    # cpu (16000 - 6500) * 100 // 16000 = 59; memory (64 - 21) GiB * 100 // 64 GiB = 67
+    assert list(least_allocated_scores(state, np.array([0]), 0.5, 1.0)) == [(59 + 67) // 2]
+
+
+def test_balanced_allocation_both_rules_by_hand():
+    state = _state(1, cpu_used=6.0, memory_used=20.0)
+    # After: cpu 6.5/16 = 0.40625, memory 21/64 = 0.328125, std 0.0390625.
+    assert list(balanced_allocation_scores(state, np.array([0]), 0.5, 1.0, "v1.35")) == [96]
+    # Before: 6/16 = 0.375, 20/64 = 0.3125, std 0.03125: 0.75 + (0.03125 - 0.0390625) / 2.
+    assert list(balanced_allocation_scores(state, np.array([0]), 0.5, 1.0, "v1.36")) == [74]
+    balanced = _state(1, cpu_used=4.0, memory_used=16.0)  # 25% of both
+    unchanged = balanced_allocation_scores(balanced, np.array([0]), 1.0, 4.0, "v1.36")
+    assert list(unchanged) == [75]  # no change in balance
+
+
+def test_filtering_samples_and_rotates_like_kube_scheduler():
+    scheduler = KubeScheduler(_state(500), np.random.default_rng(0))
+    first = scheduler.feasible_sample(0.5, 1.0)
+    assert list(first) == list(range(230)) and scheduler.next_start_node_index == 230
+    second = scheduler.feasible_sample(0.5, 1.0)
+    assert list(second) == list(range(230, 460))
+    third = scheduler.feasible_sample(0.5, 1.0)
+    assert list(third) == [*range(460, 500), *range(0, 190)]
+    assert scheduler.next_start_node_index == 190
+
+
+def test_the_walk_counts_the_nodes_that_failed_the_filter():
+    state = _state(500)
+    state.cpu_requested[:100] = 16.0  # the first 100 nodes are full
+    scheduler = KubeScheduler(state, np.random.default_rng(0))
+    assert list(scheduler.feasible_sample(0.5, 1.0)) == list(range(100, 330))
+    assert scheduler.next_start_node_index == 330
+
+
+def test_a_preference_outside_the_sample_is_not_seen():
+    scheduler = KubeScheduler(_state(500), np.random.default_rng(0))
+    chosen = scheduler.schedule("web", 0.5, 1.0, {499: 100})
+    assert chosen is not None and chosen < 230
+    scheduler.next_start_node_index = 300
+    assert scheduler.schedule("web", 0.5, 1.0, {499: 100}) == 499
+
+
+def test_no_feasible_node_leaves_the_pod_pending_and_one_is_taken_unscored():
+    state = _state(4, cpu_used=16.0)
+    scheduler = KubeScheduler(state, np.random.default_rng(0))
+    assert scheduler.schedule("web", 0.5, 1.0, {0: 100}) is None
+    assert state.memory_requested.sum() == 0  # nothing bound
+    state.cpu_requested[2] = 0.0
+    assert scheduler.schedule("web", 0.5, 1.0, {0: 100}) == 2
 
 
 def test_schedule_follows_a_strong_preference_and_books_resources():
     state = _state()
-    chosen = schedule(state, "web", 1.0, 2.0, {3: 100}, np.random.default_rng(0))
+    chosen = KubeScheduler(state, np.random.default_rng(0)).schedule("web", 1.0, 2.0, {3: 100})
     assert chosen == 3 and state.cpu_requested[3] == 1.0 and state.replicas["web"][3] == 1
 
 
