@@ -21,10 +21,6 @@ latencies pool every request of every round.
 
 import math
 import os
-import re
-import shutil
-import subprocess
-import sys
 import tempfile
 import time
 from collections import Counter
@@ -32,7 +28,7 @@ from dataclasses import dataclass, field
 
 import requests
 
-from bench.admission import ServerProcess, percentile_ms, wrk_script
+from bench.admission import ServerProcess, percentile_ms, run_wrk, wrk_missing, wrk_script
 from bench.fixtures import config, prometheus_for, write_node_file
 from bench.report import bench_parser, write_section
 from kubectl_nettraffic.config import ServerSettings
@@ -54,38 +50,18 @@ CONDITIONS = ("quiet", "50 misbehaving")
 class Pooled:
     rates: list[float] = field(default_factory=list)
     latency_us: Counter[int] = field(default_factory=Counter)
-    timeouts: int = 0  # wrk's requests not answered within ANSWER_WITHIN
+    timeouts: int = 0  # wrk's requests not answered within ANSWER_WITHIN, or failed
     fresh_seconds: list[float] = field(default_factory=list)  # new-connection admissions
     fresh_failed: int = 0
 
 
 def run_paced(url: str, script: str, histogram: str, pooled: Pooled) -> None:
-    result = subprocess.run(
-        [
-            "wrk",
-            "-t2",
-            f"-c{PACED_CONNECTIONS}",
-            f"-d{DURATION}s",
-            f"--timeout={ANSWER_WITHIN:g}s",
-            "-s",
-            script,
-            url + "/mutate",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=DURATION + 60,
-        env={**os.environ, "NT_HISTOGRAM": histogram},
+    run = run_wrk(
+        url, script, PACED_CONNECTIONS, histogram, duration=DURATION, timeout=ANSWER_WITHIN
     )
-    rate = re.search(r"Requests/sec:\s+([\d.]+)", result.stdout)
-    if result.returncode != 0 or rate is None:
-        raise RuntimeError(f"wrk failed against {url}: {result.stdout}{result.stderr}")
-    timeouts = re.search(r"timeout (\d+)", result.stdout)
-    pooled.rates.append(float(rate.group(1)))
-    pooled.timeouts += int(timeouts.group(1)) if timeouts else 0
-    with open(histogram) as handle:
-        for line in handle:
-            value, count = line.split()
-            pooled.latency_us[int(float(value))] += int(float(count))
+    pooled.rates.append(run.rate)
+    pooled.timeouts += run.unanswered
+    pooled.latency_us.update(run.latency_us)
 
 
 def run_fresh(url: str, ca_file: str, pooled: Pooled) -> None:
@@ -169,8 +145,7 @@ def _seconds(values: list[float], fraction: float) -> float:
 
 def main(argv: list[str] | None = None) -> int:
     args = bench_parser(__doc__).parse_args(argv)
-    if shutil.which("wrk") is None:
-        print("wrk is not installed: apt-get install wrk (or run bash .ci/setup)", file=sys.stderr)
+    if wrk_missing():
         return 1
     started = time.time()
     with tempfile.TemporaryDirectory() as directory:
@@ -192,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
             )
     table = "\n".join(
         [
-            "| server | clients beside the load | paced: achieved rate | p50 | p99 | slowest answer | answered | timed out (2 s) | new connection each: p99 | new connection each: not answered within 2 s |",
+            "| server | clients beside the load | paced: achieved rate | p50 | p99 | slowest answer | answered | not answered within 2 s | new connection each: p99 | new connection each: not answered within 2 s |",
             "|---|---|---|---|---|---|---|---|---|---|",
             *rows,
         ]
