@@ -8,8 +8,9 @@ in bench/scheduler_model.py. Run:
     python -m bench.placement --quick    # fewer seeds
 
 Model, per seed:
-- Nodes with 10 Gbit/s links, 3 zones, 16 cores / 64 GiB, skewed background
-  traffic: most nodes lightly loaded, 10% near saturation (75-95%).
+- Nodes with 10 Gbit/s links (or a mix of 1, 10 and 25 Gbit/s), 3 zones,
+  16 cores / 64 GiB, skewed background traffic: most nodes lightly loaded,
+  10% near saturation (75-95%).
 - Workloads scale up in bursts: every 30 s a workload adds 10-40 replicas
   within one second. Each pod sends its own traffic (log-normal, median
   20 MB/s) starting 10 s after admission and requests 0.5 CPU / 1 GiB.
@@ -17,7 +18,9 @@ Model, per seed:
 - Strategies: (a) default scheduler alone; (b) the tutorials' approach:
   prefer the single lowest-traffic node (weight 100), no burst accounting;
   (c) this project with its defaults; (d) an oracle that knows every pod's
-  traffic and puts it on the least-loaded node.
+  traffic and puts it on the least-utilised link among the nodes it fits on.
+- kube-scheduler as bench/scheduler_model.py models it: it scores only a
+  sample of the nodes in clusters of 100 nodes or more.
 - A placement is "hot" when the node's committed load (background plus every
   pod already placed there, started or not) is above 80% of its link when
   the pod lands: that pod will suffer once everything runs.
@@ -54,8 +57,9 @@ PodTopologySpread (2, system default constraints), NodeResourcesFit (1,
 LeastAllocated) and NodeResourcesBalancedAllocation (1, the v1.36 rule)
 each normalised in integers over the scored nodes; a pod no node has room
 for stays Pending; ties are broken at random. The oracle puts each pod on the
-least-loaded link among the nodes it fits on. Nodes have 10 Gbit/s links;
-10% start at 75-95% utilisation. A pod is placed *hot* when its node's
+least-utilised link among the nodes it fits on. Nodes have 10 Gbit/s links
+(three in ten 1 Gbit/s and one in five 25 Gbit/s in the rows that say so); 10%
+start at 75-95% utilisation. A pod is placed *hot* when its node's
 committed load (background plus every pod already placed there) is above 80%
 when it lands. (c) uses the project's defaults: pods carry no
 expected-bandwidth annotation, so each is booked at 1Mi/s while it really
@@ -65,7 +69,8 @@ parallel and may examine a few more), no pod count limit, volumes, nominated
 nodes or preemption."""
 
 
-LINK = 1.25e9  # 10 Gbit/s in bytes/s
+GBIT = 1.25e8  # bytes/s
+LINK = 10 * GBIT  # the usual node's link
 WINDOW = 120.0
 REFRESH = 15.0
 STARTUP = 10.0
@@ -91,6 +96,9 @@ class Scenario:
     estimate_factor: float | None = None
     hot_fraction: float = 0.10
     preferred_nodes: int = 3  # steering.preferredNodes
+    # Link speeds (bytes/s) and the share of nodes with each.
+    links: tuple[tuple[float, float], ...] = ((LINK, 1.0),)
+    scoring_mode: str = "traffic"  # scoring.mode
 
 
 @dataclass
@@ -119,9 +127,14 @@ class MeasuredTraffic:
     """A Prometheus stand-in for the simulation: rate() over the window, as of the sim clock."""
 
     def __init__(
-        self, background: np.ndarray, names: list[str], clock: Callable[[], float]
+        self,
+        background: np.ndarray,
+        links: np.ndarray,
+        names: list[str],
+        clock: Callable[[], float],
     ) -> None:
         self.background = background
+        self.links = links
         self.names = names
         self.clock = clock
         self.placements: list[Placed] = []
@@ -137,14 +150,19 @@ class MeasuredTraffic:
         at = self.clock()
         values = self.measured(at)
         by_node = {
-            name: NodeTraffic(v * 0.8, v * 0.2, LINK, ("sim",))
-            for name, v in zip(self.names, values, strict=True)
+            name: NodeTraffic(v * 0.8, v * 0.2, float(link), ("sim",))
+            for name, v, link in zip(self.names, values, self.links, strict=True)
         }
         return TrafficReport(by_node, (), (), {}, (), at)
 
 
-def _cluster(scenario: Scenario, rng: np.random.Generator) -> tuple[np.ndarray, ClusterState]:
+def _cluster(
+    scenario: Scenario, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray, ClusterState]:
+    """(background traffic, link speed, requests) per node."""
     n = scenario.nodes
+    speeds, shares = zip(*scenario.links, strict=True)
+    links = rng.choice(np.array(speeds), size=n, p=np.array(shares))
     utilisation = np.clip(rng.lognormal(math.log(0.12), 0.6, n), 0.01, 0.6)
     hot = rng.choice(n, size=max(1, round(n * scenario.hot_fraction)), replace=False)
     utilisation[hot] = rng.uniform(0.75, 0.95, len(hot))
@@ -155,24 +173,25 @@ def _cluster(scenario: Scenario, rng: np.random.Generator) -> tuple[np.ndarray, 
         memory_requested=rng.uniform(0.2, 0.6, n) * 64,
         zone=np.arange(n) % 3,
     )
-    return utilisation * LINK, state
+    return utilisation * links, links, state
 
 
 def simulate(scenario: Scenario, strategy: str, seed: int) -> tuple[Run, np.ndarray]:
     rng = np.random.default_rng(seed)
-    background, state = _cluster(scenario, rng)
+    background, links, state = _cluster(scenario, rng)
     workload_rng = np.random.default_rng(seed + 10_000)  # same workloads for every strategy
     tie_rng = np.random.default_rng(seed + 20_000)
     names = [f"node-{i:03d}" for i in range(scenario.nodes)]
     index = {name: i for i, name in enumerate(names)}
     now = [0.0]
-    source = MeasuredTraffic(background, names, lambda: now[0])
+    source = MeasuredTraffic(background, links, names, lambda: now[0])
     nodes = [node_from_json(node(name)) for name in names]
     settings = settings_from_mapping(
         {
             "prometheus": {"url": "http://sim"},
             "metricsServer": {"enabled": False},
             "steering": {"podStartup": f"{STARTUP:g}s", "preferredNodes": scenario.preferred_nodes},
+            "scoring": {"mode": scenario.scoring_mode},
         }
     )
     board = Scoreboard(settings, lambda: nodes, source, None, clock=lambda: now[0])  # type: ignore[arg-type]
@@ -216,9 +235,10 @@ def simulate(scenario: Scenario, strategy: str, seed: int) -> tuple[Run, np.ndar
             workload = f"workload-{burst}"
             chosen: int | None
             if strategy == "oracle":
-                # The least-loaded link among the nodes the pod fits on.
+                # The least-utilised link, the pod included, among the nodes it fits on.
                 fits = np.flatnonzero(state.fits(POD_CPU, POD_MEMORY))
-                chosen = int(fits[np.argmin(committed[fits])]) if len(fits) else None
+                after = (committed[fits] + traffic[j]) / links[fits]
+                chosen = int(fits[np.argmin(after)]) if len(fits) else None
                 if chosen is not None:
                     state.bind(chosen, workload, POD_CPU, POD_MEMORY)
             else:
@@ -230,7 +250,7 @@ def simulate(scenario: Scenario, strategy: str, seed: int) -> tuple[Run, np.ndar
             if chosen is None:
                 run.pending += 1
                 continue
-            if committed[chosen] / LINK > HOT:
+            if committed[chosen] / links[chosen] > HOT:
                 run.hot += 1
             committed[chosen] += traffic[j]
             placed = Placed(chosen, float(traffic[j]), now[0] + STARTUP)
@@ -240,7 +260,7 @@ def simulate(scenario: Scenario, strategy: str, seed: int) -> tuple[Run, np.ndar
         run.burst_max.append(max(counts.values(), default=0))
         run.burst_first_max.append(max(firsts.values(), default=0))
         run.burst_sizes.append(replicas)
-    return run, committed / LINK
+    return run, committed / links
 
 
 @dataclass(frozen=True)
@@ -319,9 +339,22 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     seeds_small = range(3 if args.quick else 20)
     seeds_large = range(1 if args.quick else 5)
+    mixed = ((GBIT, 0.3), (10 * GBIT, 0.5), (25 * GBIT, 0.2))
     main_scenarios = [
         (Scenario("50 nodes", nodes=50, bursts=12), seeds_small),
         (Scenario("500 nodes", nodes=500, bursts=40), seeds_large),
+        (Scenario("5,000 nodes", nodes=5000, bursts=40), seeds_large),
+        (Scenario("500 nodes, links of 1, 10 and 25 Gbit/s", 500, 40, links=mixed), seeds_large),
+        (
+            Scenario(
+                "500 nodes, links of 1, 10 and 25 Gbit/s, scoring.mode link-utilization",
+                500,
+                40,
+                links=mixed,
+                scoring_mode="link-utilization",
+            ),
+            seeds_large,
+        ),
     ]
     limit_scenarios = [
         (
