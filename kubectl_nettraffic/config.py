@@ -143,6 +143,9 @@ class ServerSettings:
     # An API server under load keeps tens of connections open, almost all idle
     # between requests (kept alive, which this does not count).
     max_pending_connections: int = 256
+    # All open connections (gunicorn's worker_connections, its own default):
+    # at the limit the longest-idle kept-alive one is closed to make room.
+    max_connections: int = 1000
 
 
 @dataclass(frozen=True)
@@ -368,6 +371,7 @@ _SCHEMA: dict[str, tuple[str, Any]] = {
             "logLevel": ("log_level", _log_level),
             "requestTimeout": ("request_timeout", _duration),
             "maxPendingConnections": ("max_pending_connections", _integer(1, 10_000)),
+            "maxConnections": ("max_connections", _integer(10, 100_000)),
         },
     ),
 }

@@ -18,6 +18,9 @@ Bounds, all from ``server`` settings:
   past it, it is closed. The loop checks at least once a second.
 - ``maxPendingConnections``: connections still being read; one more closes
   the oldest of them, so a flood of stalled ones cannot shut out new ones.
+- ``maxConnections`` (gunicorn's worker_connections): at the limit, the
+  longest-idle kept-alive connection is closed to make room, instead of
+  new connections waiting for one to time out.
 - a header section past 64 KiB, a chunked body or a body past
   ``maxRequestBytes`` are answered here (431, 411, 413) and closed.
 - a thread's write of an answer times out after ``requestTimeout`` too, so a
@@ -141,6 +144,23 @@ class FrontWorker(ThreadWorker):  # type: ignore[misc]
         # client waited for it, and gunicorn's own would come after the body.
         req._expected_100_continue = False
         return super().handle_request(req, conn)
+
+    def set_accept_enabled(self, enabled: bool) -> None:
+        """gthread stops accepting at ``worker_connections``, until a connection
+        closes: idle kept-alive ones may take 75 s. Before that, the
+        longest-idle kept-alive connections are closed to make room, so a
+        client holding many idle connections cannot shut new ones out."""
+        if not enabled and self.alive:
+            while self.nr_conns >= self.worker_connections and self.keepalived_conns:
+                conn = self.keepalived_conns.popleft()
+                with contextlib.suppress(KeyError, ValueError, OSError):
+                    self.poller.unregister(conn.sock)
+                self.nr_conns -= 1
+                conn.close()
+                CONNECTIONS_CLOSED.inc("evicted-idle")
+            if self.nr_conns < self.worker_connections:
+                return  # room made: keep accepting
+        super().set_accept_enabled(enabled)
 
     def murder_pending(self) -> None:
         """gthread's loop calls this at least once a second: close what is overdue."""

@@ -59,6 +59,7 @@ def gunicorn_options(settings: Settings) -> dict[str, Any]:
         # gthread, with TLS handshakes and request reads moved off its threads.
         "worker_class": "webhook.front.FrontWorker",
         "threads": server.threads,
+        "worker_connections": server.max_connections,
         # Longer than the API server's idle connection reuse, so it keeps
         # reusing warm TLS connections instead of paying a handshake per call.
         "keepalive": 75,

@@ -200,3 +200,25 @@ def test_failed_handshakes_are_counted_and_clean_closes_are_not(webhook):
     time.sleep(0.3)
     assert _closed(webhook, "tls-error") == 1
     assert _closed(webhook, "timeout") == 0
+
+
+def test_idle_kept_alive_connections_make_room_at_the_connection_limit(prometheus, tmp_path):
+    # 20 connections at most; gthread keeps at most 20 - 4 threads = 16 alive.
+    webhook = _webhook(prometheus, tmp_path, maxConnections=20, requestTimeout="10s")
+    held: list[socket.socket] = []
+    try:
+        for _ in range(16):  # kept alive after one request each, then idle
+            sock = _tls(webhook)
+            sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n")
+            assert _read_answers(sock, 1)[0][0] == 200
+            held.append(sock)
+        for _ in range(4):  # and four that never send: the limit is reached
+            held.append(socket.create_connection(("127.0.0.1", webhook.port), timeout=5))
+        time.sleep(0.5)
+        # Without room made, these would wait for the idle ones to time out (10 s).
+        assert max(_admission_seconds(webhook, 3)) < 1.0
+        assert _closed(webhook, "evicted-idle") >= 1
+    finally:
+        for sock in held:
+            sock.close()
+        webhook.stop()
