@@ -61,3 +61,29 @@ def test_expect_continue_is_noticed():
 def test_error_documents_carry_the_extender_field_on_scheduler_paths():
     assert error_document("/mutate", "bad") == {"error": "bad"}
     assert error_document("/scheduler/filter", "bad") == {"error": "bad", "Error": "bad"}
+
+
+@pytest.mark.parametrize(
+    ("head", "status", "says"),
+    [
+        (b"post /mutate HTTP/1.1", 400, "is not METHOD TARGET HTTP/1.1"),
+        (b"POST /mutate", 400, "is not METHOD TARGET HTTP/1.1"),
+        (b"POST /mutate HTTP/one", 400, "is not METHOD TARGET HTTP/1.1"),
+        (b"PRI * HTTP/2.0\r\n\r\nSM", 0, ""),  # a well-formed line: gunicorn's to judge
+        (b"GET /" + b"a" * 5000 + b" HTTP/1.1", 414, "longer than 4094"),
+        (b"POST /mutate HTTP/1.1\r\nBad Name: x", 400, "no valid field name"),
+        (b"POST /mutate HTTP/1.1\r\nNoColon", 400, "no valid field name"),
+        (b"POST /mutate HTTP/1.1\r\nX-A: 1\r\n  folded", 400, "obsolete folding"),
+        (b"POST /mutate HTTP/1.1" + b"\r\nX-A: 1" * 101, 431, "more than 100 header fields"),
+        (b"POST /mutate HTTP/1.1\r\nX-A: " + b"a" * 9000, 431, "longer than 8190"),
+    ],
+)
+def test_request_lines_and_fields_gunicorn_would_refuse_are_refused_here(head, status, says):
+    framing = frame(head + b"\r\n\r\n", 100)
+    assert framing.status == status
+    assert says in framing.message
+
+
+def test_one_empty_line_before_the_request_line_is_ignored():
+    framing = frame(b"\r\nGET /healthz HTTP/1.1\r\nHost: x\r\n\r\n", 100)
+    assert framing.complete and not framing.refused and framing.path == "/healthz"

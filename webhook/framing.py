@@ -5,17 +5,29 @@ this says when it has: the header section ends at the first blank line, the
 body after it is ``Content-Length`` bytes long (RFC 9112 §6.3). It is not a
 parser: gunicorn parses the request once it is complete. It only refuses
 what the front will not buffer, with the status and the message to answer:
-a header section past ``MAX_HEADER_BYTES``, a chunked body (the API server
-always sends Content-Length), a malformed or conflicting Content-Length, and
-a body past the configured limit.
+a header section past ``MAX_HEADER_BYTES``, a request line or header fields
+that gunicorn's parser would refuse (answered here as JSON), a chunked body
+(the API server always sends Content-Length), a malformed or conflicting
+Content-Length, and a body past the configured limit.
 """
 
+import re
 from typing import NamedTuple
 
 # gunicorn's own limits allow 100 fields of 8,190 bytes; a real AdmissionReview
 # request has a handful of short ones. Past this, the sender is not an API server.
 MAX_HEADER_BYTES = 64 * 1024
 HEADER_END = b"\r\n\r\n"
+# gunicorn's defaults (limit_request_line, limit_request_fields,
+# limit_request_field_size): refused here, as JSON, before its parser would
+# refuse them with a page of HTML.
+MAX_REQUEST_LINE = 4094
+MAX_FIELDS = 100
+MAX_FIELD_BYTES = 8190
+# RFC 9110 §5.6.2 tokens; methods as gunicorn takes them (no lowercase, 3-20 long).
+TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+METHOD = re.compile(r"[!$%&'*+\-.^_`|~0-9A-Z]{3,20}")
+VERSION = re.compile(r"HTTP/\d\.\d")
 
 
 class Framing(NamedTuple):
@@ -56,14 +68,20 @@ def frame(buffer: bytes | bytearray, max_body_bytes: int) -> Framing:
     if end < 0:
         return INCOMPLETE
     head = bytes(buffer[:end]).decode("latin-1")
+    if head.startswith("\r\n"):
+        head = head[2:]  # RFC 9112 §2.2: one empty line may come before the request line
     request_line, *fields = head.split("\r\n")
-    parts = request_line.split(" ")
+    parts = request_line.split(" ", 2)
     path = parts[1] if len(parts) == 3 else ""
+    refusal = _syntax_refusal(request_line, parts, fields)
+    if refusal is not None:
+        status, message = refusal
+        return Framing(status=status, message=message, path=path)
     lengths: set[str] = set()
     expects_continue = False
     for field in fields:
         name, _, value = field.partition(":")
-        name = name.strip().lower()
+        name = name.lower()
         if name == "content-length":
             lengths.update(v.strip() for v in value.split(","))
         elif name == "transfer-encoding":
@@ -96,6 +114,27 @@ def frame(buffer: bytes | bytearray, max_body_bytes: int) -> Framing:
         path=path,
         expects_continue=expects_continue,
     )
+
+
+def _syntax_refusal(
+    request_line: str, parts: list[str], fields: list[str]
+) -> tuple[int, str] | None:
+    """The status and message for a header section gunicorn would refuse, or None."""
+    if len(request_line) > MAX_REQUEST_LINE:
+        return 414, f"request line is longer than {MAX_REQUEST_LINE} bytes"
+    if len(parts) != 3 or not METHOD.fullmatch(parts[0]) or not VERSION.fullmatch(parts[2]):
+        return 400, f"request line {request_line[:100]!r} is not METHOD TARGET HTTP/1.1"
+    if len(fields) > MAX_FIELDS:
+        return 431, f"request has more than {MAX_FIELDS} header fields"
+    for field in fields:
+        if len(field) > MAX_FIELD_BYTES:
+            return 431, f"header field {field[:40]!r}... is longer than {MAX_FIELD_BYTES} bytes"
+        if field[:1] in (" ", "\t"):
+            return 400, f"header line {field[:100]!r} continues the previous one (obsolete folding)"
+        name, colon, _ = field.partition(":")
+        if not colon or not TOKEN.fullmatch(name):
+            return 400, f"header line {field[:100]!r} has no valid field name"
+    return None
 
 
 def error_document(path: str, message: str) -> dict[str, str]:

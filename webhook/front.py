@@ -67,6 +67,7 @@ STATUS_TEXT = {
     400: "Bad Request",
     411: "Length Required",
     413: "Content Too Large",
+    414: "URI Too Long",
     431: "Request Header Fields Too Large",
 }
 

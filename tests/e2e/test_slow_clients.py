@@ -173,6 +173,8 @@ def test_expect_continue_gets_100_before_the_body(webhook):
             413,
             "server.maxRequestBytes",
         ),
+        (b"post /mutate HTTP/1.1\r\nHost: x\r\n\r\n", 400, "not METHOD TARGET HTTP/1.1"),
+        (b"POST /mutate HTTP/1.1\r\nBad Name: x\r\n\r\n", 400, "no valid field name"),
     ],
 )
 def test_requests_the_front_will_not_buffer_get_a_json_answer(webhook, head, status, says):
