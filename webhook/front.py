@@ -193,7 +193,7 @@ class FrontWorker(ThreadWorker):  # type: ignore[misc]
                 conn.phase = READ
             if conn.sock.getblocking():  # (a kept-alive one is non-blocking already)
                 conn.sock.setblocking(False)
-        except (OSError, ssl.SSLError) as error:
+        except OSError as error:  # ssl.SSLError among them
             log.warning("closing a new connection: %s", error)
             self.nr_conns -= 1
             conn.close()
@@ -311,7 +311,7 @@ class FrontWorker(ThreadWorker):  # type: ignore[misc]
         ).encode() + body
         try:
             conn.sock.send(answer)  # small: fits the socket's buffer in one send
-        except (OSError, ssl.SSLError):
+        except OSError:
             self._drop(conn, None)
             return
         received_body = len(conn.buffer) - conn.buffer.find(b"\r\n\r\n") - 4
