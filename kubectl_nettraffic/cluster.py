@@ -148,43 +148,37 @@ def load_node_file(path: str) -> list[Node]:
     return nodes_from_list(document, f"nodes.file {path!r}")
 
 
-class ListWatchCache(Generic[T]):
-    """A name -> value cache of one cluster-scoped resource, kept by list + watch.
+class Reflector:
+    """List, then watch from the list's resourceVersion, for ever: one
+    collection (``path``, e.g. ``/api/v1/nodes``) handed to a subclass
+    object by object. A 410 Gone, a watch ERROR or a dropped connection
+    means a fresh list, as client-go's reflector does.
 
-    ``path`` is the collection, e.g. ``/api/v1/nodes``; ``parse`` turns one
-    JSON object into the cached value.
+    Subclasses say what a list (``_replace``), an added or modified object
+    (``_upsert``) and a deleted one (``_remove``) mean to them.
     """
 
-    def __init__(
-        self,
-        api: k8s.ApiClient,
-        path: str,
-        parse: Callable[[Mapping[str, Any]], T],
-        kind: str,
-        label_selector: str = "",
-    ) -> None:
+    def __init__(self, api: k8s.ApiClient, path: str, kind: str, label_selector: str = "") -> None:
         self._api = api
         self._path = path
-        self._parse = parse
         self._kind = kind
         self._label_selector = label_selector or None
-        self._items: dict[str, T] = {}
-        self._lock = threading.Lock()
         self._stop = threading.Event()
         self.synced = threading.Event()
         self.relists = 0
         self.last_error: str | None = None
         self._thread: threading.Thread | None = None
 
-    def items(self) -> dict[str, T]:
-        with self._lock:
-            return dict(self._items)
+    def _replace(self, objects: list[Mapping[str, Any]]) -> None:
+        raise NotImplementedError
 
-    def get(self, name: str) -> T | None:
-        with self._lock:
-            return self._items.get(name)
+    def _upsert(self, obj: Mapping[str, Any]) -> None:
+        raise NotImplementedError
 
-    def start(self) -> "ListWatchCache[T]":
+    def _remove(self, obj: Mapping[str, Any]) -> None:
+        raise NotImplementedError
+
+    def start(self) -> "Reflector":
         self._thread = threading.Thread(target=self._run, name=f"watch-{self._kind}", daemon=True)
         self._thread.start()
         return self
@@ -196,12 +190,7 @@ class ListWatchCache(Generic[T]):
         document = request_json(
             self._api, "GET", self._path, query={"labelSelector": self._label_selector}
         )
-        fresh = {}
-        for obj in document.get("items") or []:
-            value = self._parse(obj)
-            fresh[obj["metadata"]["name"]] = value
-        with self._lock:
-            self._items = fresh
+        self._replace(list(document.get("items") or []))
         self.relists += 1
         self.synced.set()
         return str((document.get("metadata") or {}).get("resourceVersion") or "")
@@ -240,15 +229,11 @@ class ListWatchCache(Generic[T]):
             # 410 Gone: our resourceVersion is too old. Any other error: re-list too.
             log.info("watch of %s ended with %s; re-listing", self._kind, obj.get("code"))
             return None
-        metadata = obj.get("metadata") or {}
         if kind in ("ADDED", "MODIFIED"):
-            value = self._parse(obj)
-            with self._lock:
-                self._items[metadata["name"]] = value
+            self._upsert(obj)
         elif kind == "DELETED":
-            with self._lock:
-                self._items.pop(metadata.get("name", ""), None)
-        return str(metadata.get("resourceVersion") or "")
+            self._remove(obj)
+        return str((obj.get("metadata") or {}).get("resourceVersion") or "")
 
     def _run(self) -> None:
         resource_version: str | None = None
@@ -276,6 +261,52 @@ class ListWatchCache(Generic[T]):
                 log.warning("%s; re-listing", self.last_error)
                 resource_version = None
                 self._stop.wait(RETRY_SECONDS)
+
+
+class ListWatchCache(Reflector, Generic[T]):
+    """A name -> value cache of one cluster-scoped resource, kept by list + watch.
+
+    ``parse`` turns one JSON object into the cached value.
+    """
+
+    def __init__(
+        self,
+        api: k8s.ApiClient,
+        path: str,
+        parse: Callable[[Mapping[str, Any]], T],
+        kind: str,
+        label_selector: str = "",
+    ) -> None:
+        super().__init__(api, path, kind, label_selector)
+        self._parse = parse
+        self._items: dict[str, T] = {}
+        self._lock = threading.Lock()
+
+    def items(self) -> dict[str, T]:
+        with self._lock:
+            return dict(self._items)
+
+    def get(self, name: str) -> T | None:
+        with self._lock:
+            return self._items.get(name)
+
+    def start(self) -> "ListWatchCache[T]":
+        super().start()
+        return self
+
+    def _replace(self, objects: list[Mapping[str, Any]]) -> None:
+        fresh = {obj["metadata"]["name"]: self._parse(obj) for obj in objects}
+        with self._lock:
+            self._items = fresh
+
+    def _upsert(self, obj: Mapping[str, Any]) -> None:
+        value = self._parse(obj)
+        with self._lock:
+            self._items[obj["metadata"]["name"]] = value
+
+    def _remove(self, obj: Mapping[str, Any]) -> None:
+        with self._lock:
+            self._items.pop((obj.get("metadata") or {}).get("name", ""), None)
 
 
 def node_cache(api: k8s.ApiClient) -> ListWatchCache[Node]:

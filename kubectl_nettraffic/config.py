@@ -105,6 +105,10 @@ class SteeringSettings:
     # steered pod adds no traffic to the counters.
     pod_startup: float = 10.0
     scheduler_names: tuple[str, ...] = ("default-scheduler",)
+    # true: a steered pod's booking moves to the node it is bound to, and is
+    # dropped if the pod goes before binding (bindings.py). Costs a watch of
+    # the pods this replica steered; needs pods list/watch (the chart grants it).
+    follow_bindings: bool = True
 
 
 @dataclass(frozen=True)
@@ -350,6 +354,7 @@ _SCHEMA: dict[str, tuple[str, Any]] = {
             "defaultPodBandwidth": ("default_pod_bandwidth", _bandwidth),
             "podStartup": ("pod_startup", _duration),
             "schedulerNames": ("scheduler_names", _scheduler_names),
+            "followBindings": ("follow_bindings", _boolean),
         },
     ),
     "extender": (

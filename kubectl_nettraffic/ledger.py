@@ -31,6 +31,13 @@ bench's share of the bare app's throughput rose 2-3 points
 (docs/design/admission-performance.md). The price is paid per measurement, in a batch: with
 1,000 admissions/s and a refresh every 15 s, a new measurement time takes
 about 7.5 ms against 4.4 ms with per-node lists (throwaway timing).
+
+A booking made with a key can follow its pod (bindings.py): ``move`` puts
+it on the node the scheduler bound the pod to, ``drop`` takes it back for
+a pod that will never run. Either changes the booking in place, so it keeps
+its time and leaves the log when it would have; the views change by the
+booking's unseen share, the same formula read for one booking. A dropped
+booking stays in the log with no bandwidth, skipped by the sums.
 """
 
 import threading
@@ -61,6 +68,11 @@ class InflightLedger:
         self._times = array("d")
         self._bandwidths = array("d")
         self._nodes: list[str] = []
+        # Keyed bookings: key -> absolute index (position in the log + _base),
+        # and each booking's key (0: none), cut from the front with the log.
+        self._keys = array("q")
+        self._index_of: dict[int, int] = {}
+        self._base = 0
         self._shown = 0
         self._hidden = 0
         # node -> [bandwidth, bandwidth * t, pods] summed over its bookings in the ramp.
@@ -73,8 +85,9 @@ class InflightLedger:
             self._origin = at
         return at - self._origin
 
-    def add(self, node: str, bandwidth: float, at: float) -> None:
-        """Book ``bandwidth`` bytes/s on ``node`` for a pod admitted at ``at``."""
+    def add(self, node: str, bandwidth: float, at: float, key: int = 0) -> None:
+        """Book ``bandwidth`` bytes/s on ``node`` for a pod admitted at ``at``;
+        a positive ``key`` (unique) lets ``move`` and ``drop`` find it later."""
         if bandwidth <= 0:
             return  # nothing the measurement could miss
         with self._lock:
@@ -84,6 +97,9 @@ class InflightLedger:
             self._times.append(self._last)
             self._bandwidths.append(bandwidth)
             self._nodes.append(node)
+            self._keys.append(key)
+            if key:
+                self._index_of[key] = self._base + len(self._times) - 1
             edge = self._edge
             if edge is None:
                 return  # no view yet: the first one is computed from the log
@@ -107,6 +123,8 @@ class InflightLedger:
 
     def _enter_ramp(self, index: int) -> None:
         node, bandwidth = self._nodes[index], self._bandwidths[index]
+        if not bandwidth:
+            return  # dropped
         sums = self._ramp.get(node)
         if sums is None:
             sums = self._ramp[node] = [0.0, 0.0, 0]
@@ -116,6 +134,8 @@ class InflightLedger:
 
     def _leave_ramp(self, index: int) -> None:
         node, bandwidth = self._nodes[index], self._bandwidths[index]
+        if not bandwidth:
+            return  # dropped
         sums = self._ramp[node]
         if sums[2] == 1:
             del self._ramp[node]  # the sums start again from exact zeros
@@ -172,6 +192,8 @@ class InflightLedger:
         view = {node: (self._ramp_unseen(node), int(sums[2])) for node, sums in self._ramp.items()}
         bandwidths, nodes = self._bandwidths, self._nodes
         for index in range(hidden, len(times)):
+            if not bandwidths[index]:
+                continue  # dropped
             node = nodes[index]
             unseen, pods = view.get(node, (0.0, 0))
             view[node] = (unseen + bandwidths[index], pods + 1)
@@ -182,5 +204,83 @@ class InflightLedger:
         """Cut forgotten bookings from the log's front, now and then."""
         cut = self._shown
         if cut >= _TRIM_AT and cut * 2 >= len(self._times):
-            del self._times[:cut], self._bandwidths[:cut], self._nodes[:cut]
+            for key in self._keys[:cut]:
+                if key:
+                    self._index_of.pop(key, None)
+            del self._times[:cut], self._bandwidths[:cut], self._nodes[:cut], self._keys[:cut]
             self._shown, self._hidden = 0, self._hidden - cut
+            self._base += cut
+
+    def move(self, key: int, node: str) -> tuple[str, float] | None:
+        """Put the booking ``key`` on ``node`` (where its pod was bound), once.
+
+        Returns (the node it was on, the bytes/s of it still unseen at the
+        current measurement), that node being ``node`` itself when the pod
+        was bound where it was booked; or None when there is nothing to
+        move: an unknown or already settled key, a dropped or forgotten
+        booking. A booking moves once; after that its key is forgotten.
+        """
+        with self._lock:
+            index = self._settle(key)
+            if index is None:
+                return None
+            old = self._nodes[index]
+            unseen = self._unseen(index)
+            if old == node:
+                return old, unseen
+            if index >= self._shown and index < self._hidden:
+                self._leave_ramp(index)
+                self._nodes[index] = node
+                self._enter_ramp(index)
+            else:
+                self._nodes[index] = node
+            if self._edge is not None:
+                self._shift(old, -unseen, -1)
+                self._shift(node, unseen, 1)
+            return old, unseen
+
+    def drop(self, key: int) -> tuple[str, float] | None:
+        """Take the booking ``key`` back (its pod will not run), once.
+
+        Returns (its node, the bytes/s of it still unseen), or None as ``move`` does.
+        """
+        with self._lock:
+            index = self._settle(key)
+            if index is None:
+                return None
+            node, unseen = self._nodes[index], self._unseen(index)
+            if index >= self._shown and index < self._hidden:
+                self._leave_ramp(index)
+            self._bandwidths[index] = 0.0
+            if self._edge is not None:
+                self._shift(node, -unseen, -1)
+            return node, unseen
+
+    def _settle(self, key: int) -> int | None:
+        """The log position of a live booking ``key``, whose key is then forgotten."""
+        absolute = self._index_of.pop(key, None)
+        if absolute is None:
+            return None
+        index = absolute - self._base
+        if index < 0 or (self._edge is not None and index < self._shown):
+            return None  # forgotten: a measurement shows its traffic already
+        if not self._bandwidths[index]:
+            return None
+        return index
+
+    def _unseen(self, index: int) -> float:
+        """One booking's share of its node's unseen load at the current measurement."""
+        bandwidth = self._bandwidths[index]
+        if self._edge is None or index >= self._hidden:
+            return bandwidth
+        share = (self._times[index] - (self._edge - self.window)) / self.window
+        return bandwidth * (0.0 if share < 0 else 1.0 if share > 1 else share)
+
+    def _shift(self, node: str, bandwidth: float, pods: int) -> None:
+        """Change one node's figure in the view by one value swap (readers stay safe)."""
+        unseen, count = self._view.get(node, (0.0, 0))
+        count += pods
+        if count <= 0:
+            self._view.pop(node, None)
+        else:
+            self._view[node] = (max(0.0, unseen + bandwidth), count)

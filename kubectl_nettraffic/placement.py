@@ -36,6 +36,11 @@ SOURCE = "nettraffic.io/source"
 SCORES = "nettraffic.io/scores"
 SKIPPED = "nettraffic.io/skipped"
 EXPECTED_BANDWIDTH = "nettraffic.io/expected-bandwidth"
+# A steered pod's booking in its replica's in-flight ledger: the label names
+# the ledger (random per webhook process), so each replica watches only its
+# own pods; the annotation is the booking's key in it (bindings.py).
+STEERED_BY = "nettraffic.io/steered-by"
+BOOKING = "nettraffic.io/booking"
 SKIP_LABEL = "nettraffic.io/skip"
 PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
 REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
@@ -348,20 +353,28 @@ def _add_op(path: str, value: Any, value_json: str) -> AddOp:
     return op
 
 
-def annotation_ops(pod: Pod, annotations: Mapping[str, str]) -> JsonPatch:
-    existing = (pod.get("metadata") or {}).get("annotations")
+def metadata_ops(pod: Pod, field: str, entries: Mapping[str, str]) -> JsonPatch:
+    """Adds of string ``entries`` to the pod's ``metadata.<field>`` (annotations, labels)."""
+    existing = (pod.get("metadata") or {}).get(field)
     if not isinstance(existing, dict):
-        value = dict(annotations)
+        value = dict(entries)
         pairs = ",".join([f"{json_string(k)}:{json_string(v)}" for k, v in value.items()])
-        return [_add_op("/metadata/annotations", value, f"{{{pairs}}}")]
+        return [_add_op(f"/metadata/{field}", value, f"{{{pairs}}}")]
     return [
-        _add_op(f"/metadata/annotations/{_escape(key)}", value, json_string(value))
-        for key, value in annotations.items()
+        _add_op(f"/metadata/{field}/{_escape(key)}", value, json_string(value))
+        for key, value in entries.items()
     ]
 
 
+def annotation_ops(pod: Pod, annotations: Mapping[str, str]) -> JsonPatch:
+    return metadata_ops(pod, "annotations", annotations)
+
+
 def affinity_patch(
-    pod: Pod, preferences: Sequence[Preference], annotations: Mapping[str, str]
+    pod: Pod,
+    preferences: Sequence[Preference],
+    annotations: Mapping[str, str],
+    labels: Mapping[str, str] | None = None,
 ) -> JsonPatch:
     """JSON patch appending our terms to whatever affinity the pod has."""
     # isinstance(..., dict), not Mapping: the pod is decoded JSON, and the
@@ -402,6 +415,8 @@ def affinity_patch(
             path = f"/spec/affinity/nodeAffinity/{PREFERRED}/-"
             ops.extend(_add_op(path, term, text) for term, text in zip(terms, texts, strict=True))
     ops.extend(annotation_ops(pod, annotations))
+    if labels:
+        ops.extend(metadata_ops(pod, "labels", labels))
     return ops
 
 
@@ -411,7 +426,7 @@ class PatchCheckFailed(ValueError):
 
 # The only places our patches may touch. Every op is checked against these
 # before anything is applied, so the rest of the pod cannot change.
-PATCHABLE = ("/spec/affinity", "/metadata/annotations")
+PATCHABLE = ("/spec/affinity", "/metadata/annotations", "/metadata/labels")
 _INSIDE_PATCHABLE = tuple(f"{path}/" for path in PATCHABLE)
 
 
@@ -420,7 +435,7 @@ def _json_copy(value: Any) -> Any:
     return json.loads(json.dumps(value))
 
 
-def _annotations_copy(annotations: Any) -> Any:
+def _strings_copy(annotations: Any) -> Any:
     """A copy our ops cannot reach through: of a map of strings (as the API
     server sends), a plain dict copy is one; anything else is copied whole."""
     if isinstance(annotations, dict):
@@ -460,7 +475,7 @@ def _check_paths(patch: JsonPatch) -> None:
         path = str(op.get("path", ""))
         if op.get("op") != "add" or not (path in PATCHABLE or path.startswith(_INSIDE_PATCHABLE)):
             raise PatchCheckFailed(
-                f"patch op {op.get('op')} {path} reaches outside spec.affinity and metadata.annotations"
+                f"patch op {op.get('op')} {path} reaches outside spec.affinity, metadata.annotations and metadata.labels"
             )
         for earlier in added:
             if path.startswith(earlier + "/"):
@@ -489,7 +504,8 @@ def _object(value: Any) -> Any:
 def apply_and_check(pod: Pod, patch: JsonPatch) -> dict[str, Any]:
     """Apply ``patch`` with jsonpatch and check the result before it is sent.
 
-    Every op must be an ``add`` under spec.affinity or metadata.annotations,
+    Every op must be an ``add`` under spec.affinity, metadata.annotations or
+    metadata.labels,
     and none may write inside a value an earlier op added; the patch is then
     applied to a copy of exactly those parts of the pod (the rest is out of
     its reach by the check), and the result is validated. Returns the patched
@@ -503,8 +519,9 @@ def apply_and_check(pod: Pod, patch: JsonPatch) -> dict[str, Any]:
     parts: dict[str, Any] = {}
     if isinstance(metadata, dict):
         parts["metadata"] = {}
-        if "annotations" in metadata:
-            parts["metadata"]["annotations"] = _annotations_copy(metadata["annotations"])
+        for field in ("annotations", "labels"):
+            if field in metadata:
+                parts["metadata"][field] = _strings_copy(metadata[field])
     if isinstance(original_spec, dict):
         parts["spec"] = {}
         if "affinity" in original_spec:
@@ -548,7 +565,8 @@ def apply_and_check(pod: Pod, patch: JsonPatch) -> dict[str, Any]:
         for field in (term.get("preference") or {}).get("matchFields") or []:
             if len(field.get("values") or []) != 1:
                 raise PatchCheckFailed("a matchFields requirement must have exactly one value")
-    for value in (result.get("metadata", {}).get("annotations") or {}).values():
-        if not isinstance(value, str):
-            raise PatchCheckFailed("an annotation value is not a string")
+    for field in ("annotations", "labels"):
+        for value in (result.get("metadata", {}).get(field) or {}).values():
+            if not isinstance(value, str):
+                raise PatchCheckFailed(f"a value in metadata.{field} is not a string")
     return result

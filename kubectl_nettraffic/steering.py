@@ -4,6 +4,7 @@ Glue between the scoreboard (live state) and placement (pure rules); the
 webhook's /mutate and the placement benchmark both call ``Steerer.decide``.
 """
 
+import itertools
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -11,11 +12,13 @@ from typing import NamedTuple
 
 from kubectl_nettraffic.config import Settings
 from kubectl_nettraffic.placement import (
+    BOOKING,
     PREFERRED_NODES,
     SCORED_AT,
     SCORES,
     SKIPPED,
     SOURCE,
+    STEERED_BY,
     CandidateHeap,
     JsonPatch,
     PatchCheckFailed,
@@ -39,15 +42,26 @@ class Decision(NamedTuple):  # a tuple: one is made on every admission
     preferences: tuple[Preference, ...] = ()
     skip: str | None = None  # reason code when not steered
     warnings: tuple[str, ...] = ()
+    booking: int = 0  # the pod's key in the in-flight ledger; 0: not booked
 
 
 class Steerer:
+    """``ledger_label``: when given, each booked pod is labelled with it
+    (``nettraffic.io/steered-by``) and annotated with its booking's key, so a
+    BindingWatch can move the booking to the node the pod is bound to."""
+
     def __init__(
-        self, scoreboard: Scoreboard, settings: Settings, clock: Callable[[], float] = time.time
+        self,
+        scoreboard: Scoreboard,
+        settings: Settings,
+        clock: Callable[[], float] = time.time,
+        ledger_label: str | None = None,
     ) -> None:
         self.scoreboard = scoreboard
         self.settings = settings
         self.clock = clock
+        self.ledger_label = ledger_label
+        self._keys = itertools.count(1)
         # Kept per snapshot and renewed when it changes (_adopt_latest): its
         # live candidate order, the ledger's in-flight view, when it turns
         # stale, and its RFC 3339 time. Asked for afresh on every admission,
@@ -138,7 +152,13 @@ class Steerer:
                 SOURCE: snapshot.source,
                 SCORES: ",".join(scores),
             }
-            patch = affinity_patch(pod, preferences, annotations)
+            # sideEffects None: a dry run books nothing.
+            key = next(self._keys) if bandwidth > 0 and not dry_run else 0
+            labels = None
+            if key and self.ledger_label:
+                annotations[BOOKING] = str(key)
+                labels = {STEERED_BY: self.ledger_label}
+            patch = affinity_patch(pod, preferences, annotations, labels)
             try:
                 apply_and_check(pod, patch)
             except PatchCheckFailed as error:
@@ -148,8 +168,35 @@ class Steerer:
                     skip="patch-check-failed",
                     warnings=(*warnings, f"nettraffic: patch not applied ({error})"),
                 )
-            if not dry_run:  # sideEffects None: a dry run books nothing
-                self.scoreboard.ledger.add(preferences[0].node, bandwidth, now)
+            if key:
+                self.scoreboard.ledger.add(preferences[0].node, bandwidth, now, key)
                 if self._live is not None:
                     self._live.book(preferences[0].node, bandwidth)
-        return Decision(patch, tuple(preferences), None, warnings)
+        return Decision(patch, tuple(preferences), None, warnings, key)
+
+    def rebook(self, key: int, node: str) -> str | None:
+        """The pod booked as ``key`` was bound to ``node``: its booking moves
+        there, once. "moved", "kept" (it was booked there), or None when
+        there was nothing to move."""
+        with self.scoreboard.steering_lock:
+            moved = self.scoreboard.ledger.move(key, node)
+            if moved is None:
+                return None
+            left, unseen = moved
+            if left == node:
+                return "kept"
+            if self._live is not None:
+                self._live.book(left, -unseen)
+                self._live.book(node, unseen)
+            return "moved"
+
+    def release(self, key: int) -> bool:
+        """The pod booked as ``key`` will not run (deleted or failed unbound):
+        its booking is dropped. False when there was nothing to drop."""
+        with self.scoreboard.steering_lock:
+            dropped = self.scoreboard.ledger.drop(key)
+            if dropped is None:
+                return False
+            if self._live is not None:
+                self._live.book(dropped[0], -dropped[1])
+            return True

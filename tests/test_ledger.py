@@ -70,6 +70,9 @@ def _quarters(low: float, high: float) -> st.SearchStrategy[float]:
                 _quarters(-5.0, 30.0),  # seconds since the previous booking; < 0: a clock step back
             ),
             st.tuples(st.just("view"), _quarters(-50.0, 400.0)),  # measured at, from "now"
+            # The n-th booking so far (modulo their number) bound to a node, or dropped.
+            st.tuples(st.just("move"), st.integers(0, 100), st.sampled_from(["a", "b", "c", "d"])),
+            st.tuples(st.just("drop"), st.integers(0, 100)),
         ),
         max_size=60,
     ),
@@ -80,23 +83,60 @@ def test_ledger_sums_equal_the_definition_summed_over_every_booking(steps, pod_s
     ledger = InflightLedger(pod_startup=pod_startup, window=window)
     now, latest = 1.8e9, float("-inf")  # epoch-sized times, as in production
     measured_at: float | None = None
-    bookings: list[tuple[str, float, float]] = []
+    bookings: dict[int, tuple[str, float, float]] = {}  # by key
+    settled: set[int] = set()
     for step in steps:
         if step[0] == "add":
             _, node, bandwidth, gap = step
             now += gap
-            ledger.add(node, bandwidth, at=now)
+            key = len(settled) + len(bookings) + 1
+            while key in bookings or key in settled:
+                key += 1
+            ledger.add(node, bandwidth, at=now, key=key)
             latest = max(latest, now)  # a clock step back books at the latest time seen
-            bookings.append((node, bandwidth, latest))
+            bookings[key] = (node, bandwidth, latest)
+        elif step[0] in ("move", "drop"):
+            keys = sorted(bookings.keys() | settled)
+            if not keys:
+                continue
+            key = keys[step[1] % len(keys)]
+            live = key in bookings and key not in settled
+            # What the booking still counts for: none once a measurement shows it.
+            unseen = 0.0
+            if live:
+                node, bandwidth, at = bookings[key]
+                unseen = bandwidth
+                if measured_at is not None:
+                    single = unseen_summed_over_every_booking(
+                        [bookings[key]], measured_at, pod_startup, window
+                    )
+                    unseen = single.get(node, (0.0, 0))[0]
+            if step[0] == "move":
+                moved = ledger.move(key, step[2])
+                if live and unseen > 0:
+                    assert moved == (node, pytest.approx(unseen, rel=1e-6, abs=1e-3))
+                    bookings[key] = (step[2], bandwidth, at)
+                else:
+                    assert moved is None
+            else:
+                dropped = ledger.drop(key)
+                if live and unseen > 0:
+                    assert dropped == (node, pytest.approx(unseen, rel=1e-6, abs=1e-3))
+                    bookings.pop(key)
+                else:
+                    assert dropped is None
+            settled.add(key)
         else:
             previous, asked = measured_at, now + step[1]  # may go back in time
             # Measurements only move forward: an older one is answered for the latest.
             measured_at = asked if previous is None else max(previous, asked)
             if measured_at != previous:  # a new measurement time forgets what it fully shows
                 edge = measured_at - pod_startup - window
-                bookings = [b for b in bookings if b[2] > edge]
+                bookings = {k: b for k, b in bookings.items() if b[2] > edge}
             view = dict(ledger.view(asked))
-            expected = unseen_summed_over_every_booking(bookings, measured_at, pod_startup, window)
+            expected = unseen_summed_over_every_booking(
+                bookings.values(), measured_at, pod_startup, window
+            )
             assert view.keys() == expected.keys()
             for node, (unseen, pods) in expected.items():
                 assert view[node][1] == pods

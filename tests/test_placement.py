@@ -20,39 +20,13 @@ from kubectl_nettraffic.placement import (
     pod_bandwidth,
     pod_fits,
 )
-from kubectl_nettraffic.scoreboard import Scoreboard
-from kubectl_nettraffic.sources.prometheus import NodeTraffic
 from kubectl_nettraffic.steering import Steerer
 from tests.harness.fakeapi import node
 from tests.harness.reviews import pod
+from tests.harness.scoreboards import fixed_board as _board
 from webhook.admission import encode_patch
 
 EVERYONE = parse_selector("")
-
-
-def _board(loads: dict[str, float], **nodes_kwargs) -> Scoreboard:
-    """A scoreboard whose 'Prometheus' is a fixed traffic map (pure scoring inputs)."""
-    nodes = [node_from_json(node(name, **nodes_kwargs.get(name, {}))) for name in loads]
-
-    class FixedTraffic:
-        def fetch(self, _nodes):  # same interface as PrometheusSource.fetch
-            from kubectl_nettraffic.sources.prometheus import TrafficReport
-
-            return TrafficReport(
-                {n: NodeTraffic(v / 2, v / 2, None, ("x",)) for n, v in loads.items()},
-                (),
-                (),
-                {},
-                (),
-                1000.0,
-            )
-
-    settings = settings_from_mapping(
-        {"prometheus": {"url": "http://unused"}, "metricsServer": {"enabled": False}}
-    )
-    board = Scoreboard(settings, lambda: nodes, FixedTraffic(), None, clock=lambda: 1000.0)  # type: ignore[arg-type]
-    board.refresh()
-    return board
 
 
 def test_weights_are_graded_by_score():

@@ -8,6 +8,7 @@ fix; nothing ever answers a traceback, and /mutate never denies a pod.
 """
 
 import logging
+import secrets
 import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
@@ -15,6 +16,7 @@ from typing import Any
 from flask import Flask, Response, request
 from werkzeug.exceptions import HTTPException
 
+from kubectl_nettraffic.bindings import BindingWatch
 from kubectl_nettraffic.cluster import ListWatchCache, api_client, namespace_cache
 from kubectl_nettraffic.config import Settings
 from kubectl_nettraffic.engine import needs_api
@@ -40,7 +42,9 @@ WsgiApp = Callable[[dict[str, Any], StartResponse], Iterable[bytes]]
 
 
 class WebhookMetrics:
-    def __init__(self, scoreboard: Scoreboard, cert: CertReloader) -> None:
+    def __init__(
+        self, scoreboard: Scoreboard, cert: CertReloader, bindings: BindingWatch | None
+    ) -> None:
         self.registry = Registry()
         add = self.registry.add
         # Answers are counted by path and code in RequestCounter, except those of
@@ -92,6 +96,18 @@ class WebhookMetrics:
                 ("verb", "outcome"),
             )
         )
+        if bindings is not None:
+            watch = bindings
+            add(
+                Reading(
+                    "nettraffic_bookings_followed_total",
+                    "Bookings of steered pods settled by the binding watch: moved to "
+                    "the node bound, kept (bound where booked), dropped (gone unbound).",
+                    "counter",
+                    ("outcome",),
+                    lambda: {(k,): float(v) for k, v in watch.counts().items()},
+                )
+            )
         add(CONNECTIONS_CLOSED)  # per process: the worker's front counts them
         add(
             Gauge(
@@ -216,15 +232,27 @@ def create_app(
     scoreboard: Scoreboard | None = None,
     namespaces: ListWatchCache[Mapping[str, str]] | None = None,
 ) -> Flask:
+    bindings: BindingWatch | None = None
     if scoreboard is None:
         # Refreshes run in a child process, off this process's GIL (refresher_process).
         scoreboard = RefresherProcess(settings).start().scoreboard
-        if needs_api(settings) and namespaces is None:
-            namespaces = namespace_cache(api_client(settings.kubeconfig)).start()
+        steerer = Steerer(scoreboard, settings)
+        if needs_api(settings):
+            api = api_client(settings.kubeconfig)
+            if namespaces is None:
+                namespaces = namespace_cache(api).start()
+            if settings.steering.follow_bindings:
+                # This process's ledger id: random, so that pods labelled by an
+                # earlier process (whose keys would collide) are not selected.
+                ledger_id = secrets.token_hex(5)
+                steerer = Steerer(scoreboard, settings, ledger_label=ledger_id)
+                bindings = BindingWatch(api, steerer, ledger_id)
+                bindings.start()
+    else:
+        steerer = Steerer(scoreboard, settings)
     board: Scoreboard = scoreboard
-    steerer = Steerer(board, settings)
     cert = reloader_for(settings.server.cert_file, settings.server.key_file)
-    metrics = WebhookMetrics(board, cert)
+    metrics = WebhookMetrics(board, cert, bindings)
 
     # The log level is set once, at start-up: asked once, not on every admission.
     debug = log.isEnabledFor(logging.DEBUG)

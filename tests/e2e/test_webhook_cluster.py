@@ -73,3 +73,32 @@ def test_nodes_namespaces_and_usage_come_from_the_api(cluster_webhook):
     )
     assert q1["eligible"] is False and q1["reason"] == "cordoned (unschedulable)"
     assert any(r.query.get("watch") == ["true"] for r in api.requests if r.path == "/api/v1/nodes")
+
+
+def test_a_steered_pod_s_booking_follows_its_binding(cluster_webhook):
+    api, webhook = cluster_webhook
+    heavy = pod(annotations={"nettraffic.io/expected-bandwidth": "100Mi"})
+    answer = webhook.post("/mutate", review(heavy)).json()["response"]
+    steered = jsonpatch.apply_patch(heavy, json.loads(base64.b64decode(answer["patch"])))
+    first = steered["metadata"]["annotations"]["nettraffic.io/preferred-nodes"].split(",")[0]
+    ledger_id = steered["metadata"]["labels"]["nettraffic.io/steered-by"]
+    assert steered["metadata"]["annotations"]["nettraffic.io/booking"].isdigit()
+
+    def inflight() -> dict[str, int]:
+        nodes = webhook.session.get(webhook.url + "/scores").json()["nodes"]
+        return {n["name"]: n["inflightPods"] for n in nodes if n["inflightPods"]}
+
+    assert inflight() == {first: 1}
+    # The API server stores the pod; the scheduler binds it to another node.
+    steered.update(apiVersion="v1", kind="Pod")
+    steered["metadata"]["name"] = "web-1"
+    bound = next(name for name in MIXED_RATES if name != first)
+    steered["spec"]["nodeName"] = bound
+    api.put(steered)
+    wait_for(lambda: inflight() == {bound: 1}, timeout=15)
+    metrics = webhook.session.get(webhook.url + "/metrics").text
+    assert 'nettraffic_bookings_followed_total{outcome="moved"} 1' in metrics
+    watches = [r for r in api.requests if r.path == "/api/v1/pods" and r.query.get("watch")]
+    assert watches and watches[0].query["labelSelector"] == [
+        f"nettraffic.io/steered-by={ledger_id}"
+    ]

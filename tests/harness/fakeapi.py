@@ -362,7 +362,10 @@ def _watch(h: Any, api: FakeKubeAPI, key: Key, query: dict[str, list[str]]) -> N
             while time.monotonic() < deadline and api._closing_watches == closing:
                 for rv, event_key, kind, obj in api.events:
                     if rv > sent and event_key[0] == key[0] and event_key[2] == key[2]:
-                        emit({"type": kind, "object": obj})
+                        # The selector as the API server applies it to a watch;
+                        # (objects that stop matching are not sent as DELETED here).
+                        if _select([obj], query):
+                            emit({"type": kind, "object": obj})
                         sent = rv
                 api.lock.wait(0.2)
     try:

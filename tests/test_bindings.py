@@ -1,0 +1,136 @@
+"""Bookings follow the binding: the BindingWatch against the fake API server
+over HTTP, moving and dropping bookings in a real Steerer's ledger."""
+
+import jsonpatch
+import pytest
+
+from kubectl_nettraffic.bindings import BindingWatch
+from kubectl_nettraffic.cluster import api_client
+from kubectl_nettraffic.placement import BOOKING, EXPECTED_BANDWIDTH, STEERED_BY
+from kubectl_nettraffic.steering import Steerer
+from tests.conftest import wait_for
+from tests.harness.reviews import pod
+from tests.harness.scoreboards import MEASURED_AT, fixed_board
+
+PODS = ("api/v1", "default", "pods")
+HEAVY = 100 * 2**20
+
+
+@pytest.fixture
+def steerer():
+    board = fixed_board({"a": 0.0, "b": 1e6, "c": 2e6})
+    return Steerer(board, board.settings, clock=lambda: MEASURED_AT, ledger_label="ledger1")
+
+
+@pytest.fixture
+def watch(fake_api, kubeconfig, steerer):
+    watch = BindingWatch(api_client(kubeconfig), steerer, "ledger1")
+    watch.start()
+    assert watch.synced.wait(10)
+    yield watch
+    watch.stop()
+    fake_api.close_watches()
+
+
+def _steer(steerer, name, bandwidth=HEAVY):
+    """Admit a pod as the API server would: steer it, apply the patch, name it."""
+    admitted = pod(annotations={EXPECTED_BANDWIDTH: str(bandwidth)})
+    decision = steerer.decide(admitted, {}, dry_run=False)
+    steered = jsonpatch.apply_patch(admitted, decision.patch)
+    steered["metadata"]["name"] = name
+    steered.update(apiVersion="v1", kind="Pod")
+    return steered, decision
+
+
+def _inflight(steerer):
+    board = steerer.scoreboard
+    return dict(board.ledger.view(board.snapshot.generated_at))
+
+
+def test_a_booked_pod_carries_its_ledger_label_and_key(steerer):
+    steered, decision = _steer(steerer, "p1")
+    assert steered["metadata"]["labels"][STEERED_BY] == "ledger1"
+    assert steered["metadata"]["annotations"][BOOKING] == str(decision.booking)
+    assert decision.booking > 0
+    # A dry run books nothing, so it is neither labelled nor keyed.
+    dry = steerer.decide(pod(), {}, dry_run=True)
+    assert dry.booking == 0
+    assert STEERED_BY not in str(dry.patch) and BOOKING not in str(dry.patch)
+
+
+def test_a_pod_bound_elsewhere_moves_its_booking_and_the_next_choice_sees_it(
+    fake_api, steerer, watch
+):
+    first, decision = _steer(steerer, "p1")
+    assert decision.preferences[0].node == "a"
+    # Booked on a, a heavy pod makes b the best choice for the next one ...
+    assert steerer.decide(pod(), {}, dry_run=True).preferences[0].node == "b"
+    fake_api.put(first)
+    first["spec"]["nodeName"] = "c"  # ... but the scheduler bound it to c
+    fake_api.put(first)
+    wait_for(lambda: watch.counts()["moved"] == 1)
+    inflight = _inflight(steerer)
+    assert "a" not in inflight and inflight["c"] == (HEAVY, 1)
+    assert steerer.decide(pod(), {}, dry_run=True).preferences[0].node == "a"
+    # Later updates of the bound pod (kubelet's status) change nothing.
+    first["status"] = {"phase": "Running"}
+    fake_api.put(first)
+    second, _ = _steer(steerer, "p2", bandwidth=1000)
+    second["spec"]["nodeName"] = "a"  # bound where it was booked
+    fake_api.put(second)
+    wait_for(lambda: watch.counts()["kept"] == 1)
+    assert watch.counts() == {"moved": 1, "kept": 1, "dropped": 0}
+    assert _inflight(steerer)["c"] == (HEAVY, 1)
+
+
+def test_a_pod_deleted_or_failed_before_binding_drops_its_booking(fake_api, steerer, watch):
+    deleted, _ = _steer(steerer, "p1")
+    fake_api.put(deleted)
+    failed, _ = _steer(steerer, "p2")
+    never_bound, _ = _steer(steerer, "p3")
+    fake_api.put(never_bound)
+    assert sum(pods for _, pods in _inflight(steerer).values()) == 3
+    fake_api.delete(PODS, "p1")
+    failed["status"] = {"phase": "Failed", "reason": "OutOfcpu"}
+    fake_api.put(failed)
+    wait_for(lambda: watch.counts()["dropped"] == 2)
+    # The pod never bound keeps its booking on its first preference.
+    (node, (unseen, pods)), *others = _inflight(steerer).items()
+    assert not others and pods == 1 and unseen == HEAVY
+    assert (
+        node
+        == never_bound["metadata"]["annotations"]["nettraffic.io/preferred-nodes"].split(",")[0]
+    )
+
+
+def test_pods_of_another_ledger_are_not_selected(fake_api, steerer, watch):
+    mine, _ = _steer(steerer, "p1")
+    theirs = dict(mine, metadata=dict(mine["metadata"], name="p2"))
+    theirs["metadata"]["labels"] = {STEERED_BY: "ledger2"}
+    theirs["spec"] = dict(mine["spec"], nodeName="c")  # the same key, in another replica's ledger
+    fake_api.put(theirs)
+    mine["spec"]["nodeName"] = "b"
+    fake_api.put(mine)
+    wait_for(lambda: watch.counts()["moved"] == 1)
+    assert set(_inflight(steerer)) == {"b"}
+    watch_requests = [r for r in fake_api.requests if r.path == "/api/v1/pods"]
+    assert {r.query["labelSelector"][0] for r in watch_requests} == {f"{STEERED_BY}=ledger1"}
+
+
+def test_a_dropped_watch_resumes_and_a_compacted_one_relists(fake_api, steerer, watch):
+    first, _ = _steer(steerer, "p1")
+    second, _ = _steer(steerer, "p2")
+    fake_api.put(first)
+    fake_api.put(second)
+    fake_api.close_watches()  # resumes from its resourceVersion: no list
+    first["spec"]["nodeName"] = "c"
+    fake_api.put(first)
+    wait_for(lambda: watch.counts()["moved"] == 1)
+    assert watch.relists == 1
+    fake_api.compact()  # etcd forgot the history: 410 Gone, then a list
+    fake_api.close_watches()
+    second["spec"]["nodeName"] = "c"
+    fake_api.put(second)
+    wait_for(lambda: watch.counts()["moved"] == 2 and watch.relists == 2)
+    assert fake_api.gone_sent >= 1
+    assert _inflight(steerer) == {"c": (2 * HEAVY, 2)}
