@@ -40,6 +40,7 @@ _FINISHED = ("Failed", "Succeeded")
 
 
 class BookingKeeper(Protocol):
+    def is_pending(self, key: int) -> bool: ...
     def rebook(self, key: int, node: str) -> str | None: ...
     def release(self, key: int) -> bool: ...
 
@@ -51,6 +52,12 @@ def booking_key(pod: Mapping[str, Any]) -> int:
     if isinstance(text, str) and text.isdigit() and len(text) < 19:
         return int(text)
     return 0
+
+
+# The booking annotation as it appears in a watch event's JSON (Go's encoder,
+# like Python's, writes the key's "/" unescaped). Inside another annotation's
+# value (kubectl's last-applied-configuration) its quotes are escaped: no match.
+_BOOKING_IN_JSON = b'"' + BOOKING.encode() + b'":"'
 
 
 def _bound_node(pod: Mapping[str, Any]) -> str:
@@ -76,6 +83,24 @@ class BindingWatch(Reflector):
     def _count(self, outcome: str) -> None:
         with self._counts_lock:
             self._counts[outcome] += 1
+
+    def _decode(self, line: bytes) -> dict[str, Any] | None:
+        """Skip, undecoded, the events of pods whose booking is settled.
+
+        A pod's events go on after its binding (the kubelet's status updates
+        until it ends), and decoding them was most of the watch's cost. Its
+        booking key is found in the raw line; once the ledger no longer holds
+        it, nothing in the event can matter. A skipped event's
+        resourceVersion is not recorded: a watch resumed after one gets it
+        again, or a 410 and a list, either way harmless.
+        """
+        at = line.find(_BOOKING_IN_JSON)
+        if at >= 0:
+            start = at + len(_BOOKING_IN_JSON)
+            digits = line[start : line.find(b'"', start)]
+            if digits.isdigit() and len(digits) < 19 and not self.keeper.is_pending(int(digits)):
+                return None
+        return super()._decode(line)
 
     def _replace(self, objects: list[Mapping[str, Any]]) -> None:
         for pod in objects:

@@ -213,13 +213,19 @@ class Reflector:
             for chunk in response.stream(amt=65536, decode_content=True):
                 if self._stop.is_set():
                     return
-                buffer += chunk
-                while b"\n" in buffer:
-                    line, buffer = buffer.split(b"\n", 1)
+                *lines, buffer = (buffer + chunk).split(b"\n")
+                for line in lines:
                     if line.strip():
-                        yield json.loads(line)
+                        event = self._decode(line)
+                        if event is not None:
+                            yield event
         finally:
             response.release_conn()
+
+    def _decode(self, line: bytes) -> dict[str, Any] | None:
+        """One watch event from its JSON line; None: an event known to change nothing."""
+        event: dict[str, Any] = json.loads(line)
+        return event
 
     def _apply(self, event: Mapping[str, Any]) -> str | None:
         """Apply one event; return its resourceVersion, or None to re-list."""

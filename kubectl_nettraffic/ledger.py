@@ -211,6 +211,10 @@ class InflightLedger:
             self._shown, self._hidden = 0, self._hidden - cut
             self._base += cut
 
+    def is_pending(self, key: int) -> bool:
+        """Whether ``key`` may still move or drop (a lock-free read: a hint)."""
+        return key in self._index_of
+
     def move(self, key: int, node: str) -> tuple[str, float] | None:
         """Put the booking ``key`` on ``node`` (where its pod was bound), once.
 

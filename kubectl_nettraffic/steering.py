@@ -174,6 +174,10 @@ class Steerer:
                     self._live.book(preferences[0].node, bandwidth)
         return Decision(patch, tuple(preferences), None, warnings, key)
 
+    def is_pending(self, key: int) -> bool:
+        """Whether the booking ``key`` may still move or drop."""
+        return self.scoreboard.ledger.is_pending(key)
+
     def rebook(self, key: int, node: str) -> str | None:
         """The pod booked as ``key`` was bound to ``node``: its booking moves
         there, once. "moved", "kept" (it was booked there), or None when

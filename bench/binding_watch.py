@@ -1,0 +1,389 @@
+"""What following bindings costs: the BindingWatch of one replica while its
+webhook steers 1,000 pods/s.
+
+A stand-in API server (another process, plain HTTP on 127.0.0.1) streams
+the watch events those pods cause, paced in real time: per pod, ADDED when
+it is created (unbound), MODIFIED when the scheduler binds it (nodeName and
+the PodScheduled condition in one update, as the binding subresource
+writes them), and two MODIFIED from the kubelet's status updates
+(ContainerCreating, then Running). Half the pods are bound to a node other
+than their booked one. The pods are shaped as the API server sends a
+Deployment's pod (managedFields, the service-account token volume, status),
+about 5 KB each. The watch runs as in the webhook: the real Reflector,
+BindingWatch, Steerer and ledger, in this process; its CPU is this
+process's CPU over the run.
+
+    python -m bench.binding_watch
+"""
+
+import copy
+import json
+import logging
+import multiprocessing
+import os
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import yaml
+
+from bench.report import bench_parser, write_section
+from kubectl_nettraffic.bindings import BindingWatch
+from kubectl_nettraffic.cluster import api_client
+from kubectl_nettraffic.config import settings_from_mapping
+from kubectl_nettraffic.placement import BOOKING, STEERED_BY
+from kubectl_nettraffic.scoreboard import Scoreboard
+from kubectl_nettraffic.steering import Steerer
+
+RATE, SECONDS, NODES = 1000, 10, 5000
+LEDGER_ID = "0123456789"
+BATCH = 0.01  # events are written in 10 ms batches
+
+
+def _pod(index: int) -> dict[str, Any]:
+    """A Deployment's pod as the API server stores it, unbound."""
+    name = f"web-7d9c4b6f5-{index:06d}"
+    stamp = "2026-11-23T10:00:00Z"
+    return {
+        "kind": "Pod",
+        "apiVersion": "v1",
+        "metadata": {
+            "name": name,
+            "generateName": "web-7d9c4b6f5-",
+            "namespace": "default",
+            "uid": f"6f1c2a44-0000-4000-8000-{index:012d}",
+            "resourceVersion": "0",
+            "creationTimestamp": stamp,
+            "labels": {"app": "web", "pod-template-hash": "7d9c4b6f5", STEERED_BY: LEDGER_ID},
+            "annotations": {
+                "nettraffic.io/preferred-nodes": "node-00001,node-00002,node-00003",
+                "nettraffic.io/scored-at": stamp,
+                "nettraffic.io/source": "prometheus",
+                "nettraffic.io/scores": "node-00001=97,node-00002=96,node-00003=96",
+                BOOKING: str(index + 1),
+            },
+            "ownerReferences": [
+                {
+                    "apiVersion": "apps/v1",
+                    "kind": "ReplicaSet",
+                    "name": "web-7d9c4b6f5",
+                    "uid": "0b7d2c4e-1111-4000-8000-000000000001",
+                    "controller": True,
+                    "blockOwnerDeletion": True,
+                }
+            ],
+            "managedFields": [
+                {
+                    "manager": "kube-controller-manager",
+                    "operation": "Update",
+                    "apiVersion": "v1",
+                    "time": stamp,
+                    "fieldsType": "FieldsV1",
+                    "fieldsV1": {
+                        "f:metadata": {
+                            "f:generateName": {},
+                            "f:labels": {".": {}, "f:app": {}, "f:pod-template-hash": {}},
+                            "f:ownerReferences": {
+                                ".": {},
+                                'k:{"uid":"0b7d2c4e-1111-4000-8000-000000000001"}': {},
+                            },
+                        },
+                        "f:spec": {
+                            "f:containers": {
+                                'k:{"name":"web"}': {
+                                    ".": {},
+                                    "f:image": {},
+                                    "f:imagePullPolicy": {},
+                                    "f:name": {},
+                                    "f:ports": {".": {}, 'k:{"containerPort":8080}': {}},
+                                    "f:resources": {".": {}, "f:requests": {}},
+                                }
+                            },
+                            "f:dnsPolicy": {},
+                            "f:restartPolicy": {},
+                            "f:schedulerName": {},
+                            "f:terminationGracePeriodSeconds": {},
+                        },
+                    },
+                }
+            ],
+        },
+        "spec": {
+            "volumes": [
+                {
+                    "name": "kube-api-access-x7k2p",
+                    "projected": {
+                        "sources": [
+                            {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},
+                            {
+                                "configMap": {
+                                    "name": "kube-root-ca.crt",
+                                    "items": [{"key": "ca.crt", "path": "ca.crt"}],
+                                }
+                            },
+                            {
+                                "downwardAPI": {
+                                    "items": [
+                                        {
+                                            "path": "namespace",
+                                            "fieldRef": {
+                                                "apiVersion": "v1",
+                                                "fieldPath": "metadata.namespace",
+                                            },
+                                        }
+                                    ]
+                                }
+                            },
+                        ],
+                        "defaultMode": 420,
+                    },
+                }
+            ],
+            "containers": [
+                {
+                    "name": "web",
+                    "image": "registry.example.com/web:1.4.2",
+                    "ports": [{"containerPort": 8080, "protocol": "TCP"}],
+                    "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}},
+                    "volumeMounts": [
+                        {
+                            "name": "kube-api-access-x7k2p",
+                            "readOnly": True,
+                            "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount",
+                        }
+                    ],
+                    "terminationMessagePath": "/dev/termination-log",
+                    "terminationMessagePolicy": "File",
+                    "imagePullPolicy": "IfNotPresent",
+                }
+            ],
+            "restartPolicy": "Always",
+            "terminationGracePeriodSeconds": 30,
+            "dnsPolicy": "ClusterFirst",
+            "serviceAccountName": "default",
+            "serviceAccount": "default",
+            "securityContext": {},
+            "affinity": {
+                "nodeAffinity": {
+                    "preferredDuringSchedulingIgnoredDuringExecution": [
+                        {
+                            "weight": w,
+                            "preference": {
+                                "matchFields": [
+                                    {"key": "metadata.name", "operator": "In", "values": [n]}
+                                ]
+                            },
+                        }
+                        for w, n in ((100, "node-00001"), (99, "node-00002"), (99, "node-00003"))
+                    ]
+                }
+            },
+            "schedulerName": "default-scheduler",
+            "tolerations": [
+                {
+                    "key": "node.kubernetes.io/not-ready",
+                    "operator": "Exists",
+                    "effect": "NoExecute",
+                    "tolerationSeconds": 300,
+                },
+                {
+                    "key": "node.kubernetes.io/unreachable",
+                    "operator": "Exists",
+                    "effect": "NoExecute",
+                    "tolerationSeconds": 300,
+                },
+            ],
+            "priority": 0,
+            "enableServiceLinks": True,
+            "preemptionPolicy": "PreemptLowerPriority",
+        },
+        "status": {"phase": "Pending", "qosClass": "Burstable"},
+    }
+
+
+def _lifecycle(index: int) -> list[bytes]:
+    """The watch events of one pod, encoded, in order."""
+    pod = _pod(index)
+    events = [("ADDED", copy.deepcopy(pod))]
+    # Half the pods are bound elsewhere than their booked node (node-00001).
+    pod["spec"]["nodeName"] = f"node-{(index % NODES) + 1:05d}" if index % 2 else "node-00001"
+    condition = {
+        "type": "PodScheduled",
+        "status": "True",
+        "lastTransitionTime": "2026-11-23T10:00:01Z",
+    }
+    pod["status"]["conditions"] = [condition]
+    events.append(("MODIFIED", copy.deepcopy(pod)))
+    pod["status"].update(
+        hostIP="10.0.3.17",
+        podIP="10.244.3.51",
+        startTime="2026-11-23T10:00:01Z",
+        containerStatuses=[
+            {
+                "name": "web",
+                "state": {"waiting": {"reason": "ContainerCreating"}},
+                "ready": False,
+                "restartCount": 0,
+                "image": "registry.example.com/web:1.4.2",
+                "imageID": "",
+                "started": False,
+            }
+        ],
+    )
+    events.append(("MODIFIED", copy.deepcopy(pod)))
+    pod["status"]["phase"] = "Running"
+    pod["status"]["containerStatuses"][0].update(
+        state={"running": {"startedAt": "2026-11-23T10:00:03Z"}},
+        ready=True,
+        started=True,
+        imageID="registry.example.com/web@sha256:" + "0" * 64,
+        containerID="containerd://" + "1" * 64,
+    )
+    events.append(("MODIFIED", pod))
+    return [json.dumps({"type": t, "object": o}, separators=(",", ":")).encode() for t, o in events]
+
+
+def _serve(port_out: "multiprocessing.Queue[int]", rate: int, seconds: int) -> None:
+    """The stand-in API server: an empty list, then one paced watch stream."""
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            if "watch=true" not in self.path:
+                body = b'{"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"1"},"items":[]}'
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+                return
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            if getattr(self.server, "streamed", False):
+                time.sleep(seconds + 30)  # one run only: later watches stay quiet
+                return
+            self.server.streamed = True  # type: ignore[attr-defined]
+            # The events of pods 0 (kept) and 1 (moved), with each pod's own booking key.
+            templates = [
+                [e.split(b'"%s":"%d"' % (BOOKING.encode(), i + 1)) for e in _lifecycle(i)]
+                for i in (0, 1)
+            ]
+            total, started, sent = rate * seconds, time.monotonic(), 0
+            while sent < total:
+                due = min(total, int((time.monotonic() - started) * rate) + 1)
+                chunk = bytearray()
+                for index in range(sent, due):
+                    key = b'"%s":"%d"' % (BOOKING.encode(), index + 1)
+                    for before, after in templates[index % 2]:
+                        chunk += before + key + after + b"\n"
+                sent = due
+                if chunk:
+                    self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), bytes(chunk)))
+                    self.wfile.flush()
+                time.sleep(BATCH)
+            self.wfile.write(b"0\r\n\r\n")
+            self.wfile.flush()
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    port_out.put(server.server_address[1])
+    server.serve_forever()
+
+
+def run(rate: int, seconds: int, workdir: str) -> dict[str, float]:
+    context = multiprocessing.get_context("spawn")
+    ports: multiprocessing.Queue[int] = context.Queue()
+    server = context.Process(target=_serve, args=(ports, rate, seconds), daemon=True)
+    server.start()
+    try:
+        port = ports.get(timeout=30)
+        kubeconfig = os.path.join(workdir, "kubeconfig")
+        with open(kubeconfig, "w") as handle:
+            yaml.safe_dump(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Config",
+                    "clusters": [{"name": "b", "cluster": {"server": f"http://127.0.0.1:{port}"}}],
+                    "users": [{"name": "b", "user": {"token": "t"}}],
+                    "contexts": [{"name": "b", "context": {"cluster": "b", "user": "b"}}],
+                    "current-context": "b",
+                },
+                handle,
+            )
+        settings = settings_from_mapping({"prometheus": {"url": "http://unused"}})
+        board = Scoreboard(settings, lambda: [])
+        steerer = Steerer(board, settings, ledger_label=LEDGER_ID)
+        now = time.time()
+        board.ledger.view(now)
+        total = rate * seconds
+        for index in range(total):  # what the admissions booked
+            board.ledger.add("node-00001", 2**20, now, key=index + 1)
+        watch = BindingWatch(api_client(kubeconfig), steerer, LEDGER_ID)
+        cpu_before, wall_before = time.process_time(), time.monotonic()
+        watch.start()
+        deadline = wall_before + seconds + 60
+        while sum(watch.counts().values()) < total and time.monotonic() < deadline:
+            time.sleep(0.01)
+        wall, cpu = time.monotonic() - wall_before, time.process_time() - cpu_before
+        watch.stop()
+        counts = watch.counts()
+        if sum(counts.values()) < total:
+            raise SystemExit(f"the watch settled {sum(counts.values())} of {total} bookings")
+        return {
+            "pods": total,
+            "events": total * len(_lifecycle(0)),
+            "event_bytes": sum(len(e) for e in _lifecycle(0)) / len(_lifecycle(0)),
+            "wall": wall,
+            "cpu": cpu,
+            "moved": counts["moved"],
+            "kept": counts["kept"],
+        }
+    finally:
+        server.kill()
+        server.join(5)
+
+
+def main(argv: list[str] | None = None) -> int:
+    import tempfile
+
+    args = bench_parser(__doc__).parse_args(argv)
+    # The watch's re-list when the stand-in server stops is not news here.
+    logging.getLogger("kubectl_nettraffic.cluster").setLevel(logging.ERROR)
+    with tempfile.TemporaryDirectory() as workdir:
+        result = run(RATE, SECONDS, workdir)
+    events_per_pod = result["events"] / result["pods"]
+    rows = [
+        "| | |",
+        "|---|---|",
+        f"| steered pods | {RATE:,}/s for {SECONDS} s ({result['pods']:,.0f}; "
+        f"{result['moved']:,.0f} moved, {result['kept']:,.0f} kept) |",
+        f"| watch events | {events_per_pod:.0f} per pod, {RATE * events_per_pod:,.0f}/s, "
+        f"{result['event_bytes'] / 1024:.1f} KiB each |",
+        f"| all bookings settled after | {result['wall']:.1f} s (the stream lasts {SECONDS} s) |",
+        f"| CPU of the watch | {result['cpu'] / result['wall']:.0%} of one core |",
+        f"| CPU per steered pod | {result['cpu'] / result['pods'] * 1e6:.0f} µs "
+        f"({result['cpu'] / result['events'] * 1e6:.0f} µs per event) |",
+    ]
+    table = "\n".join(rows)
+    print(table)
+    if not args.no_write:
+        write_section(
+            "binding-watch",
+            "Following bindings: the watch's cost at 1,000 admissions/s",
+            "python -m bench.binding_watch",
+            "One replica's BindingWatch (the real Reflector, Steerer and ledger) reading "
+            "the events of the pods it steered from a stand-in API server in another process: "
+            "per pod ADDED, bound, and two kubelet status updates, shaped as the API server "
+            "sends a Deployment's pod. CPU is the watching process's over the run.\n\n" + table,
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
