@@ -120,9 +120,17 @@ def default_normalize_score(raw: np.ndarray, reverse: bool = False) -> np.ndarra
     return MAX_NODE_SCORE - scaled if reverse else scaled
 
 
-def node_affinity_scores(preferred: dict[int, int], scored: np.ndarray) -> np.ndarray:
-    """Preferred one-node terms ({node: weight}) over the scored nodes."""
+def node_affinity_scores(
+    preferred: dict[int, int], scored: np.ndarray, label_weights: np.ndarray | None = None
+) -> np.ndarray:
+    """Preferred one-node terms ({node: weight}) plus terms on node labels
+    (``label_weights``: per node, the weights of the label terms it matches),
+    over the scored nodes. A node's raw score is the sum of the weights of
+    the terms it matches (nodeaffinity/node_affinity.go, NodeAffinity.Score:
+    ``count += int64(term.Weight)`` per matching preferred term)."""
     raw = np.array([preferred.get(int(i), 0) for i in scored], dtype=np.int64)
+    if label_weights is not None:
+        raw = raw + label_weights[scored].astype(np.int64)
     return default_normalize_score(raw)
 
 
@@ -232,7 +240,12 @@ class KubeScheduler:
         return order[found]
 
     def schedule(
-        self, workload: str, cpu: float, memory: float, preferred: dict[int, int]
+        self,
+        workload: str,
+        cpu: float,
+        memory: float,
+        preferred: dict[int, int],
+        label_weights: np.ndarray | None = None,
     ) -> int | None:
         """The node the pod is bound to, or None: it stays Pending."""
         scored = self.feasible_sample(cpu, memory)
@@ -243,7 +256,7 @@ class KubeScheduler:
             chosen = int(scored[0])
         else:
             total = (
-                WEIGHT_NODE_AFFINITY * node_affinity_scores(preferred, scored)
+                WEIGHT_NODE_AFFINITY * node_affinity_scores(preferred, scored, label_weights)
                 + WEIGHT_TOPOLOGY_SPREAD * topology_spread_scores(self.state, workload, scored)
                 + WEIGHT_FIT * least_allocated_scores(self.state, scored, cpu, memory)
                 + WEIGHT_BALANCED

@@ -26,6 +26,7 @@ import jsonpatch
 from kubectl_nettraffic.labels import LabelSelector
 from kubectl_nettraffic.nodes import Node, ineligibility
 from kubectl_nettraffic.scoring import NodeScore
+from kubectl_nettraffic.tiers import TIER_LABEL, TIER_WEIGHTS
 from kubectl_nettraffic.units import parse_quantity
 
 ANNOTATION_PREFIX = "nettraffic.io/"
@@ -40,6 +41,7 @@ EXPECTED_BANDWIDTH = "nettraffic.io/expected-bandwidth"
 # the ledger (random per webhook process), so each replica watches only its
 # own pods; the annotation is the booking's key in it (bindings.py).
 STEERED_BY = "nettraffic.io/steered-by"
+# (The traffic-tier label and its terms' weights: tiers.py.)
 BOOKING = "nettraffic.io/booking"
 SKIP_LABEL = "nettraffic.io/skip"
 PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
@@ -311,14 +313,32 @@ def _escape(key: str) -> str:
 
 
 def _steered_nodes(affinity: Mapping[str, Any]) -> set[str]:
-    """Nodes that already have a one-node matchFields preferred term."""
+    """Nodes that already have a one-node matchFields preferred term, and
+    TIER_LABEL if a term on the tier label is there already."""
     node_affinity = affinity.get("nodeAffinity") or {}
     found: set[str] = set()
     for term in node_affinity.get(PREFERRED) or []:
-        for field in (term.get("preference") or {}).get("matchFields") or []:
+        preference = term.get("preference") or {}
+        for field in preference.get("matchFields") or []:
             if field.get("key") == "metadata.name" and field.get("operator") == "In":
                 found.update(field.get("values") or [])
+        for expression in preference.get("matchExpressions") or []:
+            if expression.get("key") == TIER_LABEL:
+                found.add(TIER_LABEL)
     return found
+
+
+# The preferred terms on the traffic-tier label, the same for every pod: built once.
+_TIER_TERMS = [
+    {
+        "weight": weight,
+        "preference": {
+            "matchExpressions": [{"key": TIER_LABEL, "operator": "In", "values": [tier]}]
+        },
+    }
+    for tier, weight in TIER_WEIGHTS.items()
+]
+_TIER_TEXTS = [json.dumps(term, separators=(",", ":")) for term in _TIER_TERMS]
 
 
 class AddOp(dict[str, Any]):
@@ -375,6 +395,7 @@ def affinity_patch(
     preferences: Sequence[Preference],
     annotations: Mapping[str, str],
     labels: Mapping[str, str] | None = None,
+    tier_terms: bool = False,
 ) -> JsonPatch:
     """JSON patch appending our terms to whatever affinity the pod has."""
     # isinstance(..., dict), not Mapping: the pod is decoded JSON, and the
@@ -398,6 +419,9 @@ def affinity_patch(
                 f'{{"weight":{p.weight!r},"preference":{{"matchFields":[{{"key":"metadata.name",'
                 f'"operator":"In","values":[{json_string(p.node)}]}}]}}}}'
             )
+    if tier_terms and TIER_LABEL not in already:
+        terms.extend(_TIER_TERMS)
+        texts.extend(_TIER_TEXTS)
     ops: JsonPatch = []
     if terms:
         listed = f"[{','.join(texts)}]"

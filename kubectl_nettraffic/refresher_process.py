@@ -80,10 +80,16 @@ def _run_child(settings: Settings, conn: Connection) -> None:
         stream=sys.stderr,
     )
     try:
-        board = build_engine(settings).scoreboard
+        engine = build_engine(settings)
     except NetTrafficError as error:  # the parent logs the exit and starts another later
         log.error("refresher cannot start: %s", error)
         sys.exit(1)
+    board = engine.scoreboard
+    labeller = None
+    if settings.steering.traffic_tiers and engine.api is not None and engine.node_watch is not None:
+        from kubectl_nettraffic.tier_labels import tier_labeller
+
+        labeller = tier_labeller(settings, engine.api).start()
     sent: object = None  # the node mapping in the last message
     while True:
         try:
@@ -91,16 +97,22 @@ def _run_child(settings: Settings, conn: Connection) -> None:
         except Exception:  # never let the refresher die; the next tick retries
             log.exception("refresh failed unexpectedly")
             outcome = RefreshOutcome(None, (), ("refresh failed unexpectedly; see the log",), 0.0)
+        if labeller is not None:
+            outcome = replace(outcome, tier_labels=labeller.status())
         try:
             conn.send_bytes(encode_message(outcome, sent))
         except OSError:
-            return  # the parent is gone
+            break  # the parent is gone
         if outcome.snapshot is not None:
             sent = outcome.snapshot.nodes
+        if labeller is not None:
+            labeller.offer(outcome.snapshot)  # labelled after the send: scores first
         # The parent never writes: the pipe turns readable only when its end
         # closes, so this is both the interval and the parent's death notice.
         if conn.poll(settings.refresh.interval):
-            return
+            break
+    if labeller is not None:
+        labeller.stop()  # releases a held Lease: the next leader need not wait it out
 
 
 class RefresherProcess:

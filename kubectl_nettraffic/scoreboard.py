@@ -30,6 +30,7 @@ from kubectl_nettraffic.nodes import Node, ineligibility
 from kubectl_nettraffic.scoring import NodeScore, score_nodes
 from kubectl_nettraffic.sources.metrics_server import MetricsServerSource, NodeUsage
 from kubectl_nettraffic.sources.prometheus import NodeTraffic, PrometheusSource, TrafficReport
+from kubectl_nettraffic.tiers import TierLabelStatus
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +69,7 @@ class RefreshOutcome:
     failed_sources: tuple[str, ...]  # prometheus | metrics-server | nodes
     errors: tuple[str, ...]
     seconds: float
+    tier_labels: TierLabelStatus | None = None  # the refresher's label writer, if it runs
 
 
 NodesProvider = Callable[[], Sequence[Node]]
@@ -122,6 +124,7 @@ class Scoreboard:
         self.source_failures: dict[str, int] = {"prometheus": 0, "metrics-server": 0, "nodes": 0}
         self.last_errors: tuple[str, ...] = ()  # of the latest refresh, for the CLI
         self.last_refresh_seconds = 0.0
+        self.tier_labels: TierLabelStatus | None = None
         self._snapshot: Snapshot | None = None
         self._refresh_lock = threading.Lock()
         # Held while a pod's nodes are chosen and booked in the ledger, so
@@ -249,6 +252,8 @@ class Scoreboard:
             self.source_failures[source] = self.source_failures.get(source, 0) + 1
         self.last_errors = outcome.errors
         self.last_refresh_seconds = outcome.seconds
+        if outcome.tier_labels is not None:
+            self.tier_labels = outcome.tier_labels
         snapshot = outcome.snapshot
         if snapshot is not None:
             self._snapshot = snapshot  # one reference swap: readers see old or new

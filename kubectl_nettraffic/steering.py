@@ -158,7 +158,7 @@ class Steerer:
             if key and self.ledger_label:
                 annotations[BOOKING] = str(key)
                 labels = {STEERED_BY: self.ledger_label}
-            patch = affinity_patch(pod, preferences, annotations, labels)
+            patch = affinity_patch(pod, preferences, annotations, labels, steering.traffic_tiers)
             try:
                 apply_and_check(pod, patch)
             except PatchCheckFailed as error:

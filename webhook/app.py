@@ -108,6 +108,26 @@ class WebhookMetrics:
                     lambda: {(k,): float(v) for k, v in watch.counts().items()},
                 )
             )
+        add(
+            Gauge(
+                "nettraffic_tier_labels_leader",
+                "1 while this replica holds the Lease and writes the traffic-tier node labels.",
+                lambda: float(scoreboard.tier_labels.leader) if scoreboard.tier_labels else None,
+            )
+        )
+        add(
+            Reading(
+                "nettraffic_tier_label_writes_total",
+                "Traffic-tier node label PATCHes by outcome: written, refused (RBAC or "
+                "the ValidatingAdmissionPolicy), failed.",
+                "counter",
+                ("outcome",),
+                lambda: {
+                    (k,): float(v)
+                    for k, v in (scoreboard.tier_labels.writes if scoreboard.tier_labels else {}).items()
+                },
+            )
+        )
         add(CONNECTIONS_CLOSED)  # per process: the worker's front counts them
         add(
             Gauge(

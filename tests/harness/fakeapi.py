@@ -56,6 +56,9 @@ class FakeKubeAPI:
         self.forbidden: set[tuple[str, str]] = set()  # (method, path prefix) -> 403
         self.proxy_targets: dict[tuple[str, str], str] = {}  # (ns, svc) -> base URL
         self.proxy_verify: str | bool = False
+        # Called as (method, path, body) before a request is served: a test's
+        # way to make something happen in between another client's requests.
+        self.before_request: Any = None
         self.lock = threading.Condition()
         self._closing_watches = 0
         handler = self._handler_class()
@@ -191,6 +194,8 @@ class FakeKubeAPI:
                 )
                 if self.headers.get("Authorization") != f"Bearer {api.TOKEN}":
                     return self._status(401, "Unauthorized", "Unauthorized")
+                if api.before_request is not None:
+                    api.before_request(self.command, parsed.path, body)
                 for method, prefix in api.forbidden:
                     if method in (self.command, "*") and parsed.path.startswith(prefix):
                         return self._status(403, "Forbidden", f"forbidden: {parsed.path}")

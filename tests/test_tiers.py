@@ -1,0 +1,80 @@
+"""Traffic tiers: rank quarters with hysteresis, and the label writes they need."""
+
+import json
+from dataclasses import replace
+
+import jsonpatch
+
+from kubectl_nettraffic.placement import PREFERRED, Preference, affinity_patch, apply_and_check
+from kubectl_nettraffic.scoring import NodeScore
+from kubectl_nettraffic.tiers import TIER_LABEL, TIER_WEIGHTS, assign_tiers, tier_changes
+from tests.harness.reviews import pod
+
+BASE = NodeScore("x", 0, 0, 0, None, None, None, None, 0.0, 0.0, True, True, None)
+
+
+def _ranked(names):
+    return [replace(BASE, name=name) for name in names]
+
+
+def test_nodes_are_put_in_rank_quarters():
+    names = [f"n{i}" for i in range(8)]
+    assert assign_tiers(_ranked(names), {}) == {
+        "n0": "1",
+        "n1": "1",
+        "n2": "2",
+        "n3": "2",
+        "n4": "3",
+        "n5": "3",
+        "n6": "4",
+        "n7": "4",
+    }
+    assert assign_tiers(_ranked(["only"]), {}) == {"only": "3"}  # the middle of one place
+
+
+def test_a_node_keeps_its_tier_until_it_is_past_the_margin():
+    names = [f"n{i:03d}" for i in range(100)]
+    first = assign_tiers(_ranked(names), {}, margin=0.05)
+    assert first["n024"] == "1" and first["n025"] == "2"
+    # n024 drops 4 places (position 0.285 < 0.25 + 0.05): still tier 1.
+    moved = names[:24] + names[25:29] + ["n024"] + names[29:]
+    assert assign_tiers(_ranked(moved), first, margin=0.05)["n024"] == "1"
+    # 6 places (0.305): past the margin, it takes the tier of its rank.
+    moved = names[:24] + names[25:31] + ["n024"] + names[31:]
+    again = assign_tiers(_ranked(moved), first, margin=0.05)
+    assert again["n024"] == "2"
+    # Neighbours that moved up one place each stay where they were.
+    assert all(again[name] == first[name] for name in names if name != "n024")
+    # A label that is not a tier is replaced.
+    assert assign_tiers(_ranked(names), {"n000": "quiet"})["n000"] == "1"
+
+
+def test_only_changed_labels_are_written_and_unranked_nodes_lose_theirs():
+    assigned = {"a": "1", "b": "2"}
+    current = {"a": "1", "b": "3", "c": "4", "d": None}
+    assert tier_changes(assigned, current) == {"b": "2", "c": None}
+
+
+def test_steered_pods_prefer_the_quiet_tiers_once():
+    preferences = [Preference("n1", 100, 90.0)]
+    patch = affinity_patch(pod(), preferences, {}, tier_terms=True)
+    patched = apply_and_check(pod(), patch)
+    terms = patched["spec"]["affinity"]["nodeAffinity"][PREFERRED]
+    tiers = {
+        t["preference"]["matchExpressions"][0]["values"][0]: t["weight"]
+        for t in terms
+        if "matchExpressions" in t["preference"]
+    }
+    assert tiers == TIER_WEIGHTS and "4" not in tiers
+    assert all(
+        t["preference"]["matchExpressions"][0]["key"] == TIER_LABEL
+        for t in terms
+        if "matchExpressions" in t["preference"]
+    )
+    # The op texts are what the generic encoder writes.
+    assert [op.json for op in patch] == [json.dumps(op, separators=(",", ":")) for op in patch]
+    # A pod that has them already does not get them twice.
+    steered = jsonpatch.apply_patch(pod(), patch)
+    again = affinity_patch(steered, [Preference("n2", 100, 80.0)], {}, tier_terms=True)
+    added = [op["value"] for op in again if op["path"].endswith(f"{PREFERRED}/-")]
+    assert len(added) == 1 and "matchFields" in added[0]["preference"]
