@@ -11,6 +11,7 @@ from typing import Any, TypedDict
 
 from kubectl_nettraffic.scoreboard import Snapshot
 from kubectl_nettraffic.scoring import rank_key
+from kubectl_nettraffic.tiers import TIER_LABEL
 from kubectl_nettraffic.units import format_duration
 
 
@@ -24,6 +25,7 @@ class NodeRow(TypedDict):
     memoryUsageRatio: float | None
     inflightPods: int
     score: int
+    tier: str | None  # the node's nettraffic.io/traffic-tier label, as written
     eligible: bool
     reason: str | None
 
@@ -42,6 +44,11 @@ def rfc3339(epoch: float) -> str:
 
 def _rounded(value: float | None, digits: int) -> float | None:
     return None if value is None else round(value, digits)
+
+
+def _tier(snapshot: Snapshot, name: str) -> str | None:
+    node = snapshot.nodes.get(name)
+    return node.labels.get(TIER_LABEL) if node is not None else None
 
 
 def scores_document(
@@ -64,6 +71,7 @@ def scores_document(
                 memoryUsageRatio=_rounded(node.memory_ratio, 6),
                 inflightPods=inflight.get(node.name, (0.0, 0))[1],
                 score=round(min(100.0, max(0.0, node.score_with(extra(node.name))))),
+                tier=_tier(snapshot, node.name),
                 eligible=node.eligible,
                 reason=node.reason,
             )

@@ -34,6 +34,9 @@ from kubectl_nettraffic.tiers import TIER_LABEL, TierLabelStatus, assign_tiers, 
 
 log = logging.getLogger(__name__)
 
+# A write reaches the node watch's cache well within this (seconds).
+_WATCH_DELAY = 1.0
+
 
 def label_patch(value: str | None) -> dict[str, object]:
     """The merge patch that sets (or, with None, removes) the tier label."""
@@ -68,8 +71,10 @@ class TierLabeller:
         margin: float,
         writes_per_second: float,
         clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], float] = time.time,
     ) -> None:
         self._api = api
+        self._wall = wall_clock
         self.election = election
         self.margin = margin
         self._interval = 1.0 / writes_per_second
@@ -81,9 +86,9 @@ class TierLabeller:
         self._writes = {"written": 0, "refused": 0, "failed": 0}
         self._last_error: str | None = None
         self._thread: threading.Thread | None = None
-        # Labels written by this labeller since the node list was taken:
-        # the next snapshot may still show a node's old label.
-        self._written: dict[str, str | None] = {}
+        # Labels this labeller wrote, and when (wall clock): a snapshot whose
+        # node list was taken before a write still shows the old label.
+        self._written: dict[str, tuple[str | None, float]] = {}
 
     def status(self) -> TierLabelStatus:
         with self._lock:
@@ -123,8 +128,8 @@ class TierLabeller:
         current: dict[str, str | None] = {
             name: node.labels.get(TIER_LABEL) for name, node in snapshot.nodes.items()
         }
-        # What we wrote lately counts as there, until the node list shows it.
-        for name, value in self._written.items():
+        # What we wrote since the node list was taken counts as there.
+        for name, (value, _) in self._written.items():
             if name in current:
                 current[name] = value
         previous = {name: value for name, value in current.items() if value is not None}
@@ -134,11 +139,12 @@ class TierLabeller:
     def label(self, snapshot: Snapshot) -> int:
         """One pass; returns how many labels were written. Stops early when a
         newer snapshot arrives or leadership is lost."""
-        # The node list now shows what was written before it was taken.
+        # The snapshot's node list (taken with its measurement, from the watch
+        # cache) shows what was written before it: from then on, it is the truth,
+        # also when someone else has changed a label since.
+        listed_after = snapshot.generated_at - _WATCH_DELAY
         self._written = {
-            name: value
-            for name, value in self._written.items()
-            if name in snapshot.nodes and snapshot.nodes[name].labels.get(TIER_LABEL) != value
+            name: (value, at) for name, (value, at) in self._written.items() if at > listed_after
         }
         written = 0
         next_at = self._clock()
@@ -174,7 +180,7 @@ class TierLabeller:
             self._count("failed", message)
             log.warning("%s", message)
             return False
-        self._written[node] = value
+        self._written[node] = (value, self._wall())
         self._count("written", None)
         return True
 

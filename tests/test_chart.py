@@ -14,7 +14,10 @@ import yaml
 CHART = os.path.join(os.path.dirname(__file__), "..", "charts", "nettraffic")
 VALUES_FILES = sorted(glob.glob(os.path.join(CHART, "ci", "*.yaml")))
 HELMS = [h for h in ("helm", "helm4") if shutil.which(h)]
-KUBERNETES_VERSIONS = [f"1.{minor}.0" for minor in range(27, 34)]
+KUBERNETES_VERSIONS = [f"1.{minor}.0" for minor in range(27, 38)]
+# Where ValidatingAdmissionPolicy is beta only, the API must be switched on:
+# the chart renders it when the cluster serves it.
+VAP_BETA = ("--api-versions", "admissionregistration.k8s.io/v1beta1/ValidatingAdmissionPolicy")
 # Kinds whose schemas live in CRDs, not in the Kubernetes API.
 CRD_KINDS = {"ServiceMonitor", "PrometheusRule", "Certificate", "Issuer"}
 
@@ -71,16 +74,52 @@ def test_lint_strict(helm, values):
 @pytest.mark.parametrize(
     "values", [None, *VALUES_FILES], ids=lambda v: os.path.basename(v) if v else "default"
 )
-def test_every_object_validates_for_kubernetes_1_27_to_1_33(helm, values):
-    objects = render(helm, *(["-f", values] if values else []))
-    checked = 0
-    for obj in objects:
-        if obj["kind"] in CRD_KINDS:
-            continue
-        for version in KUBERNETES_VERSIONS:
+def test_every_object_validates_for_kubernetes_1_27_to_1_37(helm, values):
+    """Rendered for each version, as helm does against that cluster, and
+    validated against that version's schemas."""
+    policies = set()
+    for version in KUBERNETES_VERSIONS:
+        objects = render(helm, "--kube-version", version, *(["-f", values] if values else []))
+        checked = 0
+        for obj in objects:
+            if obj["kind"] in CRD_KINDS:
+                continue
             kubernetes_validate.validate(obj, version, strict=True)
-        checked += 1
-    assert checked >= 9  # a render that lost its objects must not pass
+            checked += 1
+            if obj["kind"] == "ValidatingAdmissionPolicy":
+                policies.add((version, obj["apiVersion"]))
+        assert checked >= 9  # a render that lost its objects must not pass
+    # The policy's GA API from 1.30 on; none before (beta APIs are off by default).
+    assert {v for v, _ in policies} == {v for v in KUBERNETES_VERSIONS if v >= "1.30.0"}
+    assert {api for _, api in policies} == {"admissionregistration.k8s.io/v1"}
+
+
+def test_the_node_label_policy_validates_wherever_its_api_exists():
+    """The policy as rendered for a cluster that serves v1 (1.30 on), and for one
+    that switched the v1beta1 beta on (1.28, 1.29): each validated against
+    every Kubernetes version whose schemas have that API."""
+    validated: dict[str, set[str]] = {}
+    for args in (("--kube-version", "1.30.0"), ("--kube-version", "1.29.0", *VAP_BETA)):
+        policies = [
+            o for o in render("helm", *args) if o["kind"].startswith("ValidatingAdmissionPolicy")
+        ]
+        assert {o["kind"] for o in policies} == {
+            "ValidatingAdmissionPolicy",
+            "ValidatingAdmissionPolicyBinding",
+        }
+        for obj in policies:
+            for version in KUBERNETES_VERSIONS:
+                try:
+                    kubernetes_validate.validate(obj, version, strict=True)
+                except kubernetes_validate.SchemaNotFoundError:
+                    continue  # this version has no such API
+                validated.setdefault(obj["apiVersion"], set()).add(version)
+    assert validated["admissionregistration.k8s.io/v1beta1"] == {
+        f"1.{minor}.0" for minor in range(28, 34)
+    }
+    assert validated["admissionregistration.k8s.io/v1"] == {
+        f"1.{minor}.0" for minor in range(30, 38)
+    }
 
 
 def test_every_container_is_locked_down():
@@ -120,7 +159,16 @@ def test_rbac_is_least_privilege():
             "verbs": ["get", "list", "watch"],
         },
         {"apiGroups": ["metrics.k8s.io"], "resources": ["nodes"], "verbs": ["get", "list"]},
+        # The traffic-tier labels (steering.trafficTiers), fenced by the policy.
+        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["patch"]},
     ]
+    untiered = render("helm", "--set", "steering.trafficTiers=false")
+    untiered_role = next(
+        r for r in by_kind(untiered, "ClusterRole") if r["metadata"]["name"] == "nt-nettraffic"
+    )
+    assert untiered_role["rules"] == webhook_role["rules"][:2]
+    assert not [o for o in untiered if "tier-labels" in o["metadata"]["name"]]
+    assert not by_kind(untiered, "ValidatingAdmissionPolicy")
     hook_cluster_role = next(
         r for r in by_kind(objects, "ClusterRole") if r["metadata"]["name"].endswith("-certs")
     )
@@ -132,7 +180,31 @@ def test_rbac_is_least_privilege():
             "verbs": ["get", "patch", "delete"],
         }
     ]
-    role = by_kind(objects, "Role")[0]
+    roles = {r["metadata"]["name"]: r for r in by_kind(objects, "Role")}
+    assert roles["nt-nettraffic-tier-labels"]["rules"] == [
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
+        {
+            "apiGroups": ["coordination.k8s.io"],
+            "resources": ["leases"],
+            "resourceNames": ["nt-nettraffic-tier-labels"],
+            "verbs": ["get", "update"],
+        },
+    ]
+    assert roles["nt-nettraffic-tier-labels-cleanup"]["rules"] == [
+        {
+            "apiGroups": ["coordination.k8s.io"],
+            "resources": ["leases"],
+            "resourceNames": ["nt-nettraffic-tier-labels"],
+            "verbs": ["get", "delete"],
+        }
+    ]
+    cleanup_role = next(
+        r for r in by_kind(objects, "ClusterRole") if r["metadata"]["name"].endswith("-cleanup")
+    )
+    assert cleanup_role["rules"] == [
+        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["list", "patch"]}
+    ]
+    role = roles["nt-nettraffic-certs"]
     named = [rule for rule in role["rules"] if "resourceNames" in rule]
     assert named == [
         {
@@ -191,13 +263,56 @@ def test_cert_hooks_and_cert_manager_mode():
     assert "--webhook-name" in patch["spec"]["template"]["spec"]["containers"][0]["args"]
 
     managed = render("helm", "-f", os.path.join(CHART, "ci", "cert-manager-values.yaml"))
-    assert not by_kind(managed, "Job")
+    assert not [j for j in by_kind(managed, "Job") if "-certs-" in j["metadata"]["name"]]
     assert by_kind(managed, "Certificate") and by_kind(managed, "Issuer")
     configuration = by_kind(managed, "MutatingWebhookConfiguration")[0]
     assert (
         configuration["metadata"]["annotations"]["cert-manager.io/inject-ca-from"]
         == "nettraffic/nt-nettraffic"
     )
+
+
+def test_the_tier_labels_come_off_after_uninstall():
+    objects = render()
+    jobs = {j["metadata"]["name"]: j for j in by_kind(objects, "Job")}
+    cleanup = jobs["nt-nettraffic-tier-labels-cleanup"]
+    # After the webhook's pods are gone (post-delete), so none writes them again.
+    assert cleanup["metadata"]["annotations"]["helm.sh/hook"] == "post-delete"
+    container = cleanup["spec"]["template"]["spec"]["containers"][0]
+    assert container["args"] == [
+        "tiers",
+        "remove",
+        "--lease-namespace",
+        "nettraffic",
+        "--lease-name",
+        "nt-nettraffic-tier-labels",
+        "--wait",
+        "60",
+    ]
+    hook_objects = [
+        o
+        for o in objects
+        if o["metadata"]["name"] == "nt-nettraffic-tier-labels-cleanup" and o["kind"] != "Job"
+    ]
+    assert {o["kind"] for o in hook_objects} == {
+        "ServiceAccount",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "Role",
+        "RoleBinding",
+    }
+    for obj in hook_objects:
+        assert obj["metadata"]["annotations"]["helm.sh/hook"] == "post-delete"
+    # The config names the same Lease.
+    config = yaml.safe_load(by_kind(objects, "ConfigMap")[0]["data"]["config.yaml"])
+    assert config["tierLabels"]["leaseName"] == "nt-nettraffic-tier-labels"
+    env = {
+        e["name"]: e["valueFrom"]["fieldRef"]["fieldPath"]
+        for e in by_kind(objects, "Deployment")[0]["spec"]["template"]["spec"]["containers"][0][
+            "env"
+        ]
+    }
+    assert env == {"POD_NAMESPACE": "metadata.namespace", "POD_NAME": "metadata.name"}
 
 
 def test_deployment_is_highly_available():

@@ -4,6 +4,9 @@ expires, labels change only past the hysteresis, a refused write is logged
 and counted."""
 
 import logging
+import subprocess
+import sys
+import time
 from dataclasses import replace
 
 import pytest
@@ -101,10 +104,11 @@ def _labels(fake_api):
 
 
 def _with_labels(board, fake_api):
-    """The board's snapshot with the nodes as the API server has them now."""
+    """The board's snapshot as a refresh would take it now: measured now,
+    with the nodes as the API server has them."""
     snapshot = board.snapshot
     nodes = {name: node_from_json(fake_api.get(NODES, name)) for name in snapshot.nodes}
-    return replace(snapshot, nodes=nodes)
+    return replace(snapshot, nodes=nodes, generated_at=time.time())
 
 
 def _labeller(kubeconfig, identity, clock, margin=0.05):
@@ -119,7 +123,10 @@ def test_only_the_leader_writes_and_only_what_changed(fake_api, kubeconfig, clus
     assert not follower.election.try_acquire_or_renew()
     board = fixed_board(cluster)
     assert follower.label(_with_labels(board, fake_api)) == 0
-    assert leader.label(_with_labels(board, fake_api)) == 8
+    unlabelled = _with_labels(board, fake_api)
+    assert leader.label(unlabelled) == 8
+    # A snapshot whose node list was taken before those writes does not undo them.
+    assert leader.label(unlabelled) == 0
     assert _labels(fake_api) == {
         "n0": "1",
         "n1": "1",
@@ -208,3 +215,49 @@ def test_the_lease_namespace_is_the_pod_s_own_unless_configured(tmp_path, monkey
     assert lease_namespace("", str(tmp_path / "namespace")) == "nettraffic"
     monkeypatch.setenv("POD_NAMESPACE", "from-env")
     assert lease_namespace("", str(tmp_path / "namespace")) == "from-env"
+
+
+def _remove(kubeconfig, *extra):
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "kubectl_nettraffic.cli.main",
+            "tiers",
+            "remove",
+            "--kubeconfig",
+            kubeconfig,
+            "--lease-namespace",
+            "kube-system",
+            "--lease-name",
+            "tiers",
+            *extra,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_the_uninstall_command_waits_for_the_writer_then_cleans_up(fake_api, kubeconfig, cluster):
+    election = LeaseElection(api_client(kubeconfig), "kube-system", "tiers", "webhook-1")
+    labeller = TierLabeller(api_client(kubeconfig), election, 0.05, writes_per_second=1000)
+    assert election.try_acquire_or_renew()
+    labeller.label(_with_labels(fixed_board(cluster), fake_api))
+    # The webhook still holds the Lease: the cleanup waits, then says why it went ahead.
+    started = time.monotonic()
+    result = _remove(kubeconfig, "--wait", "3")
+    assert result.returncode == 0, result.stderr
+    assert time.monotonic() - started >= 3
+    assert "is still held by webhook-1 after 3s" in result.stderr
+    assert "removed nettraffic.io/traffic-tier from 8 node(s)" in result.stdout
+    assert all(value is None for value in _labels(fake_api).values())
+    assert fake_api.get(LEASES, "tiers") is None
+    # A writer that released its Lease: no wait.
+    assert election.try_acquire_or_renew()
+    labeller.label(_with_labels(fixed_board(cluster), fake_api))
+    election.stop()
+    started = time.monotonic()
+    result = _remove(kubeconfig, "--wait", "30")
+    assert result.returncode == 0 and time.monotonic() - started < 15, result.stderr
+    assert "removed nettraffic.io/traffic-tier from 8 node(s)" in result.stdout

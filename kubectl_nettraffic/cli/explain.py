@@ -10,6 +10,7 @@ from kubectl_nettraffic.cluster import api_client, describe_api_error, request_j
 from kubectl_nettraffic.config import Settings, load_settings
 from kubectl_nettraffic.errors import ClusterError, NetTrafficError
 from kubectl_nettraffic.placement import (
+    PREFERRED,
     PREFERRED_NODES,
     SCORED_AT,
     SCORES,
@@ -17,6 +18,7 @@ from kubectl_nettraffic.placement import (
     SOURCE,
     untouchable_reason,
 )
+from kubectl_nettraffic.tiers import TIER_LABEL
 
 SKIP_EXPLANATIONS = {
     "node-name-set": "spec.nodeName was already set, so no scheduler was involved",
@@ -44,6 +46,20 @@ def _context_namespace(settings: Settings, context: str | None) -> str:
     return str(((chosen or {}).get("context") or {}).get("namespace") or "default")
 
 
+def _tier(tiers: dict[str, str | None] | None, node: str) -> str:
+    return (tiers or {}).get(node) or "-"
+
+
+def _prefers_tiers(spec: dict[str, Any]) -> bool:
+    terms = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(PREFERRED) or []
+    return any(
+        expression.get("key") == TIER_LABEL
+        for term in terms
+        if isinstance(term, dict)
+        for expression in (term.get("preference") or {}).get("matchExpressions") or []
+    )
+
+
 def _ordinal(index: int) -> str:
     return {0: "1st", 1: "2nd", 2: "3rd"}.get(index, f"{index + 1}th")
 
@@ -53,7 +69,9 @@ def explain_text(
     now_scores: dict[str, int] | None,
     scores_note: str,
     scheduler_names: tuple[str, ...],
+    now_tiers: dict[str, str | None] | None = None,
 ) -> str:
+    """``now_scores`` and ``now_tiers``: node -> score and traffic tier in the live scores."""
     metadata = pod.get("metadata") or {}
     annotations = metadata.get("annotations") or {}
     spec = pod.get("spec") or {}
@@ -69,19 +87,30 @@ def explain_text(
         lines.append(f"Scores now: {scores_note}")
         lines.append("Preferred:")
         width = max(len(n) for n in [*preferred, "NODE"])
-        lines.append(f"  {'NODE'.ljust(width)}   SCORE THEN   SCORE NOW")
+        lines.append(f"  {'NODE'.ljust(width)}   SCORE THEN   SCORE NOW   TIER NOW")
         for node in preferred:
             now = "-" if now_scores is None or node not in now_scores else str(now_scores[node])
-            lines.append(f"  {node.ljust(width)}   {then.get(node, '-').ljust(10)}   {now}")
+            lines.append(
+                f"  {node.ljust(width)}   {then.get(node, '-').ljust(10)}   {now.ljust(9)}   "
+                f"{_tier(now_tiers, node)}"
+            )
+        if _prefers_tiers(spec):
+            lines.append(
+                f"Tiers:      also prefers quiet nodes by their {TIER_LABEL} label "
+                "(1 most, then 2 and 3), wherever the scheduler looks"
+            )
         landed = spec.get("nodeName")
         if not landed:
             lines.append("Landed on:  not scheduled yet")
         elif landed in preferred:
             lines.append(f"Landed on:  {landed} ({_ordinal(preferred.index(landed))} preference)")
         else:
+            tier = _tier(now_tiers, landed)
             lines.append(
-                f"Landed on:  {landed}, not a preferred node: the preference is soft, and the scheduler's "
-                "other scores (spread, resources) or its filters outweighed it"
+                f"Landed on:  {landed}{f' (tier {tier} now)' if tier != '-' else ''}, not a preferred "
+                "node: the preference is soft, and the scheduler's other scores (spread, resources) "
+                "or its filters outweighed it, or it scored none of them (large clusters: it scores "
+                "a sample of the nodes)"
             )
         return "\n".join(lines) + "\n"
     reason = annotations.get(SKIPPED) or untouchable_reason(pod, None, scheduler_names)
@@ -113,8 +142,11 @@ def run_explain(args: argparse.Namespace) -> int:
         location = WebhookLocation(args.webhook_namespace, args.webhook_service, args.webhook_port)
         document, origin = fetch(args.source, settings, args.context, location, args.verbose)
         now_scores: dict[str, int] | None = {r["name"]: r["score"] for r in document["nodes"]}
+        now_tiers: dict[str, str | None] | None = {
+            r["name"]: r.get("tier") for r in document["nodes"]
+        }
         note = f"from the {origin}, {document['generatedAt']}"
     except NetTrafficError as error:
-        now_scores, note = None, f"unavailable ({error})"
-    print(explain_text(pod, now_scores, note, settings.steering.scheduler_names), end="")
+        now_scores, now_tiers, note = None, None, f"unavailable ({error})"
+    print(explain_text(pod, now_scores, note, settings.steering.scheduler_names, now_tiers), end="")
     return 0

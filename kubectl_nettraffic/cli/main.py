@@ -259,6 +259,27 @@ def build_parser() -> argparse.ArgumentParser:
     _add_cluster_flags(cleanup)
     cleanup.set_defaults(run=_lazy("kubectl_nettraffic.cli.certs_command", "run_cleanup"))
 
+    tiers = commands.add_parser("tiers", help="the traffic-tier node labels")
+    tier_commands = tiers.add_subparsers(dest="tiers_command", required=True)
+    remove = tier_commands.add_parser(
+        "remove",
+        help="remove the nettraffic.io/traffic-tier label from every node (uninstall hook)",
+        description="Waits until the webhook's Lease has no live holder (the last "
+        "writer stopped), removes the label from every node, and deletes the Lease.",
+    )
+    remove.add_argument("--lease-namespace", default="default", help="the Lease's namespace")
+    remove.add_argument(
+        "--lease-name", default="nettraffic-tier-labels", help="the Lease that elects the writer"
+    )
+    remove.add_argument(
+        "--wait",
+        type=float,
+        default=60.0,
+        help="seconds to wait for the last writer to stop (default 60)",
+    )
+    _add_cluster_flags(remove)
+    remove.set_defaults(run=_lazy("kubectl_nettraffic.cli.tiers_command", "run_remove"))
+
     version = commands.add_parser("version", help="print the version")
     version.set_defaults(run=run_version, verbose=False)
     return parser

@@ -87,7 +87,7 @@ def table(
         columns.append("")
     columns.append("AGE")
     if wide:
-        columns += ["IN-FLIGHT", "SOURCE"]
+        columns += ["IN-FLIGHT", "TIER", "SOURCE"]
     columns.append("STATUS")
 
     lines: list[list[str]] = []
@@ -114,7 +114,11 @@ def table(
             cells.append(_bar(row["score"]))
         cells.append(age)
         if wide:
-            cells += [str(row.get("inflightPods", 0)), str(document.get("source", "-"))]
+            cells += [
+                str(row.get("inflightPods", 0)),
+                row.get("tier") or "-",
+                str(document.get("source", "-")),
+            ]
         cells.append(_status(row, stale))
         lines.append(cells)
         colours.append(_colour(row["score"], row["eligible"]) if colour else "")

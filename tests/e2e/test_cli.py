@@ -24,7 +24,17 @@ pytestmark = pytest.mark.skipif(
 
 
 def _cluster_nodes() -> list[dict]:
-    nodes = [node(n, labels={"tier": "fast" if n == "q3" else "std"}) for n in MIXED_RATES]
+    # Traffic tiers as the webhook's leader would have labelled them.
+    nodes = [
+        node(
+            n,
+            labels={
+                "tier": "fast" if n == "q3" else "std",
+                "nettraffic.io/traffic-tier": str(1 + i * 4 // len(MIXED_RATES)),
+            },
+        )
+        for i, n in enumerate(MIXED_RATES)
+    ]
     nodes.append(node("t1", taints=[{"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}]))
     return nodes
 
@@ -202,7 +212,11 @@ def test_explain_a_steered_pod(cluster, webhook):
     assert "Steered:    yes" in result.stdout
     assert "Landed on:  q2 (2nd preference)" in result.stdout
     q1_line = next(line for line in result.stdout.splitlines() if line.strip().startswith("q1"))
-    assert len(q1_line.split()) == 3  # NODE, SCORE THEN, SCORE NOW
+    assert q1_line.split()[0] == "q1" and q1_line.split()[3] == "1"  # NODE, THEN, NOW, TIER NOW
+    assert (
+        "Tiers:      also prefers quiet nodes by their nettraffic.io/traffic-tier label"
+        in result.stdout
+    )
 
 
 def test_explain_a_skipped_pod(cluster):

@@ -102,3 +102,51 @@ def test_a_steered_pod_s_booking_follows_its_binding(cluster_webhook):
     assert watches and watches[0].query["labelSelector"] == [
         f"nettraffic.io/steered-by={ledger_id}"
     ]
+
+
+def test_the_leader_labels_nodes_by_tier_and_pods_prefer_the_quiet_tiers(cluster_webhook):
+    api, webhook = cluster_webhook
+
+    def tiers() -> dict[str, str | None]:
+        return {
+            name: (api.get(("api/v1", None, "nodes"), name)["metadata"].get("labels") or {}).get(
+                "nettraffic.io/traffic-tier"
+            )
+            for name in MIXED_RATES
+        }
+
+    # The refresher process won the Lease and labelled every node by rank.
+    wait_for(lambda: all(tiers().values()), timeout=20)
+    assert tiers() == {"q1": "1", "q2": "3", "q3": "4"}  # ranks 1-3 of 3: middles 1/6, 1/2, 5/6
+    lease = api.get(("apis/coordination.k8s.io/v1", "default", "leases"), "nettraffic-tier-labels")
+    assert lease["spec"]["holderIdentity"]
+    # /scores shows each node's tier once the node list has the labels.
+    wait_for(
+        lambda: (
+            {
+                n["name"]: n["tier"]
+                for n in webhook.session.get(webhook.url + "/scores").json()["nodes"]
+            }
+            == tiers()
+        ),
+        timeout=15,
+    )
+    metrics = webhook.session.get(webhook.url + "/metrics").text
+    assert "nettraffic_tier_labels_leader 1" in metrics
+    assert 'nettraffic_tier_label_writes_total{outcome="written"} 3' in metrics
+    # Only label patches reached the nodes.
+    patches = [
+        r for r in api.requests if r.method == "PATCH" and r.path.startswith("/api/v1/nodes/")
+    ]
+    assert len(patches) == 3
+    assert all(set(r.body["metadata"]["labels"]) == {"nettraffic.io/traffic-tier"} for r in patches)
+    # A steered pod also prefers the quiet tiers.
+    _, patched = _preferred(webhook, pod())
+    terms = patched["spec"]["affinity"]["nodeAffinity"][
+        "preferredDuringSchedulingIgnoredDuringExecution"
+    ]
+    assert [
+        (t["weight"], t["preference"]["matchExpressions"][0]["values"])
+        for t in terms
+        if "matchExpressions" in t["preference"]
+    ] == [(60, ["1"]), (40, ["2"]), (20, ["3"])]

@@ -43,3 +43,18 @@ capabilities:
 seccompProfile:
   type: RuntimeDefault
 {{- end -}}
+
+{{- /* The Lease that elects the replica writing the traffic-tier node labels. */}}
+{{- define "nettraffic.tierLease" -}}
+{{- printf "%s-tier-labels" (include "nettraffic.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- end }}
+
+{{- /* The ValidatingAdmissionPolicy API this cluster serves: v1 from 1.30,
+the beta only where it is switched on; empty: none (the policy is skipped). */}}
+{{- define "nettraffic.policyApi" -}}
+{{- if semverCompare ">=1.30.0-0" .Capabilities.KubeVersion.Version -}}
+admissionregistration.k8s.io/v1
+{{- else if .Capabilities.APIVersions.Has "admissionregistration.k8s.io/v1beta1/ValidatingAdmissionPolicy" -}}
+admissionregistration.k8s.io/v1beta1
+{{- end -}}
+{{- end }}
