@@ -34,6 +34,7 @@ from kubectl_nettraffic.config import settings_from_mapping
 from kubectl_nettraffic.placement import BOOKING, STEERED_BY
 from kubectl_nettraffic.scoreboard import Scoreboard
 from kubectl_nettraffic.steering import Steerer
+from tests.harness.reviews import pod as pod_object
 
 RATE, SECONDS, NODES = 1000, 10, 5000
 LEDGER_ID = "0123456789"
@@ -41,164 +42,127 @@ BATCH = 0.01  # events are written in 10 ms batches
 
 
 def _pod(index: int) -> dict[str, Any]:
-    """A Deployment's pod as the API server stores it, unbound."""
-    name = f"web-7d9c4b6f5-{index:06d}"
+    """A Deployment's pod as the API server stores it, unbound: the admitted
+    pod (tests/harness/reviews.py) as the webhook steered it, plus what the
+    API server adds (uid, managedFields, the service-account token volume)."""
     stamp = "2026-11-23T10:00:00Z"
-    return {
-        "kind": "Pod",
-        "apiVersion": "v1",
-        "metadata": {
-            "name": name,
-            "generateName": "web-7d9c4b6f5-",
-            "namespace": "default",
-            "uid": f"6f1c2a44-0000-4000-8000-{index:012d}",
-            "resourceVersion": "0",
-            "creationTimestamp": stamp,
-            "labels": {"app": "web", "pod-template-hash": "7d9c4b6f5", STEERED_BY: LEDGER_ID},
-            "annotations": {
-                "nettraffic.io/preferred-nodes": "node-00001,node-00002,node-00003",
-                "nettraffic.io/scored-at": stamp,
-                "nettraffic.io/source": "prometheus",
-                "nettraffic.io/scores": "node-00001=97,node-00002=96,node-00003=96",
-                BOOKING: str(index + 1),
-            },
-            "ownerReferences": [
-                {
-                    "apiVersion": "apps/v1",
-                    "kind": "ReplicaSet",
-                    "name": "web-7d9c4b6f5",
-                    "uid": "0b7d2c4e-1111-4000-8000-000000000001",
-                    "controller": True,
-                    "blockOwnerDeletion": True,
-                }
-            ],
-            "managedFields": [
-                {
-                    "manager": "kube-controller-manager",
-                    "operation": "Update",
-                    "apiVersion": "v1",
-                    "time": stamp,
-                    "fieldsType": "FieldsV1",
-                    "fieldsV1": {
-                        "f:metadata": {
-                            "f:generateName": {},
-                            "f:labels": {".": {}, "f:app": {}, "f:pod-template-hash": {}},
-                            "f:ownerReferences": {
-                                ".": {},
-                                'k:{"uid":"0b7d2c4e-1111-4000-8000-000000000001"}': {},
-                            },
-                        },
-                        "f:spec": {
-                            "f:containers": {
-                                'k:{"name":"web"}': {
-                                    ".": {},
-                                    "f:image": {},
-                                    "f:imagePullPolicy": {},
-                                    "f:name": {},
-                                    "f:ports": {".": {}, 'k:{"containerPort":8080}': {}},
-                                    "f:resources": {".": {}, "f:requests": {}},
-                                }
-                            },
-                            "f:dnsPolicy": {},
-                            "f:restartPolicy": {},
-                            "f:schedulerName": {},
-                            "f:terminationGracePeriodSeconds": {},
-                        },
-                    },
-                }
-            ],
+    preferred = ("node-00001", "node-00002", "node-00003")
+    pod = pod_object(
+        generate_name="web-7d9c4b6f5-",
+        labels={"app": "web", "pod-template-hash": "7d9c4b6f5", STEERED_BY: LEDGER_ID},
+        annotations={
+            "nettraffic.io/preferred-nodes": ",".join(preferred),
+            "nettraffic.io/scored-at": stamp,
+            "nettraffic.io/source": "prometheus",
+            "nettraffic.io/scores": "node-00001=97,node-00002=96,node-00003=96",
+            BOOKING: str(index + 1),
         },
-        "spec": {
-            "volumes": [
-                {
-                    "name": "kube-api-access-x7k2p",
-                    "projected": {
-                        "sources": [
-                            {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},
-                            {
-                                "configMap": {
-                                    "name": "kube-root-ca.crt",
-                                    "items": [{"key": "ca.crt", "path": "ca.crt"}],
-                                }
-                            },
-                            {
-                                "downwardAPI": {
-                                    "items": [
-                                        {
-                                            "path": "namespace",
-                                            "fieldRef": {
-                                                "apiVersion": "v1",
-                                                "fieldPath": "metadata.namespace",
-                                            },
-                                        }
-                                    ]
-                                }
-                            },
-                        ],
-                        "defaultMode": 420,
-                    },
-                }
-            ],
-            "containers": [
-                {
-                    "name": "web",
-                    "image": "registry.example.com/web:1.4.2",
-                    "ports": [{"containerPort": 8080, "protocol": "TCP"}],
-                    "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}},
-                    "volumeMounts": [
-                        {
-                            "name": "kube-api-access-x7k2p",
-                            "readOnly": True,
-                            "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount",
-                        }
-                    ],
-                    "terminationMessagePath": "/dev/termination-log",
-                    "terminationMessagePolicy": "File",
-                    "imagePullPolicy": "IfNotPresent",
-                }
-            ],
-            "restartPolicy": "Always",
-            "terminationGracePeriodSeconds": 30,
-            "dnsPolicy": "ClusterFirst",
-            "serviceAccountName": "default",
+        spec={
             "serviceAccount": "default",
-            "securityContext": {},
             "affinity": {
                 "nodeAffinity": {
                     "preferredDuringSchedulingIgnoredDuringExecution": [
                         {
-                            "weight": w,
+                            "weight": weight,
                             "preference": {
                                 "matchFields": [
-                                    {"key": "metadata.name", "operator": "In", "values": [n]}
+                                    {"key": "metadata.name", "operator": "In", "values": [name]}
                                 ]
                             },
                         }
-                        for w, n in ((100, "node-00001"), (99, "node-00002"), (99, "node-00003"))
+                        for weight, name in zip((100, 99, 99), preferred, strict=True)
                     ]
                 }
             },
-            "schedulerName": "default-scheduler",
-            "tolerations": [
-                {
-                    "key": "node.kubernetes.io/not-ready",
-                    "operator": "Exists",
-                    "effect": "NoExecute",
-                    "tolerationSeconds": 300,
-                },
-                {
-                    "key": "node.kubernetes.io/unreachable",
-                    "operator": "Exists",
-                    "effect": "NoExecute",
-                    "tolerationSeconds": 300,
-                },
-            ],
-            "priority": 0,
-            "enableServiceLinks": True,
-            "preemptionPolicy": "PreemptLowerPriority",
         },
-        "status": {"phase": "Pending", "qosClass": "Burstable"},
-    }
+    )
+    metadata, spec = pod["metadata"], pod["spec"]
+    metadata.update(
+        name=f"web-7d9c4b6f5-{index:06d}",
+        uid=f"6f1c2a44-0000-4000-8000-{index:012d}",
+        resourceVersion="0",
+        creationTimestamp=stamp,
+    )
+    owner_uid = metadata["ownerReferences"][0]["uid"]
+    metadata["managedFields"] = [
+        {
+            "manager": "kube-controller-manager",
+            "operation": "Update",
+            "apiVersion": "v1",
+            "time": stamp,
+            "fieldsType": "FieldsV1",
+            "fieldsV1": {
+                "f:metadata": {
+                    "f:generateName": {},
+                    "f:labels": {".": {}, "f:app": {}, "f:pod-template-hash": {}},
+                    "f:ownerReferences": {
+                        ".": {},
+                        f'k:{{"uid":"{owner_uid}"}}': {},
+                    },
+                },
+                "f:spec": {
+                    "f:containers": {
+                        'k:{"name":"app"}': {
+                            ".": {},
+                            "f:image": {},
+                            "f:imagePullPolicy": {},
+                            "f:name": {},
+                            "f:ports": {".": {}, 'k:{"containerPort":8080}': {}},
+                            "f:resources": {".": {}, "f:requests": {}},
+                        }
+                    },
+                    "f:dnsPolicy": {},
+                    "f:restartPolicy": {},
+                    "f:schedulerName": {},
+                    "f:terminationGracePeriodSeconds": {},
+                },
+            },
+        }
+    ]
+    spec["volumes"] = [
+        {
+            "name": "kube-api-access-x7k2p",
+            "projected": {
+                "sources": [
+                    {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},
+                    {
+                        "configMap": {
+                            "name": "kube-root-ca.crt",
+                            "items": [{"key": "ca.crt", "path": "ca.crt"}],
+                        }
+                    },
+                    {
+                        "downwardAPI": {
+                            "items": [
+                                {
+                                    "path": "namespace",
+                                    "fieldRef": {
+                                        "apiVersion": "v1",
+                                        "fieldPath": "metadata.namespace",
+                                    },
+                                }
+                            ]
+                        }
+                    },
+                ],
+                "defaultMode": 420,
+            },
+        }
+    ]
+    container = spec["containers"][0]
+    container.update(
+        ports=[{"containerPort": 8080, "protocol": "TCP"}],
+        resources={"requests": {"cpu": "100m", "memory": "128Mi"}},
+        volumeMounts=[
+            {
+                "name": "kube-api-access-x7k2p",
+                "readOnly": True,
+                "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount",
+            }
+        ],
+    )
+    pod["status"] = {"phase": "Pending", "qosClass": "Burstable"}
+    return pod
 
 
 def _lifecycle(index: int) -> list[bytes]:
@@ -224,7 +188,7 @@ def _lifecycle(index: int) -> list[bytes]:
                 "state": {"waiting": {"reason": "ContainerCreating"}},
                 "ready": False,
                 "restartCount": 0,
-                "image": "registry.example.com/web:1.4.2",
+                "image": "nginx:1.27",
                 "imageID": "",
                 "started": False,
             }
@@ -236,7 +200,7 @@ def _lifecycle(index: int) -> list[bytes]:
         state={"running": {"startedAt": "2026-11-23T10:00:03Z"}},
         ready=True,
         started=True,
-        imageID="registry.example.com/web@sha256:" + "0" * 64,
+        imageID="docker.io/library/nginx@sha256:" + "0" * 64,
         containerID="containerd://" + "1" * 64,
     )
     events.append(("MODIFIED", pod))

@@ -62,9 +62,14 @@ least-utilised link among the nodes it fits on. Nodes have 10 Gbit/s links
 (three in ten 1 Gbit/s and one in five 25 Gbit/s in the rows that say so); 10%
 start at 75-95% utilisation. A pod is placed *hot* when its node's
 committed load (background plus every pod already placed there) is above 80%
-when it lands. (c) uses the project's defaults: pods carry no
+when it lands. (e) uses the project's defaults: pods carry no
 expected-bandwidth annotation, so each is booked at 1Mi/s while it really
-sends about 20 MB/s, except in the rows that say otherwise. The model's
+sends about 20 MB/s, except in the rows that say otherwise; each booking
+moves to the node the pod was bound to (steering.followBindings); at every
+refresh the nodes are labelled by traffic tier as the webhook's leader
+labels them (kubectl_nettraffic/tiers.py, with its hysteresis), and each
+pod's tier terms add to NodeAffinity's score of every node carrying a tier,
+sampled or not. (c) is the same with steering.trafficTiers off. The model's
 limits: filtering walks the nodes in order (the scheduler checks them in
 parallel and may examine a few more), no pod count limit, volumes, nominated
 nodes or preemption."""
@@ -81,8 +86,8 @@ STRATEGIES = ("default", "tutorial", "nettraffic", "tiers", "oracle")
 LABELS = {
     "default": "(a) default scheduler",
     "tutorial": "(b) tutorial: lowest node, no accounting",
-    "nettraffic": "(c) kubectl-nettraffic defaults",
-    "tiers": "(e) (c) with steering.trafficTiers",
+    "nettraffic": "(c) kubectl-nettraffic, trafficTiers off",
+    "tiers": "(e) kubectl-nettraffic defaults (trafficTiers on)",
     "oracle": "(d) oracle",
 }
 STEERED = ("nettraffic", "tiers")

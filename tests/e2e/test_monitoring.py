@@ -70,6 +70,8 @@ def test_promtool_accepts_the_rules(rendered, tmp_path):
         "NettrafficRefreshFailing",
         "NettrafficAdmissionErrors",
         "NettrafficServingCertificateExpiring",
+        "NettrafficTierLabelsRefused",
+        "NettrafficNoTierLabeller",
     }
 
 
@@ -131,7 +133,7 @@ def test_every_dashboard_query_returns_data_and_every_alert_evaluates(
             time.sleep(1)
         groups = requests.get(f"{scraper.url}/api/v1/rules", timeout=10).json()["data"]["groups"]
         loaded = [rule for group in groups for rule in group["rules"]]
-        assert len(loaded) == 5
+        assert len(loaded) == 7
         for rule in loaded:
             _query(scraper, rule["query"])  # evaluates
             assert rule["health"] in ("ok", "unknown"), rule
