@@ -124,7 +124,9 @@ class WebhookMetrics:
                 ("outcome",),
                 lambda: {
                     (k,): float(v)
-                    for k, v in (scoreboard.tier_labels.writes if scoreboard.tier_labels else {}).items()
+                    for k, v in (
+                        scoreboard.tier_labels.writes if scoreboard.tier_labels else {}
+                    ).items()
                 },
             )
         )
