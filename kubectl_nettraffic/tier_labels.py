@@ -11,10 +11,13 @@ Writes are paced (``writes_per_second``): the first labelling of a large
 cluster spreads over a few minutes instead of a burst of thousands of
 PATCHes, and a pass that cannot finish before the next snapshot simply
 continues from the new one. A refused write (RBAC, or the chart's
-ValidatingAdmissionPolicy) is logged with what to fix and counted; the
-pass carries on with the next node.
+ValidatingAdmissionPolicy) is logged with what to fix and counted. RBAC
+refuses every node alike, and an API server that does not answer fails
+them all: either ends the pass, to be tried again with the next snapshot.
+A policy's refusal may concern one node: the pass goes on.
 """
 
+import json
 import logging
 import os
 import secrets
@@ -54,13 +57,18 @@ def patch_node_label(api: k8s.ApiClient, node: str, value: str | None) -> None:
 
 
 def refusal_hint(error: ApiException) -> str:
-    """What to do when the API server refuses a label write."""
-    if error.status == 403 and "ValidatingAdmissionPolicy" not in str(error.body or ""):
+    """What to do when the API server refuses a label write: RBAC's refusal
+    gets the fix; an admission policy's (ours or another's) is quoted."""
+    try:
+        message = str(json.loads(error.body or "").get("message") or "")
+    except (ValueError, AttributeError):
+        message = str(error.body or error.reason or "")
+    if error.status == 403 and "admission" not in message.lower():
         return (
             "RBAC forbids it: grant patch on nodes to the webhook's service account "
             "(the chart does with steering.trafficTiers=true), or set steering.trafficTiers=false"
         )
-    return f"the API server refused it ({(error.body or error.reason or '').strip()[:300]})"
+    return f"the API server refused it: {message.strip()[:300]}"
 
 
 class TierLabeller:
@@ -155,34 +163,37 @@ class TierLabeller:
             if pause > 0 and self._stop.wait(pause):
                 break
             next_at = max(next_at, self._clock()) + self._interval
-            if self._write(name, value):
+            outcome = self._write(name, value)
+            if outcome == "written":
                 written += 1
+            elif outcome == "stop":
+                break  # every other node would fail the same way: next pass
         return written
 
-    def _write(self, node: str, value: str | None) -> bool:
+    def _write(self, node: str, value: str | None) -> str:
+        """One PATCH: "written", "skip" (this node only) or "stop" (the pass)."""
         try:
             patch_node_label(self._api, node, value)
         except ApiException as error:
             if error.status == 404:
-                return False  # the node is gone; the next node list drops it
-            outcome = "refused" if error.status in (403, 422) else "failed"
-            hint = (
-                refusal_hint(error)
-                if outcome == "refused"
-                else str(describe_api_error(error, "labelling a node"))
-            )
-            message = f"cannot set {TIER_LABEL} on node {node}: {hint}"
-            self._count(outcome, message)
-            log.warning("%s", message)
-            return False
-        except Exception as error:
-            message = str(describe_api_error(error, f"labelling node {node}"))
-            self._count("failed", message)
-            log.warning("%s", message)
-            return False
+                return "skip"  # the node is gone; the next node list drops it
+            if error.status in (403, 422):
+                hint = refusal_hint(error)
+                self._failed("refused", f"cannot set {TIER_LABEL} on node {node}: {hint}")
+                # RBAC refuses every node alike; a policy may refuse just this one.
+                return "stop" if hint.startswith("RBAC") else "skip"
+            self._failed("failed", str(describe_api_error(error, f"labelling node {node}")))
+            return "stop"
+        except Exception as error:  # the API server did not answer
+            self._failed("failed", str(describe_api_error(error, f"labelling node {node}")))
+            return "stop"
         self._written[node] = (value, self._wall())
         self._count("written", None)
-        return True
+        return "written"
+
+    def _failed(self, outcome: str, message: str) -> None:
+        self._count(outcome, message)
+        log.warning("%s", message)
 
     def _count(self, outcome: str, error: str | None) -> None:
         with self._lock:

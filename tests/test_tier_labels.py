@@ -187,10 +187,31 @@ def test_a_refused_write_is_logged_with_the_fix_and_counted(fake_api, kubeconfig
     fake_api.forbidden.add(("PATCH", "/api/v1/nodes"))
     with caplog.at_level(logging.WARNING, logger="kubectl_nettraffic.tier_labels"):
         assert labeller.label(_with_labels(fixed_board(cluster), fake_api)) == 0
-    assert labeller.status().writes["refused"] == 8
+    # RBAC refuses every node alike: one try per pass, not one per node.
+    assert labeller.status().writes["refused"] == 1
+    assert caplog.text.count("cannot set") == 1
     assert "RBAC forbids it: grant patch on nodes" in caplog.text
     assert "steering.trafficTiers" in labeller.status().last_error
     assert all(value is None for value in _labels(fake_api).values())
+
+
+def test_a_write_refused_by_an_admission_policy_quotes_its_message(
+    fake_api, kubeconfig, cluster, caplog
+):
+    clock = Clock()
+    labeller = _labeller(kubeconfig, "a", clock)
+    assert labeller.election.try_acquire_or_renew()
+    denial = (
+        "nodes \"n0\" is forbidden: ValidatingAdmissionPolicy 'nt-nettraffic-node-labels' with "
+        "binding 'nt-nettraffic-node-labels' denied request: the nettraffic webhook may add or "
+        "change only nettraffic.io/ labels on a Node"
+    )
+    fake_api.refused[("PATCH", "/api/v1/nodes")] = (403, "Forbidden", denial)
+    with caplog.at_level(logging.WARNING, logger="kubectl_nettraffic.tier_labels"):
+        labeller.label(_with_labels(fixed_board(cluster), fake_api))
+    assert labeller.status().writes["refused"] == 8
+    assert f"the API server refused it: {denial}" in caplog.text
+    assert "RBAC" not in caplog.text
 
 
 def test_cleanup_removes_every_tier_label(fake_api, kubeconfig, cluster):

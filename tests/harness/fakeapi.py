@@ -54,6 +54,9 @@ class FakeKubeAPI:
         self.gone_sent = 0
         self.requests: list[Recorded] = []
         self.forbidden: set[tuple[str, str]] = set()  # (method, path prefix) -> 403
+        # (method, path prefix) -> (status, reason, message): refusals as an
+        # admission plugin (a ValidatingAdmissionPolicy) words them.
+        self.refused: dict[tuple[str, str], tuple[int, str, str]] = {}
         self.proxy_targets: dict[tuple[str, str], str] = {}  # (ns, svc) -> base URL
         self.proxy_verify: str | bool = False
         # Called as (method, path, body) before a request is served: a test's
@@ -199,6 +202,9 @@ class FakeKubeAPI:
                 for method, prefix in api.forbidden:
                     if method in (self.command, "*") and parsed.path.startswith(prefix):
                         return self._status(403, "Forbidden", f"forbidden: {parsed.path}")
+                for (method, prefix), (code, reason, message) in api.refused.items():
+                    if method in (self.command, "*") and parsed.path.startswith(prefix):
+                        return self._status(code, reason, message)
                 route(self, api, parsed.path, query, body, raw, content_type)
 
             do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _handle
