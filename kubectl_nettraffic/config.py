@@ -117,6 +117,32 @@ class SteeringSettings:
 
 
 @dataclass(frozen=True)
+class LearningSettings:
+    # true: learn each workload's bandwidth from cAdvisor and kube-state-metrics
+    # (one more Prometheus query per refresh); off by itself without them.
+    enabled: bool = True
+    # The kubelet's cAdvisor counters, and the selector of pod-level series
+    # (never by container: containerd says container="", CRI-O "POD").
+    receive_metric: str = "container_network_receive_bytes_total"
+    transmit_metric: str = "container_network_transmit_bytes_total"
+    pod_selector: str = 'pod!=""'
+    # kube-state-metrics' series, and the labels that carry the pod's namespace
+    # and name there (exported_namespace/exported_pod where the scrape renames them).
+    pod_owner_metric: str = "kube_pod_owner"
+    replicaset_owner_metric: str = "kube_replicaset_owner"
+    pod_info_metric: str = "kube_pod_info"
+    namespace_label: str = "namespace"
+    pod_label: str = "pod"
+    # The Vertical Pod Autoscaler's: p90 of a histogram whose samples halve in
+    # weight every 24h, plus 15% (workload_bandwidth.py).
+    percentile: float = 0.9
+    margin: float = 0.15
+    half_life: float = 24 * 3600.0
+    # Pod samples (one per pod per refresh) before a workload's figure is used.
+    min_samples: int = 3
+
+
+@dataclass(frozen=True)
 class TierLabelSettings:
     # The Lease that elects the one replica writing the labels.
     lease_name: str = "nettraffic-tier-labels"
@@ -183,6 +209,7 @@ class Settings:
     refresh: RefreshSettings = field(default_factory=RefreshSettings)
     steering: SteeringSettings = field(default_factory=SteeringSettings)
     tier_labels: TierLabelSettings = field(default_factory=TierLabelSettings)
+    learning: LearningSettings = field(default_factory=LearningSettings)
     extender: ExtenderSettings = field(default_factory=ExtenderSettings)
     server: ServerSettings = field(default_factory=ServerSettings)
 
@@ -251,6 +278,23 @@ def _positive(key: str, value: Any) -> float:
     number = _weight(key, value)
     if number <= 0:
         raise ConfigError(f"config key {key}: {value!r} must be above 0")
+    return number
+
+
+def _metric_name(key: str, value: Any) -> str:
+    text = _string(key, value)
+    if not re.fullmatch(r"[a-zA-Z_:][a-zA-Z0-9_:]*", text):
+        raise ConfigError(
+            f"config key {key}: {text!r} is not a Prometheus metric or label name "
+            "(letters, digits, _ and :, not starting with a digit)"
+        )
+    return text
+
+
+def _percentile(key: str, value: Any) -> float:
+    number = _weight(key, value)
+    if not 0 < number < 1:
+        raise ConfigError(f"config key {key}: {value!r} is a percentile; use 0.5 up to 0.99")
     return number
 
 
@@ -407,6 +451,24 @@ _SCHEMA: dict[str, tuple[str, Any]] = {
             "trafficTiers": ("traffic_tiers", _boolean),
         },
     ),
+    "learning": (
+        "learning",
+        {
+            "enabled": ("enabled", _boolean),
+            "receiveMetric": ("receive_metric", _metric_name),
+            "transmitMetric": ("transmit_metric", _metric_name),
+            "podSelector": ("pod_selector", _string),
+            "podOwnerMetric": ("pod_owner_metric", _metric_name),
+            "replicaSetOwnerMetric": ("replicaset_owner_metric", _metric_name),
+            "podInfoMetric": ("pod_info_metric", _metric_name),
+            "namespaceLabel": ("namespace_label", _metric_name),
+            "podLabel": ("pod_label", _metric_name),
+            "percentile": ("percentile", _percentile),
+            "margin": ("margin", _weight),
+            "halfLife": ("half_life", _duration),
+            "minSamples": ("min_samples", _integer(1, 10000)),
+        },
+    ),
     "tierLabels": (
         "tier_labels",
         {
@@ -449,6 +511,7 @@ _SECTION_TYPES: dict[str, type] = {
     "refresh": RefreshSettings,
     "steering": SteeringSettings,
     "tierLabels": TierLabelSettings,
+    "learning": LearningSettings,
     "extender": ExtenderSettings,
     "server": ServerSettings,
 }

@@ -13,7 +13,7 @@ import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -93,11 +93,18 @@ def _series_lines(exporters: Sequence[Exporter], end: float, duration: float) ->
 
 
 def write_blocks(
-    data_dir: str, exporters: Sequence[Exporter], end: float, duration: float = 600
+    data_dir: str,
+    exporters: Sequence[Exporter],
+    end: float,
+    duration: float = 600,
+    more: Iterable[str] = (),
 ) -> None:
-    """Backfill ``duration`` seconds of samples ending at ``end`` into ``data_dir``."""
+    """Backfill ``duration`` seconds of samples ending at ``end`` into
+    ``data_dir``; ``more``: further OpenMetrics lines (other families)."""
     with tempfile.NamedTemporaryFile("w", suffix=".om", delete=False) as handle:
         for line in _series_lines(exporters, end, duration):
+            handle.write(line + "\n")
+        for line in more:
             handle.write(line + "\n")
         handle.write("# EOF\n")
         source = handle.name
@@ -188,8 +195,8 @@ class PrometheusServer:
 
 
 def prometheus_with_history(
-    exporters: Sequence[Exporter], end: float, duration: float = 600
+    exporters: Sequence[Exporter], end: float, duration: float = 600, more: Iterable[str] = ()
 ) -> PrometheusServer:
     data_dir = tempfile.mkdtemp(prefix="nt-prom-data-")
-    write_blocks(data_dir, exporters, end, duration)
+    write_blocks(data_dir, exporters, end, duration, more)
     return PrometheusServer(data_dir=data_dir)  # owns data_dir from now on

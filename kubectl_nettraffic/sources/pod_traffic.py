@@ -1,0 +1,155 @@
+"""Per-pod network rates from cAdvisor, with each pod's workload from
+kube-state-metrics: the learner's input (workload_bandwidth.py), in ONE
+instant query per refresh beside the node query.
+
+- Rates: ``rate()`` of the kubelet's cAdvisor counters
+  ``container_network_{receive,transmit}_bytes_total`` over the window,
+  summed per pod over its interfaces. Network counters belong to the pod's
+  sandbox, which containerd labels ``container=""`` and CRI-O
+  ``container="POD"``: the series are selected by ``pod!=""``, never by
+  container name. ``rate()`` handles counter resets.
+- hostNetwork pods are left out: their "pod" series are the node's own
+  interfaces (``kube_pod_info{host_network="true"}``).
+- The workload: ``kube_pod_owner`` gives the pod's controller;
+  ``kube_replicaset_owner`` rolls a ReplicaSet up to its Deployment, so a
+  rollout keeps its history. A pod without an owner (``<none>``) counts
+  toward the cluster-wide figure only.
+
+The five parts come back in one answer, each tagged with a
+``nettraffic_part`` label. No cAdvisor series, or no kube-state-metrics
+series at all: the report says which is missing, and nothing is learned.
+"""
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from kubectl_nettraffic.config import LearningSettings
+from kubectl_nettraffic.sources.prometheus import PrometheusSource
+from kubectl_nettraffic.units import promql_duration
+from kubectl_nettraffic.workload_bandwidth import PodSample, Workload
+
+PART_LABEL = "nettraffic_part"
+_NONE = "<none>"  # kube-state-metrics' owner of a pod without one
+
+
+@dataclass(frozen=True)
+class PodTrafficReport:
+    samples: tuple[PodSample, ...]
+    missing: tuple[str, ...]  # "cadvisor", "kube-state-metrics": what to install or fix
+    host_network_pods: int
+    evaluated_at: float
+
+
+def build_pod_query(settings: LearningSettings, window: float) -> str:
+    ns, pod = settings.namespace_label, settings.pod_label
+    selector = settings.pod_selector
+    rate_window = promql_duration(window)
+
+    def tagged(expression: str, part: str) -> str:
+        return f'label_replace({expression}, "{PART_LABEL}", "{part}", "", "")'
+
+    parts = [
+        tagged(
+            f"sum by (namespace, pod) (rate({settings.receive_metric}{{{selector}}}[{rate_window}]))",
+            "receive",
+        ),
+        tagged(
+            f"sum by (namespace, pod) (rate({settings.transmit_metric}{{{selector}}}[{rate_window}]))",
+            "transmit",
+        ),
+        tagged(
+            f'max by ({ns}, {pod}, owner_kind, owner_name) ({settings.pod_owner_metric}{{owner_is_controller="true"}})'
+            f' or max by ({ns}, {pod}, owner_kind, owner_name) ({settings.pod_owner_metric}{{owner_kind="{_NONE}"}})',
+            "owner",
+        ),
+        tagged(
+            f"max by ({ns}, replicaset, owner_kind, owner_name) ({settings.replicaset_owner_metric})",
+            "replicaset",
+        ),
+        tagged(
+            f'max by ({ns}, {pod}) ({settings.pod_info_metric}{{host_network="true"}})',
+            "host-network",
+        ),
+    ]
+    return "\nor ".join(parts)
+
+
+def samples_from(
+    result: list[dict[str, Any]], settings: LearningSettings, evaluated_at: float
+) -> PodTrafficReport:
+    """Split the answer into its parts and join them per pod."""
+    ns_label, pod_label = settings.namespace_label, settings.pod_label
+    receive: dict[tuple[str, str], float] = {}
+    transmit: dict[tuple[str, str], float] = {}
+    owners: dict[tuple[str, str], tuple[str, str]] = {}
+    replicasets: dict[tuple[str, str], tuple[str, str]] = {}
+    host_network: set[tuple[str, str]] = set()
+    for series in result:
+        metric: Mapping[str, str] = series.get("metric") or {}
+        part = metric.get(PART_LABEL)
+        try:
+            value = float(series["value"][1])
+        except (KeyError, IndexError, TypeError, ValueError):
+            continue
+        if part in ("receive", "transmit"):
+            key = (metric.get("namespace", ""), metric.get("pod", ""))
+            (receive if part == "receive" else transmit)[key] = value
+        elif part == "owner":
+            key = (metric.get(ns_label, ""), metric.get(pod_label, ""))
+            owners[key] = (metric.get("owner_kind", ""), metric.get("owner_name", ""))
+        elif part == "replicaset":
+            key = (metric.get(ns_label, ""), metric.get("replicaset", ""))
+            replicasets[key] = (metric.get("owner_kind", ""), metric.get("owner_name", ""))
+        elif part == "host-network":
+            host_network.add((metric.get(ns_label, ""), metric.get(pod_label, "")))
+    missing = []
+    if not receive and not transmit:
+        missing.append("cadvisor")
+    if not owners:
+        missing.append("kube-state-metrics")
+    if missing:
+        return PodTrafficReport((), tuple(missing), len(host_network), evaluated_at)
+    samples = []
+    for key in receive.keys() | transmit.keys():
+        if key in host_network:
+            continue
+        samples.append(
+            PodSample(
+                key[0],
+                key[1],
+                receive.get(key, 0.0),
+                transmit.get(key, 0.0),
+                _workload(key[0], owners.get(key), replicasets),
+            )
+        )
+    return PodTrafficReport(tuple(samples), (), len(host_network), evaluated_at)
+
+
+def _workload(
+    namespace: str,
+    owner: tuple[str, str] | None,
+    replicasets: Mapping[tuple[str, str], tuple[str, str]],
+) -> Workload | None:
+    if owner is None or owner[0] in ("", _NONE) or owner[1] in ("", _NONE):
+        return None
+    kind, name = owner
+    if kind == "ReplicaSet":
+        parent = replicasets.get((namespace, name))
+        if parent is not None and parent[0] not in ("", _NONE) and parent[1] not in ("", _NONE):
+            return Workload(namespace, parent[0], parent[1])
+    return Workload(namespace, kind, name)
+
+
+class PodTrafficSource:
+    """The learner's one query, through the node source's client (auth, TLS, timeouts)."""
+
+    def __init__(self, prometheus: PrometheusSource, settings: LearningSettings) -> None:
+        self.prometheus = prometheus
+        self.settings = settings
+        self.query = build_pod_query(settings, prometheus.settings.window)
+
+    def fetch(self) -> PodTrafficReport:
+        evaluated_at = self.prometheus.clock()
+        result = self.prometheus.query_vector(self.query, at=evaluated_at)
+        return samples_from(result, self.settings, evaluated_at)

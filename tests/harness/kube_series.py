@@ -1,0 +1,115 @@
+"""cAdvisor and kube-state-metrics series shaped as the kubelet and
+kube-state-metrics expose them, as OpenMetrics lines for promtool's backfill
+(tests/harness/prometheus.py)."""
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+from tests.harness.prometheus import STEP
+
+NONE = "<none>"
+
+
+@dataclass(frozen=True)
+class PodSeries:
+    namespace: str
+    pod: str
+    rx: float  # bytes/s
+    tx: float
+    owner_kind: str = NONE  # kube_pod_owner
+    owner_name: str = NONE
+    runtime: str = "containerd"  # containerd: container=""; cri-o: container="POD"
+    host_network: bool = False
+    node: str = "n1"
+    interfaces: tuple[str, ...] = ("eth0",)  # the rates split evenly over these
+    reset_at: float | None = None  # the counter restarts this long before the end
+
+
+@dataclass(frozen=True)
+class ReplicaSetSeries:
+    namespace: str
+    replicaset: str
+    deployment: str
+
+
+def _labels(pairs: dict[str, str]) -> str:
+    return "{" + ",".join(f'{k}="{v}"' for k, v in pairs.items()) + "}"
+
+
+def kube_lines(
+    pods: Sequence[PodSeries],
+    replicasets: Sequence[ReplicaSetSeries],
+    end: float,
+    duration: float = 600,
+) -> Iterator[str]:
+    times = [end - duration + i * STEP for i in range(int(duration // STEP) + 1)]
+    for family, attribute in (
+        ("container_network_receive_bytes", "rx"),
+        ("container_network_transmit_bytes", "tx"),
+    ):
+        yield f"# TYPE {family} counter"
+        for pod in pods:
+            for interface in pod.interfaces:
+                labels = {
+                    "container": "POD" if pod.runtime == "cri-o" else "",
+                    "id": f"/kubepods/burstable/pod-{pod.pod}",
+                    "image": "registry.k8s.io/pause:3.9",
+                    "instance": f"{pod.node}:10250",
+                    "interface": interface,
+                    "job": "kubelet",
+                    "metrics_path": "/metrics/cadvisor",
+                    "name": f"sandbox-{pod.pod}",
+                    "namespace": pod.namespace,
+                    "node": pod.node,
+                    "pod": pod.pod,
+                }
+                rate = getattr(pod, attribute) / len(pod.interfaces)
+                for t in times:
+                    if pod.reset_at is not None and t > end - pod.reset_at:
+                        value = rate * (t - (end - pod.reset_at))
+                    else:
+                        value = 5e8 + rate * (t - times[0])
+                    yield f"{family}_total{_labels(labels)} {value:.3f} {t:.3f}"
+    ksm = {"instance": "10.0.9.9:8080", "job": "kube-state-metrics"}
+    yield "# TYPE kube_pod_owner gauge"
+    for pod in pods:
+        labels = {
+            **ksm,
+            "namespace": pod.namespace,
+            "pod": pod.pod,
+            "uid": f"uid-{pod.pod}",
+            "owner_kind": pod.owner_kind,
+            "owner_name": pod.owner_name,
+            "owner_is_controller": "true" if pod.owner_kind != NONE else NONE,
+        }
+        for t in times:
+            yield f"kube_pod_owner{_labels(labels)} 1 {t:.3f}"
+    yield "# TYPE kube_replicaset_owner gauge"
+    for rs in replicasets:
+        labels = {
+            **ksm,
+            "namespace": rs.namespace,
+            "replicaset": rs.replicaset,
+            "owner_kind": "Deployment",
+            "owner_name": rs.deployment,
+            "owner_is_controller": "true",
+        }
+        for t in times:
+            yield f"kube_replicaset_owner{_labels(labels)} 1 {t:.3f}"
+    yield "# TYPE kube_pod_info gauge"
+    for pod in pods:
+        labels = {
+            **ksm,
+            "namespace": pod.namespace,
+            "pod": pod.pod,
+            "uid": f"uid-{pod.pod}",
+            "host_ip": "10.0.0.1",
+            "pod_ip": "10.0.0.1" if pod.host_network else "10.244.0.7",
+            "node": pod.node,
+            "created_by_kind": pod.owner_kind,
+            "created_by_name": pod.owner_name,
+            "priority_class": "",
+            "host_network": "true" if pod.host_network else "false",
+        }
+        for t in times:
+            yield f"kube_pod_info{_labels(labels)} 1 {t:.3f}"

@@ -1,0 +1,103 @@
+"""The per-workload bandwidth model: VPA's decaying histogram, its p90 plus
+margin, and a pod's workload from its controller reference."""
+
+import pytest
+
+from kubectl_nettraffic.workload_bandwidth import (
+    GROWTH,
+    BandwidthLearner,
+    DecayingHistogram,
+    PodSample,
+    Workload,
+    bucket_of,
+    bucket_top,
+    pod_workload,
+)
+from tests.harness.reviews import pod
+
+DAY = 24 * 3600.0
+WEB = Workload("shop", "Deployment", "web")
+
+
+def test_buckets_keep_a_value_within_five_percent():
+    for value in (2e3, 1e5, 3.3e6, 1.25e9):
+        top = bucket_top(bucket_of(value))
+        assert value <= top < value * GROWTH
+
+
+def test_the_percentile_is_the_bucket_top_where_the_weight_reaches_it():
+    histogram = DecayingHistogram(DAY)
+    for value in [1e6] * 9 + [1e8]:
+        histogram.add(value, at=0.0)
+    assert histogram.percentile(0.9) == pytest.approx(1e6, rel=0.05)
+    assert histogram.percentile(0.95) == pytest.approx(1e8, rel=0.05)
+
+
+def test_old_samples_weigh_half_per_half_life():
+    histogram = DecayingHistogram(DAY)
+    for _ in range(10):
+        histogram.add(1e6, at=0.0)  # yesterday's 10 samples ...
+    for _ in range(6):
+        histogram.add(5e7, at=DAY)  # ... weigh as 5 of today's: 6 of 11 are today's
+    assert histogram.percentile(0.5) == pytest.approx(5e7, rel=0.05)
+    # A week on, the old ones are far below the new ones' weight.
+    for _ in range(2):
+        histogram.add(2e6, at=8 * DAY)
+    assert histogram.percentile(0.5) == pytest.approx(2e6, rel=0.05)
+
+
+def test_a_quiet_refresh_does_not_erase_what_was_learned():
+    learner = BandwidthLearner()
+    for minute in range(60):
+        learner.observe(
+            [PodSample("shop", f"web-{i}", 4e7, 1e7, WEB) for i in range(3)], minute * 60.0
+        )
+    learner.observe([PodSample("shop", f"web-{i}", 0.0, 0.0, WEB) for i in range(3)], 3600.0)
+    figure = learner.learned(3600.0).workloads[WEB]
+    assert figure == pytest.approx(5e7 * 1.15, rel=0.05)
+
+
+def test_workloads_need_enough_samples_and_the_cluster_figure_covers_all_pods():
+    learner = BandwidthLearner(min_samples=3)
+    job = Workload("batch", "Job", "etl")
+    learner.observe(
+        [PodSample("shop", "web-1", 1e6, 1e6, WEB), PodSample("batch", "etl-1", 1e8, 0, job)], 0.0
+    )
+    learner.observe(
+        [PodSample("shop", "web-1", 1e6, 1e6, WEB), PodSample("x", "bare", 1e3, 0, None)], 15.0
+    )
+    learned = learner.learned(15.0)
+    assert learned.workloads == {}  # two samples of web, one of etl
+    assert learned.cluster is not None  # four pod samples over the cluster
+    learner.observe([PodSample("shop", "web-2", 1e6, 1e6, WEB)], 30.0)
+    assert learner.learned(30.0).workloads[WEB] == pytest.approx(2e6 * 1.15, rel=0.05)
+
+
+def test_the_direction_follows_prometheus_direction():
+    sample = PodSample("shop", "web-1", 3e6, 1e6, WEB)
+    assert BandwidthLearner(direction="both").bandwidth(sample) == 4e6
+    assert BandwidthLearner(direction="receive").bandwidth(sample) == 3e6
+    assert BandwidthLearner(direction="transmit").bandwidth(sample) == 1e6
+
+
+@pytest.mark.parametrize(
+    "kind, name, labels, expected",
+    [
+        ("ReplicaSet", "web-7d9c4b", {"pod-template-hash": "7d9c4b"}, ("Deployment", "web")),
+        ("ReplicaSet", "web-7d9c4b", {}, ("ReplicaSet", "web-7d9c4b")),  # a bare ReplicaSet
+        ("ReplicaSet", "web-7d9c4b", {"pod-template-hash": "other"}, ("ReplicaSet", "web-7d9c4b")),
+        ("StatefulSet", "db", {}, ("StatefulSet", "db")),
+        ("Job", "etl-28373", {}, ("Job", "etl-28373")),
+    ],
+)
+def test_a_pod_s_workload_comes_from_its_controller(kind, name, labels, expected):
+    admitted = pod(generate_name=f"{name}-", labels={"app": "x", **labels}, owner_kind=kind)
+    admitted["metadata"]["ownerReferences"][0]["name"] = name
+    assert pod_workload(admitted) == Workload("default", *expected)
+
+
+def test_a_pod_without_a_controller_has_no_workload():
+    assert pod_workload(pod(owner_kind=None)) is None
+    orphan = pod()
+    orphan["metadata"]["ownerReferences"][0]["controller"] = False
+    assert pod_workload(orphan) is None
