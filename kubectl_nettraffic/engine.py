@@ -22,6 +22,7 @@ from kubectl_nettraffic.errors import ClusterError
 from kubectl_nettraffic.nodes import Node
 from kubectl_nettraffic.scoreboard import Scoreboard
 from kubectl_nettraffic.sources.metrics_server import MetricsServerSource
+from kubectl_nettraffic.sources.pod_traffic import PodTrafficSource
 from kubectl_nettraffic.sources.prometheus import PrometheusSource
 
 
@@ -94,4 +95,10 @@ def build_engine(
         nodes = lambda: list_nodes(client)  # noqa: E731
     prometheus = PrometheusSource(settings.prometheus) if settings.prometheus.url else None
     metrics = MetricsServerSource(api) if settings.metrics_server.enabled and api else None
-    return Engine(Scoreboard(settings, nodes, prometheus, metrics), api, watch)
+    pod_traffic = (
+        PodTrafficSource(prometheus, settings.learning)
+        if prometheus is not None and settings.learning.enabled
+        else None
+    )
+    board = Scoreboard(settings, nodes, prometheus, metrics, pod_traffic=pod_traffic)
+    return Engine(board, api, watch)

@@ -28,6 +28,7 @@ from kubectl_nettraffic.nodes import Node, ineligibility
 from kubectl_nettraffic.scoring import NodeScore
 from kubectl_nettraffic.tiers import TIER_LABEL, TIER_WEIGHTS
 from kubectl_nettraffic.units import parse_quantity
+from kubectl_nettraffic.workload_bandwidth import LearnedBandwidth, pod_workload
 
 ANNOTATION_PREFIX = "nettraffic.io/"
 PREFERRED_NODES = "nettraffic.io/preferred-nodes"
@@ -43,6 +44,10 @@ EXPECTED_BANDWIDTH = "nettraffic.io/expected-bandwidth"
 STEERED_BY = "nettraffic.io/steered-by"
 # (The traffic-tier label and its terms' weights: tiers.py.)
 BOOKING = "nettraffic.io/booking"
+# What a steered pod was booked at (bytes/s), and where that figure came from:
+# annotation, workload (learned), cluster (learned over all pods) or default.
+BOOKED_BANDWIDTH = "nettraffic.io/booked-bandwidth"
+BANDWIDTH_SOURCE = "nettraffic.io/bandwidth-source"
 SKIP_LABEL = "nettraffic.io/skip"
 PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
 REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
@@ -83,6 +88,29 @@ def untouchable_reason(
     if PREFERRED_NODES in annotations:
         return "already-steered"
     return None
+
+
+def expected_bandwidth(
+    pod: Pod, learned: LearnedBandwidth | None, default: float
+) -> tuple[float, str, str | None]:
+    """What the pod will send (bytes/s), where that figure came from
+    (annotation | workload | cluster | default), and a warning when its
+    annotation is unusable. In that order: the pod's own annotation, its
+    workload's learned figure, the cluster-wide learned figure, the default."""
+    annotated = ((pod.get("metadata") or {}).get("annotations") or {}).get(EXPECTED_BANDWIDTH)
+    warning = None
+    if annotated is not None:
+        value, warning = pod_bandwidth(pod, default)
+        if warning is None:
+            return value, "annotation", None
+    if learned is not None:
+        workload = pod_workload(pod)
+        figure = learned.workloads.get(workload) if workload is not None else None
+        if figure is not None:
+            return figure, "workload", warning
+        if learned.cluster is not None:
+            return learned.cluster, "cluster", warning
+    return default, "default", warning
 
 
 def pod_bandwidth(pod: Pod, default: float) -> tuple[float, str | None]:

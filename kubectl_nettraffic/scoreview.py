@@ -24,6 +24,7 @@ class NodeRow(TypedDict):
     cpuUsageRatio: float | None
     memoryUsageRatio: float | None
     inflightPods: int
+    inflightBytesPerSecond: float  # booked on this node and not yet measured
     score: int
     tier: str | None  # the node's nettraffic.io/traffic-tier label, as written
     eligible: bool
@@ -70,6 +71,7 @@ def scores_document(
                 cpuUsageRatio=_rounded(node.cpu_ratio, 6),
                 memoryUsageRatio=_rounded(node.memory_ratio, 6),
                 inflightPods=inflight.get(node.name, (0.0, 0))[1],
+                inflightBytesPerSecond=round(extra(node.name), 3),
                 score=round(min(100.0, max(0.0, node.score_with(extra(node.name))))),
                 tier=_tier(snapshot, node.name),
                 eligible=node.eligible,

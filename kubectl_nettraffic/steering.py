@@ -12,6 +12,8 @@ from typing import NamedTuple
 
 from kubectl_nettraffic.config import Settings
 from kubectl_nettraffic.placement import (
+    BANDWIDTH_SOURCE,
+    BOOKED_BANDWIDTH,
     BOOKING,
     PREFERRED_NODES,
     SCORED_AT,
@@ -28,7 +30,7 @@ from kubectl_nettraffic.placement import (
     annotation_ops,
     apply_and_check,
     choose_nodes,
-    pod_bandwidth,
+    expected_bandwidth,
     untouchable_reason,
 )
 from kubectl_nettraffic.scoreboard import Scoreboard, Snapshot
@@ -119,7 +121,9 @@ class Steerer:
                 f"nettraffic: traffic data is {snapshot.age(now):.0f}s old; "
                 "node choice left to the scheduler",
             )
-        bandwidth, warning = pod_bandwidth(pod, steering.default_pod_bandwidth)
+        bandwidth, bandwidth_source, warning = expected_bandwidth(
+            pod, snapshot.learned, steering.default_pod_bandwidth
+        )
         warnings = (warning,) if warning else ()
         with self.scoreboard.steering_lock:
             # The latest adopted, with which the heap and the view below agree.
@@ -151,6 +155,8 @@ class Steerer:
                 SCORED_AT: self._scored_at,
                 SOURCE: snapshot.source,
                 SCORES: ",".join(scores),
+                BOOKED_BANDWIDTH: f"{bandwidth:.0f}",
+                BANDWIDTH_SOURCE: bandwidth_source,
             }
             # sideEffects None: a dry run books nothing.
             key = next(self._keys) if bandwidth > 0 and not dry_run else 0

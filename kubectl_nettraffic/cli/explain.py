@@ -10,6 +10,8 @@ from kubectl_nettraffic.cluster import api_client, describe_api_error, request_j
 from kubectl_nettraffic.config import Settings, load_settings
 from kubectl_nettraffic.errors import ClusterError, NetTrafficError
 from kubectl_nettraffic.placement import (
+    BANDWIDTH_SOURCE,
+    BOOKED_BANDWIDTH,
     PREFERRED,
     PREFERRED_NODES,
     SCORED_AT,
@@ -19,6 +21,7 @@ from kubectl_nettraffic.placement import (
     untouchable_reason,
 )
 from kubectl_nettraffic.tiers import TIER_LABEL
+from kubectl_nettraffic.units import format_rate
 
 SKIP_EXPLANATIONS = {
     "node-name-set": "spec.nodeName was already set, so no scheduler was involved",
@@ -44,6 +47,21 @@ def _context_namespace(settings: Settings, context: str | None) -> str:
         return "default"
     chosen = next((c for c in contexts if c["name"] == context), active) if context else active
     return str(((chosen or {}).get("context") or {}).get("namespace") or "default")
+
+
+BANDWIDTH_SOURCES = {
+    "annotation": "from its nettraffic.io/expected-bandwidth annotation",
+    "workload": "learned from its workload's pods (p90 over the last day, plus 15%)",
+    "cluster": "learned over all pods (its workload has no history yet)",
+    "default": "steering.defaultPodBandwidth (nothing learned yet)",
+}
+
+
+def _rate(text: str) -> str:
+    try:
+        return format_rate(float(text), bits=False)
+    except ValueError:
+        return text
 
 
 def _tier(tiers: dict[str, str | None] | None, node: str) -> str:
@@ -93,6 +111,13 @@ def explain_text(
             lines.append(
                 f"  {node.ljust(width)}   {then.get(node, '-').ljust(10)}   {now.ljust(9)}   "
                 f"{_tier(now_tiers, node)}"
+            )
+        booked = annotations.get(BOOKED_BANDWIDTH)
+        if booked is not None:
+            source = annotations.get(BANDWIDTH_SOURCE, "?")
+            lines.append(
+                f"Booked at:  {_rate(booked)} on its first preference, "
+                f"{BANDWIDTH_SOURCES.get(source, source)}"
             )
         if _prefers_tiers(spec):
             lines.append(

@@ -383,6 +383,7 @@ def test_health_scores_and_metrics(fresh_webhook):
         "cpuUsageRatio",
         "memoryUsageRatio",
         "inflightPods",
+        "inflightBytesPerSecond",
         "tier",
         "score",
         "eligible",

@@ -1,0 +1,93 @@
+"""Learned bandwidth end to end: the webhook under gunicorn, its refresher
+reading node traffic and per-pod traffic (cAdvisor and kube-state-metrics
+series, backfilled into the real Prometheus) in one refresh, and a pod
+without an annotation booked at what its workload's pods send."""
+
+import base64
+import json
+import time
+
+import jsonpatch
+import pytest
+
+from tests.conftest import wait_for
+from tests.e2e.conftest import node_file, webhook_config
+from tests.harness.fakeapi import node
+from tests.harness.kube_series import PodSeries, ReplicaSetSeries, kube_lines
+from tests.harness.prometheus import Device, Exporter, prometheus_with_history
+from tests.harness.reviews import pod, review
+from tests.harness.webhook import WebhookProcess
+
+NODES = ("l1", "l2", "l3")
+WEB_RATE = 40e6  # bytes/s per pod, receive and transmit together
+PODS = [
+    PodSeries(
+        "shop", f"web-7d9c4b-{i}", WEB_RATE * 0.75, WEB_RATE * 0.25, "ReplicaSet", "web-7d9c4b"
+    )
+    for i in range(3)
+] + [PodSeries("shop", f"db-{i}", 1e6, 1e6, "StatefulSet", "db") for i in range(3)]
+
+
+@pytest.fixture(scope="module")
+def learning_webhook(tmp_path_factory):
+    end = float(int(time.time()) + 600)
+    exporters = [
+        Exporter(f"10.5.0.{i}:9100", name, [Device("eth0", 1e6 * (i + 1), 1e6)])
+        for i, name in enumerate(NODES)
+    ]
+    more = list(kube_lines(PODS, [ReplicaSetSeries("shop", "web-7d9c4b", "web")], end, 900))
+    server = prometheus_with_history(exporters, end, duration=900, more=more)
+    nodes = node_file(tmp_path_factory.mktemp("learning"), "nodes.json", [node(n) for n in NODES])
+    config = webhook_config(server.url, nodes, prometheus={"window": "2m"})
+    webhook = WebhookProcess(config)
+    yield webhook
+    webhook.stop()
+    server.stop()
+
+
+def _admit(webhook, admitted):
+    answer = webhook.post("/mutate", review(admitted)).json()["response"]
+    steered = jsonpatch.apply_patch(admitted, json.loads(base64.b64decode(answer["patch"])))
+    return steered["metadata"]["annotations"]
+
+
+def _inflight(webhook):
+    nodes = webhook.session.get(webhook.url + "/scores").json()["nodes"]
+    return {n["name"]: n["inflightBytesPerSecond"] for n in nodes if n["inflightPods"]}
+
+
+def test_a_deployment_pod_is_booked_at_its_workload_s_learned_figure(learning_webhook):
+    web_pod = pod(
+        generate_name="web-7d9c4b-",
+        namespace="shop",
+        labels={"app": "web", "pod-template-hash": "7d9c4b"},
+    )
+    web_pod["metadata"]["ownerReferences"][0]["name"] = "web-7d9c4b"
+
+    def learned() -> dict | None:
+        annotations = _admit(learning_webhook, web_pod)
+        return annotations if annotations["nettraffic.io/bandwidth-source"] == "workload" else None
+
+    annotations = wait_for(learned, timeout=20)
+    booked = float(annotations["nettraffic.io/booked-bandwidth"])
+    assert booked == pytest.approx(WEB_RATE * 1.15, rel=0.06)  # p90 + 15%, 5% buckets
+    first = annotations["nettraffic.io/preferred-nodes"].split(",")[0]
+    assert _inflight(learning_webhook)[first] >= booked  # /scores shows what was booked
+
+
+def test_a_pod_of_an_unknown_workload_is_booked_at_the_cluster_wide_figure(learning_webhook):
+    stranger = pod(generate_name="new-app-", owner_kind="StatefulSet")
+    wait_for(
+        lambda: _admit(learning_webhook, stranger)["nettraffic.io/bandwidth-source"] == "cluster",
+        timeout=20,
+    )
+    annotations = _admit(learning_webhook, stranger)
+    # The p90 over all six pods' samples: the web pods' rate, plus the margin.
+    assert float(annotations["nettraffic.io/booked-bandwidth"]) == pytest.approx(
+        WEB_RATE * 1.15, rel=0.06
+    )
+    # Its own annotation still wins.
+    annotated = pod(annotations={"nettraffic.io/expected-bandwidth": "5Mi"})
+    annotations = _admit(learning_webhook, annotated)
+    assert annotations["nettraffic.io/bandwidth-source"] == "annotation"
+    assert annotations["nettraffic.io/booked-bandwidth"] == str(5 * 2**20)
