@@ -14,9 +14,10 @@ from cryptography import x509
 from kubectl_nettraffic.certs import read_secret, read_webhook_configuration, signed_by
 from kubectl_nettraffic.cli.top import WebhookLocation
 from kubectl_nettraffic.cluster import api_client, describe_api_error, list_nodes, request_json
-from kubectl_nettraffic.config import load_settings
+from kubectl_nettraffic.config import LearningSettings, load_settings
 from kubectl_nettraffic.errors import NetTrafficError
 from kubectl_nettraffic.sources.metrics_server import MetricsServerSource
+from kubectl_nettraffic.sources.pod_traffic import PodTrafficSource
 from kubectl_nettraffic.sources.prometheus import PrometheusSource
 
 
@@ -191,6 +192,13 @@ def run_doctor(args: argparse.Namespace) -> int:
                     return f"all {len(nodes)} node(s) mapped ({settings.prometheus.node_match})"
 
                 _check(results, "every node mapped to its series", all_mapped, "")
+            if settings.learning.enabled:
+                _check(
+                    results,
+                    "per-pod traffic for bandwidth learning",
+                    lambda: _learning_inputs(source, settings.learning),
+                    "",
+                )
     else:
         results.append(Result("Prometheus reachable", True, "not configured: metrics-server only"))
 
@@ -207,6 +215,34 @@ def run_doctor(args: argparse.Namespace) -> int:
             "install metrics-server, or set metricsServer.enabled: false",
         )
     return _report(results)
+
+
+LEARNING_FIXES = {
+    "cadvisor": (
+        "Prometheus must scrape the kubelets' cAdvisor endpoint (/metrics/cadvisor; "
+        "kube-prometheus-stack's kubelet ServiceMonitor does), or set learning.receiveMetric, "
+        "learning.transmitMetric and learning.podSelector to your names"
+    ),
+    "kube-state-metrics": (
+        "install kube-state-metrics and have Prometheus scrape it (kube-prometheus-stack "
+        "includes it), or set learning.podOwnerMetric, learning.namespaceLabel and "
+        "learning.podLabel to your names"
+    ),
+}
+
+
+def _learning_inputs(source: PrometheusSource, learning: LearningSettings) -> str:
+    report = PodTrafficSource(source, learning).fetch()
+    if report.missing:
+        names = {"cadvisor": "cAdvisor pod network", "kube-state-metrics": "kube-state-metrics"}
+        raise Failed(
+            f"no {' and no '.join(names[m] for m in report.missing)} series: pods are booked "
+            "at steering.defaultPodBandwidth unless annotated",
+            "; ".join(LEARNING_FIXES[m] for m in report.missing)
+            + " (or set learning.enabled: false)",
+        )
+    workloads = {s.workload for s in report.samples if s.workload is not None}
+    return f"{len(report.samples)} pod(s) of {len(workloads)} workload(s)"
 
 
 def _report(results: list[Result]) -> int:

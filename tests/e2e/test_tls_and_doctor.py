@@ -159,7 +159,10 @@ def working_setup(tmp_path, prometheus):
         plural="endpointslices",
     )
     config = tmp_path / "config.yaml"
-    config.write_text(f"prometheus: {{url: '{prometheus.url}', window: 10s}}\n")
+    # No kube-state-metrics or cAdvisor series in this Prometheus: learning off.
+    config.write_text(
+        f"prometheus: {{url: '{prometheus.url}', window: 10s}}\nlearning: {{enabled: false}}\n"
+    )
     yield api, kubeconfig, str(config)
     webhook.stop()
     api.stop()
@@ -253,3 +256,20 @@ def test_hot_reload_keeps_the_old_cert_when_the_new_pair_is_broken(tmp_path, pro
         assert "keeping the previous serving cert" in webhook.log()
     finally:
         webhook.stop()
+
+
+def test_doctor_says_what_learning_lacks_and_how_to_get_it(working_setup, tmp_path):
+    _, kubeconfig, config = working_setup
+    learning = tmp_path / "learning.yaml"
+    with open(config) as handle:
+        learning.write_text(handle.read().replace("enabled: false", "enabled: true"))
+    result = _doctor(kubeconfig, str(learning))
+    assert result.returncode == 1
+    line = next(
+        text
+        for text in result.stdout.splitlines()
+        if "per-pod traffic for bandwidth learning" in text
+    )
+    assert line.startswith("FAIL")
+    assert "no cAdvisor pod network and no kube-state-metrics series" in result.stdout
+    assert "/metrics/cadvisor" in result.stdout and "install kube-state-metrics" in result.stdout
