@@ -97,3 +97,28 @@ def diagnostics_document(snapshot: Snapshot) -> dict[str, Any]:
         "nonFinite": list(d.non_finite),
         "errors": list(d.errors),
     }
+
+
+def workloads_document(snapshot: Snapshot) -> dict[str, Any]:
+    """The learned bandwidth table (``GET /workloads``): per workload, and cluster-wide."""
+    learned = snapshot.learned
+    rows = [
+        {
+            "namespace": workload.namespace,
+            "kind": workload.kind,
+            "name": workload.name,
+            "learnedBytesPerSecond": round(figure, 3),
+        }
+        for workload, figure in sorted((learned.workloads if learned else {}).items())
+    ]
+    return {
+        "generatedAt": rfc3339(
+            learned.learned_at if learned and learned.learned_at else snapshot.generated_at
+        ),
+        "learning": learned is not None,
+        "missing": list(snapshot.diagnostics.learning_missing),
+        "clusterBytesPerSecond": None
+        if learned is None or learned.cluster is None
+        else round(learned.cluster, 3),
+        "workloads": rows,
+    }

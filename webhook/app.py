@@ -22,7 +22,11 @@ from kubectl_nettraffic.config import Settings
 from kubectl_nettraffic.engine import needs_api
 from kubectl_nettraffic.refresher_process import RefresherProcess
 from kubectl_nettraffic.scoreboard import Scoreboard
-from kubectl_nettraffic.scoreview import diagnostics_document, scores_document
+from kubectl_nettraffic.scoreview import (
+    diagnostics_document,
+    scores_document,
+    workloads_document,
+)
 from kubectl_nettraffic.steering import Steerer
 from webhook import admission, extender
 from webhook.admission import HttpInputError
@@ -294,7 +298,7 @@ def create_app(
         # it first; this 413 is for a request that reaches the app some other way.)
         messages = {
             413: body_too_large_message(settings.server.max_request_bytes),
-            404: f"no endpoint {request.path}; see /mutate, /scheduler/filter, /scheduler/prioritize, /scores",
+            404: f"no endpoint {request.path}; see /mutate, /scheduler/filter, /scheduler/prioritize, /scores, /workloads",
             405: f"{request.method} is not allowed on {request.path}",
         }
         return _failed(
@@ -406,6 +410,13 @@ def create_app(
         if request.args.get("diagnostics") in ("1", "true"):
             document["diagnostics"] = diagnostics_document(snapshot)
         return _json(document)
+
+    @app.get("/workloads")
+    def workloads() -> Response:
+        snapshot = board.snapshot
+        if snapshot is None:
+            return _error("no scores yet; the first refresh has not finished (see /readyz)", 503)
+        return _json(workloads_document(snapshot))
 
     @app.get("/healthz")
     def healthz() -> Response:

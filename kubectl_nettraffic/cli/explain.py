@@ -38,7 +38,7 @@ SKIP_EXPLANATIONS = {
 }
 
 
-def _context_namespace(settings: Settings, context: str | None) -> str:
+def context_namespace(settings: Settings, context: str | None) -> str:
     try:
         contexts, active = k8s_config.list_kube_config_contexts(
             config_file=settings.kubeconfig or None
@@ -155,7 +155,7 @@ def explain_text(
 def run_explain(args: argparse.Namespace) -> int:
     overrides = {"kubeconfig": args.kubeconfig, "prometheus.url": args.prometheus_url}
     settings = load_settings(args.config, overrides)
-    namespace = args.namespace or _context_namespace(settings, args.context)
+    namespace = args.namespace or context_namespace(settings, args.context)
     api = api_client(settings.kubeconfig, args.context)
     try:
         pod = request_json(api, "GET", f"/api/v1/namespaces/{namespace}/pods/{args.pod}")

@@ -39,6 +39,22 @@ def run_top(args: argparse.Namespace) -> int:
     from kubectl_nettraffic.cli.top import WebhookLocation, fetch, node_filter
 
     settings = _settings(args)
+    if args.nodes and args.nodes[0] in ("pods", "workloads"):
+        if len(args.nodes) > 1:
+            raise NetTrafficError(
+                f"top {args.nodes[0]} takes no names; select with -n NAMESPACE, -A or -l SELECTOR"
+            )
+        from kubectl_nettraffic.cli.explain import context_namespace
+        from kubectl_nettraffic.cli.top_pods import run_top_pods
+
+        namespace = (
+            None
+            if args.all_namespaces
+            else (args.namespace or context_namespace(settings, args.context))
+        )
+        return run_top_pods(args, args.nodes[0], settings, namespace)
+    if args.sort_by in ("learned", "pods"):
+        raise NetTrafficError(f"--sort-by {args.sort_by} is for top pods and top workloads")
     location = WebhookLocation(args.webhook_namespace, args.webhook_service, args.webhook_port)
     wanted = node_filter(settings, args.context, args.nodes, args.selector)
     terminal = sys.stdout.isatty()
@@ -142,13 +158,28 @@ def build_parser() -> argparse.ArgumentParser:
     top = commands.add_parser(
         "top", help="per-node traffic, CPU/memory and the score the webhook uses"
     )
-    top.add_argument("nodes", nargs="*", metavar="NODE", help="only these nodes")
+    top.add_argument(
+        "nodes",
+        nargs="*",
+        metavar="NODE",
+        help="only these nodes; or `pods` / `workloads` for per-pod and per-workload traffic",
+    )
+    top.add_argument(
+        "-n",
+        "--namespace",
+        default=None,
+        help="pods/workloads: this namespace (default: context's)",
+    )
+    top.add_argument(
+        "-A", "--all-namespaces", action="store_true", help="pods/workloads: every namespace"
+    )
     top.add_argument("-l", "--selector", default="", help="label selector, e.g. zone=a,!spot")
     top.add_argument(
         "--sort-by",
-        choices=render.SORT_KEYS,
+        choices=tuple(dict.fromkeys((*render.SORT_KEYS, "learned", "pods"))),
         default="score",
-        help="score: best first; traffic/rx/tx/cpu/memory: busiest first; name: A-Z",
+        help="nodes: score best first, traffic/rx/tx/cpu/memory busiest first, name A-Z; "
+        "pods/workloads: traffic (default)/rx/tx/learned/pods busiest first, name",
     )
     top.add_argument("-o", "--output", choices=("table", "wide", "json", "yaml"), default="table")
     top.add_argument("--no-headers", action="store_true", help="no header line")

@@ -91,3 +91,21 @@ def test_a_pod_of_an_unknown_workload_is_booked_at_the_cluster_wide_figure(learn
     annotations = _admit(learning_webhook, annotated)
     assert annotations["nettraffic.io/bandwidth-source"] == "annotation"
     assert annotations["nettraffic.io/booked-bandwidth"] == str(5 * 2**20)
+
+
+def test_the_learned_table_is_served(learning_webhook):
+    wait_for(
+        lambda: learning_webhook.session.get(learning_webhook.url + "/workloads").json()[
+            "workloads"
+        ],
+        timeout=20,
+    )
+    document = learning_webhook.session.get(learning_webhook.url + "/workloads").json()
+    rows = {(r["namespace"], r["kind"], r["name"]): r for r in document["workloads"]}
+    assert rows[("shop", "Deployment", "web")]["learnedBytesPerSecond"] == pytest.approx(
+        WEB_RATE * 1.15, rel=0.06
+    )
+    assert rows[("shop", "StatefulSet", "db")]["learnedBytesPerSecond"] == pytest.approx(
+        2e6 * 1.15, rel=0.06
+    )
+    assert document["learning"] is True and document["missing"] == []

@@ -1,0 +1,301 @@
+"""``kubectl nettraffic top pods|workloads``: network rates per pod and per
+owning workload, with the bandwidth learned for each workload.
+``kubectl top pod`` has no network column; this is it.
+
+Rates come from Prometheus with the learner's own query (cAdvisor and
+kube-state-metrics, sources/pod_traffic.py). The LEARNED column is the
+running webhook's learned figure (``GET /workloads`` through the service
+proxy); with ``--source prometheus``, or when the webhook cannot be reached
+with ``--source auto``, it is worked out from the current window alone.
+"""
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import Any
+
+import yaml
+
+from kubectl_nettraffic.cli.top import WebhookLocation
+from kubectl_nettraffic.cluster import api_client, describe_api_error, request_json
+from kubectl_nettraffic.config import Settings
+from kubectl_nettraffic.errors import NetTrafficError, SourceError
+from kubectl_nettraffic.scoreview import rfc3339
+from kubectl_nettraffic.sources.pod_traffic import PodTrafficReport, PodTrafficSource
+from kubectl_nettraffic.sources.prometheus import PrometheusSource
+from kubectl_nettraffic.units import format_duration, format_rate
+from kubectl_nettraffic.workload_bandwidth import BandwidthLearner, PodSample, Workload
+
+POD_SORT_KEYS = ("traffic", "rx", "tx", "learned", "name")
+WORKLOAD_SORT_KEYS = (*POD_SORT_KEYS, "pods")
+
+
+def _pod_traffic(settings: Settings) -> PodTrafficReport:
+    if not settings.prometheus.url:
+        raise SourceError(
+            "per-pod traffic needs Prometheus: set prometheus.url or --prometheus-url"
+        )
+    report = PodTrafficSource(PrometheusSource(settings.prometheus), settings.learning).fetch()
+    if report.missing:
+        raise SourceError(
+            f"Prometheus has no {' and no '.join(report.missing)} series; "
+            "kubectl nettraffic doctor says how to get them"
+        )
+    return report
+
+
+def _learned_from_webhook(
+    settings: Settings, context: str | None, where: WebhookLocation
+) -> dict[Workload, float]:
+    api = api_client(settings.kubeconfig, context)
+    try:
+        document = request_json(api, "GET", where.proxy_path("workloads"))
+    except Exception as error:
+        raise describe_api_error(
+            error, f"reading learned bandwidth from the webhook {where.namespace}/{where.service}"
+        ) from None
+    return {
+        Workload(row["namespace"], row["kind"], row["name"]): float(row["learnedBytesPerSecond"])
+        for row in document.get("workloads") or []
+    }
+
+
+def _learned_here(
+    settings: Settings, samples: Sequence[PodSample], at: float
+) -> dict[Workload, float]:
+    learning = settings.learning
+    learner = BandwidthLearner(
+        learning.percentile, learning.margin, learning.half_life, 1, settings.prometheus.direction
+    )
+    learner.observe(samples, at)
+    return dict(learner.learned(at).workloads)
+
+
+def learned_figures(
+    source: str,
+    settings: Settings,
+    context: str | None,
+    where: WebhookLocation,
+    report: PodTrafficReport,
+    verbose: bool,
+) -> tuple[dict[Workload, float], str]:
+    """Learned figures per workload, and where they came from."""
+    if source != "prometheus":
+        try:
+            return _learned_from_webhook(settings, context, where), "webhook"
+        except NetTrafficError as error:
+            if source == "webhook":
+                raise
+            if verbose:
+                print(
+                    f"webhook unavailable ({error}); LEARNED from this window only", file=sys.stderr
+                )
+    return _learned_here(settings, report.samples, report.evaluated_at), "this window"
+
+
+def pod_rows(
+    samples: Sequence[PodSample], learned: Mapping[Workload, float], direction: str
+) -> list[dict[str, Any]]:
+    rows = []
+    for sample in samples:
+        rows.append(
+            {
+                "namespace": sample.namespace,
+                "name": sample.pod,
+                "workload": None
+                if sample.workload is None
+                else f"{sample.workload.kind}/{sample.workload.name}",
+                "receiveBytesPerSecond": round(sample.receive, 3),
+                "transmitBytesPerSecond": round(sample.transmit, 3),
+                "trafficBytesPerSecond": round(
+                    _traffic(sample.receive, sample.transmit, direction), 3
+                ),
+                "learnedBytesPerSecond": _rounded(
+                    learned.get(sample.workload) if sample.workload else None
+                ),
+            }
+        )
+    return rows
+
+
+def workload_rows(
+    samples: Sequence[PodSample], learned: Mapping[Workload, float], direction: str
+) -> list[dict[str, Any]]:
+    grouped: dict[Workload, list[PodSample]] = {}
+    for sample in samples:
+        if sample.workload is not None:
+            grouped.setdefault(sample.workload, []).append(sample)
+    rows = []
+    for workload, pods in grouped.items():
+        receive = sum(p.receive for p in pods)
+        transmit = sum(p.transmit for p in pods)
+        rows.append(
+            {
+                "namespace": workload.namespace,
+                "name": f"{workload.kind}/{workload.name}",
+                "pods": len(pods),
+                "receiveBytesPerSecond": round(receive, 3),
+                "transmitBytesPerSecond": round(transmit, 3),
+                "trafficBytesPerSecond": round(_traffic(receive, transmit, direction), 3),
+                "maxPodBytesPerSecond": round(
+                    max(_traffic(p.receive, p.transmit, direction) for p in pods), 3
+                ),
+                "learnedBytesPerSecond": _rounded(learned.get(workload)),
+            }
+        )
+    return rows
+
+
+def _traffic(receive: float, transmit: float, direction: str) -> float:
+    return (
+        receive
+        if direction == "receive"
+        else transmit
+        if direction == "transmit"
+        else receive + transmit
+    )
+
+
+def _rounded(value: float | None) -> float | None:
+    return None if value is None else round(value, 3)
+
+
+_SORT_FIELD = {
+    "traffic": "trafficBytesPerSecond",
+    "rx": "receiveBytesPerSecond",
+    "tx": "transmitBytesPerSecond",
+    "learned": "learnedBytesPerSecond",
+    "pods": "pods",
+}
+
+
+def sorted_rows(rows: list[dict[str, Any]], key: str) -> list[dict[str, Any]]:
+    """Busiest first (kubectl top's order for its --sort-by), names A-Z to break ties."""
+    by_name = sorted(rows, key=lambda r: (r["namespace"], r["name"]))
+    if key == "name":
+        return by_name
+    field = _SORT_FIELD[key]
+    return sorted(by_name, key=lambda r: -(r[field] or 0.0))
+
+
+def table(
+    view: str,
+    rows: Sequence[Mapping[str, Any]],
+    all_namespaces: bool,
+    wide: bool,
+    headers: bool,
+    bits: bool,
+) -> str:
+    columns = (["NAMESPACE"] if all_namespaces else []) + ["NAME"]
+    if view == "workloads":
+        columns.append("PODS")
+    columns += ["RX/s", "TX/s", "TRAFFIC", "LEARNED"]
+    if wide:
+        columns.append("WORKLOAD" if view == "pods" else "MAX/POD")
+    lines = [columns] if headers else []
+    for row in rows:
+        cells = ([row["namespace"]] if all_namespaces else []) + [row["name"]]
+        if view == "workloads":
+            cells.append(str(row["pods"]))
+        cells += [
+            format_rate(row["receiveBytesPerSecond"], bits),
+            format_rate(row["transmitBytesPerSecond"], bits),
+            format_rate(row["trafficBytesPerSecond"], bits),
+            format_rate(row["learnedBytesPerSecond"], bits),
+        ]
+        if wide:
+            cells.append(
+                (row["workload"] or "<none>")
+                if view == "pods"
+                else format_rate(row["maxPodBytesPerSecond"], bits)
+            )
+        lines.append(cells)
+    if not lines:
+        return ""
+    widths = [max(len(line[i]) for line in lines) for i in range(len(columns))]
+    return "".join(
+        "   ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip() + "\n"
+        for line in lines
+    )
+
+
+def run_top_pods(
+    args: argparse.Namespace, view: str, settings: Settings, namespace: str | None
+) -> int:
+    """``namespace`` None: all namespaces (-A)."""
+    keys = WORKLOAD_SORT_KEYS if view == "workloads" else POD_SORT_KEYS
+    sort_by = args.sort_by if args.sort_by != "score" else "traffic"
+    if sort_by not in keys:
+        raise SourceError(
+            f"--sort-by {sort_by} does not apply to {view}; use one of {', '.join(keys)}"
+        )
+    where = WebhookLocation(args.webhook_namespace, args.webhook_service, args.webhook_port)
+    wanted = _selected_pods(settings, args.context, namespace, args.selector)
+    frames = 0
+    while True:
+        report = _pod_traffic(settings)
+        samples = [
+            s
+            for s in report.samples
+            if (namespace is None or s.namespace == namespace)
+            and (wanted is None or (s.namespace, s.pod) in wanted)
+        ]
+        learned, origin = learned_figures(
+            args.source,
+            settings,
+            args.context,
+            where,
+            replace(report, samples=tuple(samples)),
+            args.verbose,
+        )
+        direction = settings.prometheus.direction
+        rows = (workload_rows if view == "workloads" else pod_rows)(samples, learned, direction)
+        rows = sorted_rows(rows, sort_by)
+        document = {
+            "generatedAt": rfc3339(report.evaluated_at),
+            "window": format_duration(settings.prometheus.window),
+            "learnedFrom": origin,
+            view: rows,
+        }
+        if args.output == "json":
+            text = json.dumps(document, indent=2) + "\n"
+        elif args.output == "yaml":
+            text = str(yaml.safe_dump(document, sort_keys=False))
+        else:
+            text = table(
+                view,
+                rows,
+                namespace is None,
+                args.output == "wide",
+                not args.no_headers,
+                args.units == "bits",
+            )
+        if args.watch and frames:
+            sys.stdout.write("\n")
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        frames += 1
+        if not args.watch:
+            return 0
+        time.sleep(args.interval)
+
+
+def _selected_pods(
+    settings: Settings, context: str | None, namespace: str | None, selector: str
+) -> set[tuple[str, str]] | None:
+    """(namespace, name) of the pods -l selects, through the API as kubectl does; None: all."""
+    if not selector:
+        return None
+    api = api_client(settings.kubeconfig, context)
+    path = "/api/v1/pods" if namespace is None else f"/api/v1/namespaces/{namespace}/pods"
+    try:
+        listed = request_json(api, "GET", path, query={"labelSelector": selector})
+    except Exception as error:
+        raise describe_api_error(error, f"listing pods with -l {selector}") from None
+    return {
+        (item["metadata"].get("namespace", ""), item["metadata"]["name"])
+        for item in listed.get("items") or []
+    }

@@ -1,0 +1,128 @@
+"""`kubectl nettraffic top pods|workloads` through the real kubectl, with
+rates from the real Prometheus (backfilled cAdvisor and kube-state-metrics
+series) and -l resolved by the fake API server. Golden outputs:
+UPDATE_GOLDEN=1 rewrites them after a deliberate change."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+import pytest
+import yaml
+
+from tests.harness.fakeapi import FakeKubeAPI
+from tests.harness.kube_series import PodSeries, ReplicaSetSeries, kube_lines
+from tests.harness.prometheus import prometheus_with_history
+from tests.harness.reviews import pod
+from tests.test_render import _golden
+
+KUBECTL = shutil.which("kubectl")
+pytestmark = pytest.mark.skipif(
+    KUBECTL is None, reason="kubectl not on PATH (run through .ci/test)"
+)
+
+PODS = [
+    PodSeries("shop", "web-7d9c4b-a1", 30e6, 10e6, "ReplicaSet", "web-7d9c4b"),
+    PodSeries("shop", "web-5f6a7b-b2", 20e6, 5e6, "ReplicaSet", "web-5f6a7b", runtime="cri-o"),
+    PodSeries("shop", "db-0", 5e6, 1e6, "StatefulSet", "db"),
+    PodSeries("shop", "debug", 1e3, 2e3),
+    PodSeries("batch", "etl-x9", 80e6, 1e6, "Job", "etl"),
+    PodSeries(
+        "kube-system", "kube-proxy-n1", 90e6, 90e6, "DaemonSet", "kube-proxy", host_network=True
+    ),
+]
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    end = float(int(time.time()) + 600)
+    more = list(
+        kube_lines(
+            PODS,
+            [
+                ReplicaSetSeries("shop", "web-7d9c4b", "web"),
+                ReplicaSetSeries("shop", "web-5f6a7b", "web"),
+            ],
+            end,
+            900,
+        )
+    )
+    prometheus = prometheus_with_history([], end, duration=900, more=more)
+    api = FakeKubeAPI()
+    for spec in PODS:
+        labels = {"app": spec.owner_name.split("-")[0] if spec.owner_name != "<none>" else "debug"}
+        obj = pod(name=spec.pod, namespace=spec.namespace, labels=labels)
+        api.put(obj, plural="pods")
+    directory = tmp_path_factory.mktemp("pods")
+    kubeconfig = api.kubeconfig(str(directory / "kubeconfig"))
+    # The context's namespace is shop, as `kubectl config set-context --current --namespace shop`.
+    with open(kubeconfig) as handle:
+        document = yaml.safe_load(handle)
+    document["contexts"][0]["context"]["namespace"] = "shop"
+    with open(kubeconfig, "w") as handle:
+        yaml.safe_dump(document, handle)
+    config = directory / "config.yaml"
+    config.write_text(f"prometheus: {{url: '{prometheus.url}', window: 2m}}\n")
+    yield kubeconfig, str(config)
+    api.stop()
+    prometheus.stop()
+
+
+def _top(setup, *args):
+    kubeconfig, config = setup
+    env = {
+        **os.environ,
+        "KUBECONFIG": kubeconfig,
+        "NO_COLOR": "1",
+        "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"],
+    }
+    return subprocess.run(
+        [KUBECTL, "nettraffic", "top", *args, "--config", config, "--source", "prometheus"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+
+
+@pytest.mark.parametrize(
+    "name, args",
+    [
+        ("top-pods.txt", ("pods",)),
+        ("top-pods-all-wide.txt", ("pods", "-A", "-o", "wide")),
+        ("top-workloads.txt", ("workloads", "-A")),
+        (
+            "top-workloads-by-name.txt",
+            ("workloads", "-n", "shop", "--sort-by", "name", "--no-headers"),
+        ),
+        ("top-pods-selected.txt", ("pods", "-l", "app=web")),
+    ],
+)
+def test_golden(setup, name, args):
+    result = _top(setup, *args)
+    assert result.returncode == 0, result.stderr
+    _golden(name, result.stdout)
+
+
+def test_json_and_yaml_carry_the_same_rows(setup):
+    as_json = json.loads(_top(setup, "workloads", "-A", "-o", "json").stdout)
+    as_yaml = yaml.safe_load(_top(setup, "workloads", "-A", "-o", "yaml").stdout)
+    assert as_json == as_yaml
+    rows = {r["name"]: r for r in as_json["workloads"]}
+    # The rollout's two ReplicaSets are one Deployment; hostNetwork pods are left out.
+    assert rows["Deployment/web"]["pods"] == 2
+    assert rows["Deployment/web"]["trafficBytesPerSecond"] == pytest.approx(65e6, rel=1e-3)
+    assert "DaemonSet/kube-proxy" not in rows
+    assert as_json["learnedFrom"] == "this window"
+
+
+def test_errors_are_one_line_with_the_fix(setup):
+    result = _top(setup, "pods", "extra")
+    assert result.returncode == 1 and result.stderr.startswith("error: top pods takes no names")
+    result = _top(setup, "pods", "--sort-by", "cpu")
+    assert result.returncode == 1 and "--sort-by cpu does not apply to pods" in result.stderr
+    result = _top(setup, "--sort-by", "pods")
+    assert result.returncode == 1 and "is for top pods and top workloads" in result.stderr
