@@ -39,6 +39,7 @@ import numpy as np
 from bench.report import bench_parser, write_section
 from bench.scheduler_model import ClusterState, KubeScheduler
 from kubectl_nettraffic.config import settings_from_mapping
+from kubectl_nettraffic.learning import BandwidthLearning
 from kubectl_nettraffic.nodes import node_from_json
 from kubectl_nettraffic.scoreboard import Scoreboard
 from kubectl_nettraffic.sources.pod_traffic import PodTrafficReport
@@ -72,8 +73,8 @@ refresh the nodes are labelled by traffic tier as the webhook's leader
 labels them (kubectl_nettraffic/tiers.py, with its hysteresis), and each
 pod's tier terms add to NodeAffinity's score of every node carrying a tier,
 sampled or not; and pods are booked at what the learner (learning.*, on by
-default) made of the pods placed so far: their rate() over the window, as
-cAdvisor would report it, each under its Deployment (in most rows every
+default) made of the pods placed so far, once a minute: their rate() over
+the window, as cAdvisor would report it, each under its Deployment (in most rows every
 burst is a new workload, so pods get the cluster-wide figure). (c) is the
 same with steering.trafficTiers off. The model's
 limits: filtering walks the nodes in order (the scheduler checks them in
@@ -175,14 +176,14 @@ class MeasuredTraffic:
         return values
 
     def pod_rates(self, at: float) -> PodTrafficReport:
-        """What cAdvisor and kube-state-metrics would report through the
-        learner's query: each started pod's rate() over the window (a pod that
-        started within it shows the share it has been sending), with its workload."""
+        """What the learner's query would answer: each started pod's rate()
+        over the window, with its workload."""
         samples = []
         for index, placed in enumerate(self.placements):
-            overlap = max(0.0, at - max(placed.start, at - WINDOW))
-            if overlap > 0:
-                rate = placed.traffic * overlap / WINDOW
+            # A pod that started within the window shows the share it has sent.
+            visible = at - placed.start
+            if visible > 0:
+                rate = placed.traffic * min(1.0, visible / WINDOW)
                 samples.append(
                     PodSample("default", f"pod-{index}", rate * 0.8, rate * 0.2, placed.workload)
                 )
@@ -196,16 +197,6 @@ class MeasuredTraffic:
             for name, v, link in zip(self.names, values, self.links, strict=True)
         }
         return TrafficReport(by_node, (), (), {}, (), at)
-
-
-class _SimulatedPodTraffic:
-    """PodTrafficSource's interface, answered by the simulation."""
-
-    def __init__(self, source: MeasuredTraffic, clock: Callable[[], float]) -> None:
-        self.source, self.clock = source, clock
-
-    def fetch(self) -> PodTrafficReport:
-        return self.source.pod_rates(self.clock())
 
 
 def _cluster(
@@ -252,14 +243,15 @@ def simulate(scenario: Scenario, strategy: str, seed: int) -> tuple[Run, np.ndar
     )
     board = Scoreboard(settings, lambda: nodes, source, None, clock=lambda: now[0])  # type: ignore[arg-type]
     if scenario.learning:
-        # The learner's query answered from the simulation's own pods.
-        board.pod_traffic = _SimulatedPodTraffic(source, lambda: now[0])  # type: ignore[assignment]
+        # The learner, answered from the simulation's own pods; a round per refresh.
+        board.learning = BandwidthLearning(settings, lambda: source.pod_rates(now[0]))
     steerer = Steerer(board, settings, clock=lambda: now[0])
     committed = background.copy()
     scheduler = KubeScheduler(state, tie_rng)
     run = Run()
     next_refresh = float(rng.uniform(0, REFRESH))
     lowest: int | None = None  # the tutorial's pick at the last refresh
+    next_learning = 0.0
     # The traffic-tier labels as the leader writes them at each refresh
     # (kubectl_nettraffic/tiers.py), and each node's weight from the tier terms.
     tiers: dict[str, str] = {}
@@ -292,6 +284,9 @@ def simulate(scenario: Scenario, strategy: str, seed: int) -> tuple[Run, np.ndar
             now[0] = burst_start + j * (0.9 / replicas)
             while now[0] >= next_refresh:
                 saved, now[0] = now[0], next_refresh
+                if board.learning is not None and next_refresh >= next_learning:
+                    board.learning.update()  # learning.interval apart, as in the webhook
+                    next_learning = next_refresh + settings.learning.interval
                 board.refresh()
                 lowest = int(np.argmin(source.measured(next_refresh)))
                 if strategy == "tiers" and board.snapshot is not None:

@@ -138,8 +138,15 @@ class LearningSettings:
     percentile: float = 0.9
     margin: float = 0.15
     half_life: float = 24 * 3600.0
-    # Pod samples (one per pod per refresh) before a workload's figure is used.
+    # Pod samples (one per pod per learning round) before a workload's figure is used.
     min_samples: int = 3
+    # How often the learner reads per-pod traffic, at least: on its own thread,
+    # so a slow query never delays the scores. 15s, as refresh.interval: a new
+    # workload is known one round after its first pods have sent for a whole
+    # window. At 150,000 pods the query takes about 11 s on a 2-core machine
+    # (bench.learning); raise it to 1m there to spare Prometheus.
+    interval: float = 15.0
+    timeout: float = 30.0
 
 
 @dataclass(frozen=True)
@@ -467,6 +474,8 @@ _SCHEMA: dict[str, tuple[str, Any]] = {
             "margin": ("margin", _weight),
             "halfLife": ("half_life", _duration),
             "minSamples": ("min_samples", _integer(1, 10000)),
+            "interval": ("interval", _duration),
+            "timeout": ("timeout", _duration),
         },
     ),
     "tierLabels": (

@@ -19,6 +19,7 @@ from kubectl_nettraffic.cluster import (
 )
 from kubectl_nettraffic.config import Settings
 from kubectl_nettraffic.errors import ClusterError
+from kubectl_nettraffic.learning import BandwidthLearning
 from kubectl_nettraffic.nodes import Node
 from kubectl_nettraffic.scoreboard import Scoreboard
 from kubectl_nettraffic.sources.metrics_server import MetricsServerSource
@@ -78,8 +79,10 @@ def build_engine(
     context: str | None = None,
     api_factory: Callable[[str, str | None], k8s.ApiClient] = api_client,
     watch_nodes: bool = True,
+    learn: bool = True,
 ) -> Engine:
-    """Wire the parts. ``watch_nodes=False`` lists once per refresh (short CLI runs)."""
+    """Wire the parts. ``watch_nodes=False`` lists once per refresh (short CLI
+    runs); ``learn=False`` starts no learner (one-shot runs have no history)."""
     api = api_factory(settings.kubeconfig, context) if needs_api(settings) else None
     watch: ListWatchCache[Node] | None = None
     nodes: Callable[[], Sequence[Node]]
@@ -95,10 +98,11 @@ def build_engine(
         nodes = lambda: list_nodes(client)  # noqa: E731
     prometheus = PrometheusSource(settings.prometheus) if settings.prometheus.url else None
     metrics = MetricsServerSource(api) if settings.metrics_server.enabled and api else None
-    pod_traffic = (
-        PodTrafficSource(prometheus, settings.learning)
-        if prometheus is not None and settings.learning.enabled
-        else None
-    )
-    board = Scoreboard(settings, nodes, prometheus, metrics, pod_traffic=pod_traffic)
+    learning = None
+    if prometheus is not None and settings.learning.enabled and learn:
+        learning = BandwidthLearning(
+            settings,
+            PodTrafficSource(prometheus, settings.learning).samples,
+        ).start()
+    board = Scoreboard(settings, nodes, prometheus, metrics, learning=learning)
     return Engine(board, api, watch)

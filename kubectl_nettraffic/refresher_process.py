@@ -49,25 +49,35 @@ _FIRST_PAUSE = 1.0
 @dataclass(frozen=True)
 class _Message:
     """One refresh's outcome on the wire. ``same_nodes``: its snapshot's node
-    mapping was left out because it equals the one last sent."""
+    mapping was left out because it equals the one last sent; ``same_learned``:
+    its learned bandwidth table was, being the one last sent (no learning
+    round since: at 15,000 workloads it is 0.7 MiB, bench.learning)."""
 
     outcome: RefreshOutcome
     same_nodes: bool
+    same_learned: bool = False
 
 
-def _compact(outcome: RefreshOutcome, sent: object) -> _Message:
+def _compact(outcome: RefreshOutcome, sent: object, sent_learned: object = None) -> _Message:
     snapshot = outcome.snapshot
-    if snapshot is None or sent is None or snapshot.nodes != sent:
+    if snapshot is None:
         return _Message(outcome, same_nodes=False)
-    return _Message(replace(outcome, snapshot=replace(snapshot, nodes={})), same_nodes=True)
+    same_nodes = sent is not None and snapshot.nodes == sent
+    same_learned = snapshot.learned is not None and snapshot.learned is sent_learned
+    if same_nodes:
+        snapshot = replace(snapshot, nodes={})
+    if same_learned:
+        snapshot = replace(snapshot, learned=None)
+    return _Message(replace(outcome, snapshot=snapshot), same_nodes, same_learned)
 
 
-def encode_message(outcome: RefreshOutcome, sent: object) -> bytes:
-    """One refresh's outcome as the child sends it; ``sent`` is the node
-    mapping of the last message, left out of this one when unchanged. The
-    serving process loads it with ``pickle.loads``, holding the GIL its
-    admissions need (``python -m bench.engine`` times that load)."""
-    return pickle.dumps(_compact(outcome, sent), protocol=pickle.HIGHEST_PROTOCOL)
+def encode_message(outcome: RefreshOutcome, sent: object, sent_learned: object = None) -> bytes:
+    """One refresh's outcome as the child sends it; ``sent`` and
+    ``sent_learned`` are the node mapping and learned table of the last
+    message, left out of this one when unchanged. The serving process loads
+    it with ``pickle.loads``, holding the GIL its admissions need
+    (``python -m bench.engine`` times that load)."""
+    return pickle.dumps(_compact(outcome, sent, sent_learned), protocol=pickle.HIGHEST_PROTOCOL)
 
 
 def _run_child(settings: Settings, conn: Connection) -> None:
@@ -91,6 +101,7 @@ def _run_child(settings: Settings, conn: Connection) -> None:
 
         labeller = tier_labeller(settings, engine.api).start()
     sent: object = None  # the node mapping in the last message
+    sent_learned: object = None  # and the learned table
     while True:
         try:
             outcome = board.measure()
@@ -100,11 +111,11 @@ def _run_child(settings: Settings, conn: Connection) -> None:
         if labeller is not None:
             outcome = replace(outcome, tier_labels=labeller.status())
         try:
-            conn.send_bytes(encode_message(outcome, sent))
+            conn.send_bytes(encode_message(outcome, sent, sent_learned))
         except OSError:
             break  # the parent is gone
         if outcome.snapshot is not None:
-            sent = outcome.snapshot.nodes
+            sent, sent_learned = outcome.snapshot.nodes, outcome.snapshot.learned
         if labeller is not None:
             labeller.offer(outcome.snapshot)  # labelled after the send: scores first
         # The parent never writes: the pipe turns readable only when its end
@@ -126,6 +137,7 @@ class RefresherProcess:
         self._process: Any = None
         self._conn: Connection | None = None
         self._nodes: Any = None  # the node mapping of the last message that had one
+        self._learned: Any = None  # and the learned table
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
         self.restarts = 0
@@ -156,7 +168,7 @@ class RefresherProcess:
         )
         self._process.start()
         theirs.close()  # only the child holds its end: its exit reads as end of file here
-        self._nodes = None  # a new child sends its nodes again
+        self._nodes = self._learned = None  # a new child sends both again
         self._conn = ours
         return ours
 
@@ -182,6 +194,12 @@ class RefresherProcess:
                 outcome = replace(outcome, snapshot=replace(snapshot, nodes=self._nodes))
             else:
                 self._nodes = snapshot.nodes
+            if message.same_learned:
+                outcome = replace(
+                    outcome, snapshot=replace(outcome.snapshot or snapshot, learned=self._learned)
+                )
+            else:
+                self._learned = snapshot.learned
         self.scoreboard.record(outcome)
 
     def _receive(self, conn: Connection) -> None:

@@ -25,14 +25,14 @@ from typing import overload
 from kubectl_nettraffic.config import Settings
 from kubectl_nettraffic.errors import NetTrafficError
 from kubectl_nettraffic.labels import parse_selector
+from kubectl_nettraffic.learning import BandwidthLearning
 from kubectl_nettraffic.ledger import InflightLedger
 from kubectl_nettraffic.nodes import Node, ineligibility
 from kubectl_nettraffic.scoring import NodeScore, score_nodes
 from kubectl_nettraffic.sources.metrics_server import MetricsServerSource, NodeUsage
-from kubectl_nettraffic.sources.pod_traffic import PodTrafficReport, PodTrafficSource
 from kubectl_nettraffic.sources.prometheus import NodeTraffic, PrometheusSource, TrafficReport
 from kubectl_nettraffic.tiers import TierLabelStatus
-from kubectl_nettraffic.workload_bandwidth import BandwidthLearner, LearnedBandwidth
+from kubectl_nettraffic.workload_bandwidth import LearnedBandwidth
 
 log = logging.getLogger(__name__)
 
@@ -44,10 +44,8 @@ class Diagnostics:
     duplicate_exporters: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     non_finite: tuple[str, ...] = ()
     errors: tuple[str, ...] = ()
-    # Learning: what is missing for it (cadvisor, kube-state-metrics), and
-    # how many hostNetwork pods were left out.
+    # What learning lacks (cadvisor, kube-state-metrics): nothing is learned then.
     learning_missing: tuple[str, ...] = ()
-    host_network_pods: int = 0
 
 
 @dataclass(frozen=True)
@@ -121,22 +119,13 @@ class Scoreboard:
         prometheus: PrometheusSource | None = None,
         metrics_server: MetricsServerSource | None = None,
         clock: Callable[[], float] = time.time,
-        pod_traffic: PodTrafficSource | None = None,
+        learning: BandwidthLearning | None = None,
     ) -> None:
         self.settings = settings
         self._nodes = nodes
         self.prometheus = prometheus
         self.metrics_server = metrics_server
-        self.pod_traffic = pod_traffic
-        learning = settings.learning
-        self.learner = BandwidthLearner(
-            learning.percentile,
-            learning.margin,
-            learning.half_life,
-            learning.min_samples,
-            settings.prometheus.direction,
-        )
-        self._learned: LearnedBandwidth | None = None
+        self.learning = learning
         self.clock = clock
         self.selector = parse_selector(settings.nodes.selector)
         self.ledger = InflightLedger(settings.steering.pod_startup, settings.prometheus.window)
@@ -174,17 +163,6 @@ class Scoreboard:
             log.warning("prometheus refresh failed: %s", error)
             return None
 
-    def _fetch_pod_traffic(self, errors: list[str]) -> PodTrafficReport | None:
-        """The learner's samples; a failure costs the learning one refresh, not the scores."""
-        if self.pod_traffic is None:
-            return None
-        try:
-            return self.pod_traffic.fetch()
-        except NetTrafficError as error:
-            errors.append(f"learning: {error}")
-            log.warning("pod traffic query failed: %s", error)
-            return None
-
     def _fetch_usage(self, errors: list[str], failed: list[str]) -> Mapping[str, NodeUsage] | None:
         if self.metrics_server is None:
             return None
@@ -211,10 +189,9 @@ class Scoreboard:
             # answers: the query does not need the nodes, only its attribution does.
             # Usage is read whenever metrics-server is enabled, weighted or not:
             # one list call per refresh, and `top` shows CPU% and MEM% beside traffic.
-            with ThreadPoolExecutor(max_workers=3, thread_name_prefix="refresh") as pool:
+            with ThreadPoolExecutor(max_workers=2, thread_name_prefix="refresh") as pool:
                 listed = pool.submit(lambda: list(self._nodes()))
                 usage_pending = pool.submit(self._fetch_usage, errors, failed)
-                pods_pending = pool.submit(self._fetch_pod_traffic, errors)
                 try:
                     report = self._fetch_traffic(_DeferredNodes(listed), errors, failed)
                     nodes = listed.result()
@@ -225,15 +202,11 @@ class Scoreboard:
                         None, ("nodes",), (f"nodes: {error}",), time.perf_counter() - started
                     )
                 usage = usage_pending.result()
-                pods = pods_pending.result()
-            if pods is not None and not pods.missing:
-                self.learner.observe(pods.samples, pods.evaluated_at)
-                self._learned = self.learner.learned(pods.evaluated_at)
             if report is None and usage is None:
                 return RefreshOutcome(
                     None, tuple(failed), tuple(errors), time.perf_counter() - started
                 )
-            snapshot = self._snapshot_of(nodes, report, usage, tuple(errors), pods)
+            snapshot = self._snapshot_of(nodes, report, usage, tuple(errors))
             return RefreshOutcome(
                 snapshot, tuple(failed), tuple(errors), time.perf_counter() - started
             )
@@ -244,7 +217,6 @@ class Scoreboard:
         report: TrafficReport | None,
         usage: Mapping[str, NodeUsage] | None,
         errors: tuple[str, ...],
-        pods: PodTrafficReport | None = None,
     ) -> Snapshot:
         traffic: Mapping[str, NodeTraffic] | None = report.by_node if report else None
         scores = score_nodes(
@@ -262,8 +234,7 @@ class Scoreboard:
             duplicate_exporters=report.duplicate_exporters if report else {},
             non_finite=report.non_finite if report else (),
             errors=errors,
-            learning_missing=pods.missing if pods else (),
-            host_network_pods=pods.host_network_pods if pods else 0,
+            learning_missing=self.learning.missing if self.learning else (),
         )
         by_name = {node.name: node for node in nodes}
         tolerate_all = [{"operator": "Exists"}]
@@ -282,7 +253,7 @@ class Scoreboard:
                 and s.has_data
                 and ineligibility(by_name[s.name], self.selector, tolerate_all) is None
             ),
-            learned=self._learned,
+            learned=self.learning.latest() if self.learning else None,
         )
 
     def record(self, outcome: RefreshOutcome) -> Snapshot | None:

@@ -91,3 +91,21 @@ def test_one_query_per_fetch(prometheus):
     session = CountingSession()
     _source(prometheus, session=session).fetch()
     assert session.calls == 1
+
+
+def test_the_learner_s_query_joins_in_prometheus(prometheus):
+    source = _source(prometheus)
+    report = source.samples()
+    by_pod = {s.pod: s for s in report.samples}
+    # The same pods and workloads as the detailed query, one series each.
+    detailed = {s.pod: s for s in source.fetch().samples}
+    assert set(by_pod) == set(detailed)
+    for name, sample in by_pod.items():
+        assert sample.workload == detailed[name].workload
+        total = detailed[name].receive + detailed[name].transmit
+        assert sample.receive + sample.transmit == pytest.approx(total, rel=1e-6)
+
+
+def test_an_empty_learner_answer_says_what_is_missing(prometheus):
+    report = _source(prometheus, podOwnerMetric="ksm_kube_pod_owner").samples()
+    assert report.samples == () and report.missing == ("kube-state-metrics",)

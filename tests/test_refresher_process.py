@@ -179,3 +179,26 @@ def test_the_child_ends_when_the_serving_process_is_killed(prometheus, tmp_path)
     finally:
         parent.kill()
         parent.wait(10)
+
+
+def test_the_learned_table_crosses_the_pipe_only_after_a_learning_round():
+    from dataclasses import replace
+
+    from kubectl_nettraffic.refresher_process import RefresherProcess, encode_message
+    from kubectl_nettraffic.scoreboard import RefreshOutcome
+    from kubectl_nettraffic.workload_bandwidth import LearnedBandwidth, Workload
+    from tests.harness.scoreboards import fixed_board
+
+    board = fixed_board({"a": 0.0, "b": 1e6})
+    first = LearnedBandwidth({Workload("shop", "Deployment", "web"): 4e7}, 1e6, 1000.0)
+    snapshot = replace(board.snapshot, learned=first)
+    parent = RefresherProcess(board.settings)  # not started: fed by hand, as its link does
+    sent_nodes, sent_learned = None, None
+    for learned in (first, first, LearnedBandwidth({}, 2e6, 1015.0)):
+        outcome = RefreshOutcome(replace(snapshot, learned=learned), (), (), 0.1)
+        data = encode_message(outcome, sent_nodes, sent_learned)
+        message = pickle.loads(data)
+        assert message.same_learned == (learned is sent_learned)
+        parent._deliver(message)
+        assert parent.scoreboard.snapshot.learned == learned
+        sent_nodes, sent_learned = outcome.snapshot.nodes, learned

@@ -140,8 +140,12 @@ class PrometheusSource:
             return False
         return self.settings.ca_file or True
 
-    def query_vector(self, query: str, at: float | None = None) -> list[dict[str, Any]]:
-        """Run an instant query; return the ``result`` list of a vector answer."""
+    def query_vector(
+        self, query: str, at: float | None = None, timeout: float | None = None
+    ) -> list[dict[str, Any]]:
+        """Run an instant query; return the ``result`` list of a vector answer.
+        ``timeout``: this query's own, else ``prometheus.timeout``."""
+        timeout = self.settings.timeout if timeout is None else timeout
         url = f"{self.settings.url}/api/v1/query"
         data = {"query": query, "time": f"{self.clock() if at is None else at:.3f}"}
         try:
@@ -149,13 +153,13 @@ class PrometheusSource:
                 url,
                 data=data,
                 headers=self._auth_headers(),
-                timeout=self.settings.timeout,
+                timeout=timeout,
                 verify=self._verify(),
             )
         except requests.Timeout:
             raise SourceError(
                 f"Prometheus at {self.settings.url} did not answer within "
-                f"{self.settings.timeout:g}s; check prometheus.url or raise prometheus.timeout"
+                f"{timeout:g}s; check prometheus.url or raise its timeout"
             ) from None
         except requests.exceptions.SSLError as error:
             raise SourceError(
