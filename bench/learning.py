@@ -10,11 +10,8 @@ and as sent to the serving process with every refresh.
 
 import pickle
 import statistics
-import threading
 import time
 import tracemalloc
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
 
 import numpy as np
 
@@ -23,6 +20,7 @@ from kubectl_nettraffic.config import settings_from_mapping
 from kubectl_nettraffic.sources.pod_traffic import PodTrafficSource
 from kubectl_nettraffic.sources.prometheus import PrometheusSource
 from kubectl_nettraffic.workload_bandwidth import BandwidthLearner
+from tests.harness.exporter import serve_metrics
 from tests.harness.prometheus import PrometheusServer
 
 NODES, DEPLOYMENTS, PODS_EACH = 5000, 15000, 10
@@ -60,11 +58,8 @@ class PodSeriesExporter:
                 )
         self.names, self.rates = names, np.array(rates)
         self.static = "\n".join(static)
-        server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        server.daemon_threads = True
-        self.server = server
-        self.target = f"127.0.0.1:{server.server_address[1]}"
-        threading.Thread(target=server.serve_forever, daemon=True).start()
+        self.server = serve_metrics(self.render)
+        self.target = f"127.0.0.1:{self.server.server_address[1]}"
 
     def render(self) -> bytes:
         elapsed = time.time() - self.started
@@ -77,23 +72,6 @@ class PodSeriesExporter:
                 for n, v in zip(self.names, totals, strict=True)
             )
         return ("\n".join(lines) + "\n" + self.static + "\n").encode()
-
-    def _handler(self) -> type[BaseHTTPRequestHandler]:
-        exporter = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: Any) -> None:
-                pass
-
-            def do_GET(self) -> None:
-                body = exporter.render()
-                self.send_response(200)
-                self.send_header("Content-Type", "text/plain; version=0.0.4")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-        return Handler
 
     def stop(self) -> None:
         self.server.shutdown()

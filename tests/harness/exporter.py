@@ -6,10 +6,32 @@ scrapes it with ``honor_labels: true``.
 
 import threading
 import time
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from tests.harness.prometheus import Exporter
+
+
+def serve_metrics(render: Callable[[], bytes]) -> ThreadingHTTPServer:
+    """A /metrics endpoint on 127.0.0.1 answering ``render()`` to every GET."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            body = render()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain; version=0.0.4")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
 
 
 class LiveExporter:
@@ -23,11 +45,8 @@ class LiveExporter:
             self.state[exporter.instance] = {
                 d.name: [d.rx, d.tx, 1e9, 2e9, self.started] for d in exporter.devices
             }
-        handler = self._handler()
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        self.server.daemon_threads = True
+        self.server = serve_metrics(lambda: self.render().encode())
         self.target = f"127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
     def set_rate(self, instance: str, device: str, rx: float, tx: float) -> None:
         with self.lock:
@@ -72,23 +91,6 @@ class LiveExporter:
                         f'nodename="{exporter.nodename}"}} 1'
                     )
             return "\n".join(lines) + "\n"
-
-    def _handler(self) -> type[BaseHTTPRequestHandler]:
-        exporter = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-            def do_GET(self) -> None:
-                body = exporter.render().encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "text/plain; version=0.0.4")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-        return Handler
 
     def stop(self) -> None:
         self.server.shutdown()
