@@ -517,7 +517,7 @@ def main(argv: list[str] | None = None) -> int:
             Scenario(
                 f"50 nodes, returning workloads, heavy pods (median 100 MB/s){suffix}",
                 50,
-                9,
+                7,
                 pod_median=100e6,
                 workloads=6,
                 learning=learning,
