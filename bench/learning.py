@@ -140,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
         f"| `top pods`' query (receive and transmit apart, joined here: {len(report.samples) * 3 + DEPLOYMENTS:,} series) | {statistics.median(detailed_seconds):.2f} s |",
         f"| the learner's update from it, and its table | {statistics.median(update_seconds):.2f} s |",
         f"| the learner's histograms in the refresher process | {held / 2**20:.1f} MiB |",
-        f"| the learned table as sent with every refresh | {wire / 2**20:.2f} MiB ({len(table.workloads):,} workloads) |",
+        f"| the learned table as sent to the serving process after each learning round | {wire / 2**20:.2f} MiB ({len(table.workloads):,} workloads) |",
         f"| pickling and loading it | {roundtrip * 1e3:.0f} ms |",
     ]
     body = "\n".join(rows)
