@@ -5,6 +5,7 @@ import hashlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -279,6 +280,10 @@ def test_watch_without_a_terminal_prints_successive_tables(cluster):
         stderr=subprocess.PIPE,
         text=True,
         env=env,
+        # As from a terminal: a runner that started the tests in the background
+        # (`cmd &` without job control) left SIGINT ignored, and a child that
+        # inherits that never sees Ctrl-C (Python keeps an ignored SIGINT ignored).
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     time.sleep(3)
     process.send_signal(2)  # SIGINT, as Ctrl-C
