@@ -262,7 +262,6 @@ def create_app(
     if scoreboard is None:
         # Refreshes run in a child process, off this process's GIL (refresher_process).
         scoreboard = RefresherProcess(settings).start().scoreboard
-        steerer = Steerer(scoreboard, settings)
         if needs_api(settings):
             api = api_client(settings.kubeconfig)
             if namespaces is None:
@@ -274,7 +273,7 @@ def create_app(
                 steerer = Steerer(scoreboard, settings, ledger_label=ledger_id)
                 bindings = BindingWatch(api, steerer, ledger_id)
                 bindings.start()
-    else:
+    if bindings is None:
         steerer = Steerer(scoreboard, settings)
     board: Scoreboard = scoreboard
     cert = reloader_for(settings.server.cert_file, settings.server.key_file)
