@@ -123,17 +123,21 @@ def table(
         lines.append(cells)
         colours.append(_colour(row["score"], row["eligible"]) if colour else "")
 
-    all_lines = ([columns] if headers else []) + lines
-    widths = (
-        [max(len(line[i]) for line in all_lines) for i in range(len(columns))] if all_lines else []
-    )
-    out = []
-    if headers:
-        out.append("   ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)).rstrip())
-    for cells, tint in zip(lines, colours, strict=True):
-        text = "   ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)).rstrip()
+    texts = aligned(([columns] if headers else []) + lines)
+    out = texts[:1] if headers else []
+    for text, tint in zip(texts[len(out) :], colours, strict=True):
         out.append(f"{tint}{text}{RESET}" if tint else text)
     return "\n".join(out) + ("\n" if out else "")
+
+
+def aligned(lines: Sequence[Sequence[str]]) -> list[str]:
+    """Cells padded to their column's widest, three spaces apart, as kubectl prints tables."""
+    if not lines:
+        return []
+    widths = [max(len(line[i]) for line in lines) for i in range(len(lines[0]))]
+    return [
+        "   ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip() for line in lines
+    ]
 
 
 def as_json(document: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> str:

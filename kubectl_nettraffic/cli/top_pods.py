@@ -19,6 +19,7 @@ from typing import Any
 
 import yaml
 
+from kubectl_nettraffic.cli.render import aligned
 from kubectl_nettraffic.cli.top import WebhookLocation
 from kubectl_nettraffic.cluster import api_client, describe_api_error, request_json
 from kubectl_nettraffic.config import Settings
@@ -213,13 +214,7 @@ def table(
                 else format_rate(row["maxPodBytesPerSecond"], bits)
             )
         lines.append(cells)
-    if not lines:
-        return ""
-    widths = [max(len(line[i]) for line in lines) for i in range(len(columns))]
-    return "".join(
-        "   ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip() + "\n"
-        for line in lines
-    )
+    return "".join(text + "\n" for text in aligned(lines))
 
 
 def run_top_pods(
