@@ -29,7 +29,7 @@ lower traffic, then name, so equal inputs always give the same order.
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import Any, Protocol
 
 from kubectl_nettraffic.config import ScoringSettings, Weights
 from kubectl_nettraffic.labels import LabelSelector
@@ -74,7 +74,17 @@ class NodeScore:
 _NODE_SCORE_FIELDS = tuple(field.name for field in fields(NodeScore))
 
 
-def directional_load(traffic: NodeTraffic, direction: str) -> float:
+class Directions(Protocol):
+    """Anything with receive and transmit rates: a node's traffic, a pod's sample."""
+
+    @property
+    def receive(self) -> float: ...
+    @property
+    def transmit(self) -> float: ...
+
+
+def directional_load(traffic: Directions, direction: str) -> float:
+    """Bytes/s in ``direction`` (prometheus.direction: receive, transmit or both)."""
     if direction == "receive":
         return traffic.receive
     if direction == "transmit":

@@ -27,6 +27,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from kubectl_nettraffic.scoring import directional_load
+
 # Bytes/s. Below the first bucket everything is "about nothing".
 FIRST_BUCKET = 1024.0
 GROWTH = 1.05
@@ -133,11 +135,7 @@ class BandwidthLearner:
     cluster_histogram: DecayingHistogram | None = None
 
     def bandwidth(self, sample: PodSample) -> float:
-        if self.direction == "receive":
-            return sample.receive
-        if self.direction == "transmit":
-            return sample.transmit
-        return sample.receive + sample.transmit
+        return directional_load(sample, self.direction)
 
     def observe(self, samples: Iterable[PodSample], at: float) -> None:
         if self.cluster_histogram is None:

@@ -25,6 +25,7 @@ from kubectl_nettraffic.cluster import api_client, describe_api_error, request_j
 from kubectl_nettraffic.config import Settings
 from kubectl_nettraffic.errors import NetTrafficError, SourceError
 from kubectl_nettraffic.scoreview import rfc3339
+from kubectl_nettraffic.scoring import directional_load
 from kubectl_nettraffic.sources.pod_traffic import PodTrafficReport, PodTrafficSource
 from kubectl_nettraffic.sources.prometheus import PrometheusSource
 from kubectl_nettraffic.units import format_duration, format_rate
@@ -111,9 +112,7 @@ def pod_rows(
                 else f"{sample.workload.kind}/{sample.workload.name}",
                 "receiveBytesPerSecond": round(sample.receive, 3),
                 "transmitBytesPerSecond": round(sample.transmit, 3),
-                "trafficBytesPerSecond": round(
-                    _traffic(sample.receive, sample.transmit, direction), 3
-                ),
+                "trafficBytesPerSecond": round(directional_load(sample, direction), 3),
                 "learnedBytesPerSecond": _rounded(
                     learned.get(sample.workload) if sample.workload else None
                 ),
@@ -131,33 +130,20 @@ def workload_rows(
             grouped.setdefault(sample.workload, []).append(sample)
     rows = []
     for workload, pods in grouped.items():
-        receive = sum(p.receive for p in pods)
-        transmit = sum(p.transmit for p in pods)
+        traffic = [directional_load(p, direction) for p in pods]
         rows.append(
             {
                 "namespace": workload.namespace,
                 "name": f"{workload.kind}/{workload.name}",
                 "pods": len(pods),
-                "receiveBytesPerSecond": round(receive, 3),
-                "transmitBytesPerSecond": round(transmit, 3),
-                "trafficBytesPerSecond": round(_traffic(receive, transmit, direction), 3),
-                "maxPodBytesPerSecond": round(
-                    max(_traffic(p.receive, p.transmit, direction) for p in pods), 3
-                ),
+                "receiveBytesPerSecond": round(sum(p.receive for p in pods), 3),
+                "transmitBytesPerSecond": round(sum(p.transmit for p in pods), 3),
+                "trafficBytesPerSecond": round(sum(traffic), 3),
+                "maxPodBytesPerSecond": round(max(traffic), 3),
                 "learnedBytesPerSecond": _rounded(learned.get(workload)),
             }
         )
     return rows
-
-
-def _traffic(receive: float, transmit: float, direction: str) -> float:
-    return (
-        receive
-        if direction == "receive"
-        else transmit
-        if direction == "transmit"
-        else receive + transmit
-    )
 
 
 def _rounded(value: float | None) -> float | None:
