@@ -23,14 +23,9 @@ class BandwidthLearning:
     """``fetch`` gives one round's samples (PodTrafficSource.samples in the webhook)."""
 
     def __init__(self, settings: Settings, fetch: Callable[[], PodTrafficReport]) -> None:
-        learning = settings.learning
-        self.interval = learning.interval
-        self.learner = BandwidthLearner(
-            learning.percentile,
-            learning.margin,
-            learning.half_life,
-            learning.min_samples,
-            settings.prometheus.direction,
+        self.interval = settings.learning.interval
+        self.learner = BandwidthLearner.for_settings(
+            settings.learning, settings.prometheus.direction
         )
         self._fetch = fetch
         self._latest: LearnedBandwidth | None = None

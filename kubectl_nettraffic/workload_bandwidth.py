@@ -27,6 +27,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from kubectl_nettraffic.config import LearningSettings
 from kubectl_nettraffic.scoring import directional_load
 
 # Bytes/s. Below the first bucket everything is "about nothing".
@@ -133,6 +134,19 @@ class BandwidthLearner:
     direction: str = "both"  # receive | transmit | both, as prometheus.direction
     histograms: dict[Workload, DecayingHistogram] = field(default_factory=dict)
     cluster_histogram: DecayingHistogram | None = None
+
+    @classmethod
+    def for_settings(
+        cls, learning: LearningSettings, direction: str, min_samples: int | None = None
+    ) -> "BandwidthLearner":
+        """A learner as ``learning.*`` and ``prometheus.direction`` configure it."""
+        return cls(
+            learning.percentile,
+            learning.margin,
+            learning.half_life,
+            learning.min_samples if min_samples is None else min_samples,
+            direction,
+        )
 
     def bandwidth(self, sample: PodSample) -> float:
         return directional_load(sample, self.direction)

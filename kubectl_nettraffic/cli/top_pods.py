@@ -68,9 +68,9 @@ def _learned_from_webhook(
 def _learned_here(
     settings: Settings, samples: Sequence[PodSample], at: float
 ) -> dict[Workload, float]:
-    learning = settings.learning
-    learner = BandwidthLearner(
-        learning.percentile, learning.margin, learning.half_life, 1, settings.prometheus.direction
+    # One window: a workload's figure from however many pods it has now.
+    learner = BandwidthLearner.for_settings(
+        settings.learning, settings.prometheus.direction, min_samples=1
     )
     learner.observe(samples, at)
     return dict(learner.learned(at).workloads)
