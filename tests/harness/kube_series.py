@@ -71,45 +71,47 @@ def kube_lines(
                         value = 5e8 + rate * (t - times[0])
                     yield f"{family}_total{_labels(labels)} {value:.3f} {t:.3f}"
     ksm = {"instance": "10.0.9.9:8080", "job": "kube-state-metrics"}
-    yield "# TYPE kube_pod_owner gauge"
-    for pod in pods:
-        labels = {
-            **ksm,
-            "namespace": pod.namespace,
-            "pod": pod.pod,
-            "uid": f"uid-{pod.pod}",
-            "owner_kind": pod.owner_kind,
-            "owner_name": pod.owner_name,
-            "owner_is_controller": "true" if pod.owner_kind != NONE else NONE,
-        }
-        for t in times:
-            yield f"kube_pod_owner{_labels(labels)} 1 {t:.3f}"
-    yield "# TYPE kube_replicaset_owner gauge"
-    for rs in replicasets:
-        labels = {
-            **ksm,
-            "namespace": rs.namespace,
-            "replicaset": rs.replicaset,
-            "owner_kind": "Deployment",
-            "owner_name": rs.deployment,
-            "owner_is_controller": "true",
-        }
-        for t in times:
-            yield f"kube_replicaset_owner{_labels(labels)} 1 {t:.3f}"
-    yield "# TYPE kube_pod_info gauge"
-    for pod in pods:
-        labels = {
-            **ksm,
-            "namespace": pod.namespace,
-            "pod": pod.pod,
-            "uid": f"uid-{pod.pod}",
-            "host_ip": "10.0.0.1",
-            "pod_ip": "10.0.0.1" if pod.host_network else "10.244.0.7",
-            "node": pod.node,
-            "created_by_kind": pod.owner_kind,
-            "created_by_name": pod.owner_name,
-            "priority_class": "",
-            "host_network": "true" if pod.host_network else "false",
-        }
-        for t in times:
-            yield f"kube_pod_info{_labels(labels)} 1 {t:.3f}"
+    gauges = {
+        "kube_pod_owner": [
+            {
+                "namespace": pod.namespace,
+                "pod": pod.pod,
+                "uid": f"uid-{pod.pod}",
+                "owner_kind": pod.owner_kind,
+                "owner_name": pod.owner_name,
+                "owner_is_controller": "true" if pod.owner_kind != NONE else NONE,
+            }
+            for pod in pods
+        ],
+        "kube_replicaset_owner": [
+            {
+                "namespace": rs.namespace,
+                "replicaset": rs.replicaset,
+                "owner_kind": "Deployment",
+                "owner_name": rs.deployment,
+                "owner_is_controller": "true",
+            }
+            for rs in replicasets
+        ],
+        "kube_pod_info": [
+            {
+                "namespace": pod.namespace,
+                "pod": pod.pod,
+                "uid": f"uid-{pod.pod}",
+                "host_ip": "10.0.0.1",
+                "pod_ip": "10.0.0.1" if pod.host_network else "10.244.0.7",
+                "node": pod.node,
+                "created_by_kind": pod.owner_kind,
+                "created_by_name": pod.owner_name,
+                "priority_class": "",
+                "host_network": "true" if pod.host_network else "false",
+            }
+            for pod in pods
+        ],
+    }
+    for family, label_sets in gauges.items():
+        yield f"# TYPE {family} gauge"
+        for labels in label_sets:
+            series = f"{family}{_labels({**ksm, **labels})}"
+            for t in times:
+                yield f"{series} 1 {t:.3f}"
