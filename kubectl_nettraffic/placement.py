@@ -97,37 +97,40 @@ def expected_bandwidth(
     (annotation | workload | cluster | default), and a warning when its
     annotation is unusable. In that order: the pod's own annotation, its
     workload's learned figure, the cluster-wide learned figure, the default."""
-    annotated = ((pod.get("metadata") or {}).get("annotations") or {}).get(EXPECTED_BANDWIDTH)
-    warning = None
-    if annotated is not None:
-        value, warning = pod_bandwidth(pod, default)
-        if warning is None:
+    text = ((pod.get("metadata") or {}).get("annotations") or {}).get(EXPECTED_BANDWIDTH)
+    if text is not None:
+        value = annotated_bandwidth(text)
+        if value is not None:
             return value, "annotation", None
+    figure, source = default, "default"
     if learned is not None:
         workload = pod_workload(pod)
-        figure = learned.workloads.get(workload) if workload is not None else None
-        if figure is not None:
-            return figure, "workload", warning
-        if learned.cluster is not None:
-            return learned.cluster, "cluster", warning
-    return default, "default", warning
+        learned_figure = learned.workloads.get(workload) if workload is not None else None
+        if learned_figure is not None:
+            figure, source = learned_figure, "workload"
+        elif learned.cluster is not None:
+            figure, source = learned.cluster, "cluster"
+    warning = None
+    if text is not None:
+        instead = {
+            "default": "the default",
+            "workload": "its workload's learned figure",
+            "cluster": "the cluster-wide learned figure",
+        }[source]
+        warning = (
+            f"{EXPECTED_BANDWIDTH}={text!r} is not a bandwidth in bytes/s; "
+            f"booked at {instead}, {figure:g}. Write it like 10Mi or 500k"
+        )
+    return figure, source, warning
 
 
-def pod_bandwidth(pod: Pod, default: float) -> tuple[float, str | None]:
-    """Expected bytes/s of the pod, and a warning when its annotation is unusable."""
-    text = ((pod.get("metadata") or {}).get("annotations") or {}).get(EXPECTED_BANDWIDTH)
-    if text is None:
-        return default, None
+def annotated_bandwidth(text: object) -> float | None:
+    """Bytes/s from a quantity annotation; None when it is not one."""
     try:
         value = parse_quantity(str(text))
     except ValueError:
-        value = -1.0
-    if value < 0:
-        return default, (
-            f"{EXPECTED_BANDWIDTH}={text!r} is not a bandwidth in bytes/s; "
-            f"using the default {default:g}. Write it like 10Mi or 500k"
-        )
-    return value, None
+        return None
+    return value if value >= 0 else None
 
 
 # ---------------------------------------------------------------- constraints

@@ -17,10 +17,11 @@ from kubectl_nettraffic.placement import (
     affinity_patch,
     apply_and_check,
     choose_nodes,
-    pod_bandwidth,
+    expected_bandwidth,
     pod_fits,
 )
 from kubectl_nettraffic.steering import Steerer
+from kubectl_nettraffic.workload_bandwidth import LearnedBandwidth
 from tests.harness.fakeapi import node
 from tests.harness.reviews import pod
 from tests.harness.scoreboards import fixed_board as _board
@@ -148,14 +149,18 @@ def test_pod_constraints(spec, fits):
 
 
 def test_bandwidth_annotation():
-    assert pod_bandwidth(pod(annotations={"nettraffic.io/expected-bandwidth": "10Mi"}), 1.0) == (
-        10 * 2**20,
-        None,
-    )
-    value, warning = pod_bandwidth(
-        pod(annotations={"nettraffic.io/expected-bandwidth": "10 MB"}), 7.0
-    )
-    assert value == 7.0 and "'10 MB' is not a bandwidth" in warning and "10Mi" in warning
+    annotated = pod(annotations={"nettraffic.io/expected-bandwidth": "10Mi"})
+    assert expected_bandwidth(annotated, None, 1.0) == (10 * 2**20, "annotation", None)
+    unusable = pod(annotations={"nettraffic.io/expected-bandwidth": "10 MB"})
+    value, source, warning = expected_bandwidth(unusable, None, 7.0)
+    assert (value, source) == (7.0, "default")
+    assert "'10 MB' is not a bandwidth" in warning and "10Mi" in warning
+    assert "booked at the default, 7" in warning
+    # With a learned figure to fall back on, the warning names it, not the default.
+    learned = LearnedBandwidth({}, 3e6, 0.0)
+    value, source, warning = expected_bandwidth(unusable, learned, 7.0)
+    assert (value, source) == (3e6, "cluster")
+    assert "booked at the cluster-wide learned figure, 3e+06" in warning
 
 
 def test_patch_check_rejects_a_patch_that_would_change_other_fields():
