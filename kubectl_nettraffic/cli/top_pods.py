@@ -35,12 +35,16 @@ POD_SORT_KEYS = ("traffic", "rx", "tx", "learned", "name")
 WORKLOAD_SORT_KEYS = (*POD_SORT_KEYS, "pods")
 
 
-def _pod_traffic(settings: Settings) -> PodTrafficReport:
+def _pod_traffic_source(settings: Settings) -> PodTrafficSource:
     if not settings.prometheus.url:
         raise SourceError(
             "per-pod traffic needs Prometheus: set prometheus.url or --prometheus-url"
         )
-    report = PodTrafficSource(PrometheusSource(settings.prometheus), settings.learning).fetch()
+    return PodTrafficSource(PrometheusSource(settings.prometheus), settings.learning)
+
+
+def _pod_traffic(source: PodTrafficSource) -> PodTrafficReport:
+    report = source.fetch()
     if report.missing:
         raise SourceError(
             f"Prometheus has no {' and no '.join(report.missing)} series; "
@@ -215,9 +219,10 @@ def run_top_pods(
         )
     where = WebhookLocation(args.webhook_namespace, args.webhook_service, args.webhook_port)
     wanted = _selected_pods(settings, args.context, namespace, args.selector)
+    source = _pod_traffic_source(settings)  # one client (and its connections) for every frame
     frames = 0
     while True:
-        report = _pod_traffic(settings)
+        report = _pod_traffic(source)
         samples = [
             s
             for s in report.samples
