@@ -119,7 +119,7 @@ class SteeringSettings:
 @dataclass(frozen=True)
 class LearningSettings:
     # true: learn each workload's bandwidth from cAdvisor and kube-state-metrics
-    # (one more Prometheus query per refresh); off by itself without them.
+    # (one more Prometheus query per learning round); off by itself without them.
     enabled: bool = True
     # The kubelet's cAdvisor counters, and the selector of pod-level series
     # (never by container: containerd says container="", CRI-O "POD").

@@ -1,6 +1,6 @@
 """Per-pod network rates from cAdvisor, with each pod's workload from
 kube-state-metrics: the learner's input (workload_bandwidth.py), in ONE
-instant query per refresh beside the node query.
+instant query per learning round (learning.py), beside the node query.
 
 - Rates: ``rate()`` of the kubelet's cAdvisor counters
   ``container_network_{receive,transmit}_bytes_total`` over the window,
