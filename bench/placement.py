@@ -459,6 +459,11 @@ def plot(per_strategy: dict[str, np.ndarray], path: str, title: str) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = bench_parser(__doc__)
     parser.add_argument("--quick", action="store_true", help="fewer seeds (for a smoke run)")
+    parser.add_argument(
+        "--only",
+        metavar="TEXT",
+        help="run only the scenarios whose name contains TEXT (prints; writes nothing)",
+    )
     args = parser.parse_args(argv)
     seeds_small = range(3 if args.quick else 20)
     seeds_large = range(1 if args.quick else 5)
@@ -550,7 +555,11 @@ def main(argv: list[str] | None = None) -> int:
     verdicts = []
     plots: dict[str, dict[str, np.ndarray]] = {}
     learning_rows = []
-    for scenario, seeds in [*main_scenarios, *limit_scenarios, *learning_scenarios]:
+    scenarios = [*main_scenarios, *limit_scenarios, *learning_scenarios]
+    if args.only:
+        scenarios = [(s, seeds) for s, seeds in scenarios if args.only in s.name]
+        args.no_write = True
+    for scenario, seeds in scenarios:
         results = {}
         for strategy in STRATEGIES:
             summary, last = summarise(scenario, strategy, list(seeds))

@@ -2,10 +2,18 @@
 
 Formula. For every node ``i`` and every component ``k`` with data:
 
-    x_net(i) = load(i) / max_j load(j)        mode "traffic"; 0 for all when every
-                                              node is idle (no division by zero)
-    x_net(i) = min(1, util(i))                mode "link-utilization", where
-                                              util = busiest direction / link speed
+    x_net(i) = max(load(i) / max_j load(j),   mode "traffic"; the load term is 0 for
+                   min(1, util(i)))           all when every node is idle (no division
+                                              by zero); util only where the node's
+                                              link speed is known
+    x_net(i) = min(1, util(i))                mode "link-utilization"
+
+where util = busiest direction / link speed. Traffic mode ranks by bytes/s,
+but never below what the node's own link says: a 1 Gbit/s node carrying
+100 MB/s is 80% full however little that is next to a 25 Gbit/s node. In a
+cluster of equal links the load term is the larger for almost every node
+(the busiest node's load is below its link speed), so the ranking there is
+plain bytes/s.
     x_cpu(i) = cpu usage / allocatable cpu
     x_mem(i) = memory usage / allocatable memory
 
@@ -21,7 +29,11 @@ Load added after the measurement (pods steered since, see scoreboard) lowers
 the network part linearly: ``score - penalty_per_byte * extra``, with
 ``penalty_per_byte = 100 * w_net / sum_k w_k / scale`` and scale = the max
 load (traffic mode) or the node's link speed (link-utilization mode). The
-unclamped value is kept for ranking so bursts keep spreading past zero.
+unclamped value is kept for ranking so bursts keep spreading past zero. In
+traffic mode, a node with a known link speed below the max load uses its
+link speed as the scale: each byte fills that link faster than the load term
+says (the steeper of the two terms' slopes, so the linear estimate never
+scores a node above what the formula would give it with the extra load).
 
 Ranking: eligible before ineligible, data before no data, higher score,
 lower traffic, then name, so equal inputs always give the same order.
@@ -177,10 +189,12 @@ def score_nodes(
                 else:
                     # An idle cluster (max 0) puts every node at 100; a pod
                     # added there still costs something so bursts spread.
-                    components.append(
-                        (weights.network, loads[node.name] / max_load if max_load else 0.0)
-                    )
+                    x = loads[node.name] / max_load if max_load else 0.0
                     penalty_scale = max_load or idle_scale
+                    if utilization is not None and speed:
+                        x = max(x, min(1.0, utilization))
+                        penalty_scale = min(penalty_scale, speed)
+                    components.append((weights.network, x))
         elif have_traffic and weights.network > 0:
             notes.append(no_traffic_reason)
         if weights.cpu > 0 and cpu is not None:
