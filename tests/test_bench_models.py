@@ -6,7 +6,7 @@ import pytest
 
 pytest.importorskip("numpy")
 
-from bench.placement import STRATEGIES, Scenario, summarise
+from bench.placement import STRATEGIES, Scenario, simulate, summarise
 from bench.scheduler_model import (
     ClusterState,
     KubeScheduler,
@@ -143,3 +143,16 @@ def test_simulation_separates_the_strategies():
     assert results["nettraffic"].hot_share <= results["default"].hot_share
     assert results["nettraffic"].hot_share <= results["tutorial"].hot_share
     assert results["nettraffic"].max_utilisation <= results["tutorial"].max_utilisation
+
+
+def test_pods_running_before_the_install_are_placed_alike_and_not_counted():
+    before = Scenario("running", nodes=20, bursts=0, workloads=3, running_bursts=2)
+    after = Scenario("running", nodes=20, bursts=2, workloads=3, running_bursts=2)
+    oracle = simulate(before, "oracle", 0)[1]
+    for strategy in STRATEGIES:
+        run, utilisation = simulate(before, strategy, 0)
+        assert not run.placements and run.hot == 0 and run.steered == 0
+        np.testing.assert_allclose(utilisation, oracle)
+        run = simulate(after, strategy, 0)[0]
+        assert len(run.burst_sizes) == 2
+        assert len(run.placements) + run.pending == sum(run.burst_sizes)
