@@ -7,17 +7,17 @@ Formula. For every node ``i`` and every component ``k`` with data:
                                               by zero); util only where the node's
                                               link speed is known
     x_net(i) = min(1, util(i))                mode "link-utilization"
-
-where util = busiest direction / link speed. Traffic mode ranks by bytes/s,
-but never below what the node's own link says: a 1 Gbit/s node carrying
-100 MB/s is 80% full however little that is next to a 25 Gbit/s node. In a
-cluster of equal links the load term is the larger for almost every node
-(the busiest node's load is below its link speed), so the ranking there is
-plain bytes/s.
     x_cpu(i) = cpu usage / allocatable cpu
     x_mem(i) = memory usage / allocatable memory
 
     score(i) = 100 * sum_k w_k * (1 - x_k(i)) / sum_k w_k,   clamped to 0..100
+
+where util = busiest direction / link speed. Traffic mode ranks by bytes/s,
+but never as quieter than the node's own link says: a 1 Gbit/s node carrying
+100 MB/s is 80% full however little that is next to a 25 Gbit/s node. In a
+cluster of equal links the load term is the larger for almost every node
+(the busiest node's load is below its link speed), so the ranking there is
+plain bytes/s.
 
 ``load`` is receive, transmit or their sum (``prometheus.direction``). A node
 with no component that has both data and a weight above zero has no data: it
