@@ -176,6 +176,14 @@ def query_counts(nodes: int, pods: int) -> dict[str, float]:
     }
 
 
+LEARNING_NOTE = (
+    "The learner's query (every pod's cAdvisor series joined to its workload, once per "
+    "learning round in a thread of its own) and the learned table's memory at 5,000 nodes "
+    'and 150,000 pods are in "Learning at scale" below (`python -m bench.learning`, '
+    "against a Prometheus of its own holding 165,000 pod series)."
+)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = bench_parser(__doc__).parse_args(argv)
     started = time.time()
@@ -219,7 +227,7 @@ def main(argv: list[str] | None = None) -> int:
             "The refresh runs in the refresher process; the serving process only loads its "
             "outcome (the usual message: scores, the nodes unchanged), under the GIL its "
             "admissions need.\n\n"
-            f"{refresh_table}\n\n{query_table}\n\nRun time: {elapsed:.0f} s.",
+            f"{refresh_table}\n\n{query_table}\n\n{LEARNING_NOTE}\n\nRun time: {elapsed:.0f} s.",
         )
     return 0
 
