@@ -14,10 +14,9 @@ Formula. For every node ``i`` and every component ``k`` with data:
 
 where util = busiest direction / link speed. Traffic mode ranks by bytes/s,
 but never as quieter than the node's own link says: a 1 Gbit/s node carrying
-100 MB/s is 80% full however little that is next to a 25 Gbit/s node. In a
-cluster of equal links the load term is the larger for almost every node
-(the busiest node's load is below its link speed), so the ranking there is
-plain bytes/s.
+100 MB/s is 80% full however little that is next to a 25 Gbit/s node. On
+equal links, while the busiest node's load is below the link speed, the load
+term is the larger for every node, so the ranking there is plain bytes/s.
 
 ``load`` is receive, transmit or their sum (``prometheus.direction``). A node
 with no component that has both data and a weight above zero has no data: it
