@@ -31,10 +31,10 @@ from bench.bare_app import create_bare_app
 from bench.fixtures import GBIT, node_list, node_names
 from bench.report import bench_parser, write_section
 from kubectl_nettraffic.config import settings_from_mapping
+from kubectl_nettraffic.measurement import Measurer
 from kubectl_nettraffic.nodes import node_from_json
-from kubectl_nettraffic.scoreboard import Scoreboard
+from kubectl_nettraffic.serving import serving_parts
 from kubectl_nettraffic.sources.prometheus import NodeTraffic, TrafficReport
-from kubectl_nettraffic.steering import Steerer
 from tests.harness.reviews import pod, review
 from webhook.admission import parse_review
 from webhook.app import create_app
@@ -139,11 +139,12 @@ def measure(count: int, flush: CacheFlusher) -> dict[str, tuple[float, float]]:
     settings = settings_from_mapping(
         {"prometheus": {"url": "http://synthetic.invalid"}, "metricsServer": {"enabled": False}}
     )
-    board = Scoreboard(settings, lambda: nodes, SyntheticTraffic(names), None)  # type: ignore[arg-type]
+    measurer = Measurer(settings, lambda: nodes, SyntheticTraffic(names), None)  # type: ignore[arg-type]
     body = json.dumps(review(pod())).encode()
-    # The app builds its steerer inside create_app; this one decides alone.
-    # Both book into the same board, as every admission in a worker does.
-    steerer = Steerer(board, settings)
+    # The app and the Steerer decided alone book into the same in-flight
+    # state, as every admission in a worker does.
+    serving = serving_parts(settings)
+    steerer = serving.steerer
     obj: Mapping[str, Any] = parse_review(json.loads(body)).obj or {}
 
     def decide() -> None:
@@ -151,14 +152,15 @@ def measure(count: int, flush: CacheFlusher) -> dict[str, tuple[float, float]]:
 
     pieces: dict[str, Callable[[], None]] = {
         "webhook: POST /mutate (flask, parsing, decision, patch, metrics)": wsgi_post(
-            create_app(settings, board), body
+            create_app(settings, serving), body
         ),
         "bare flask app: POST /mutate (fixed patch)": wsgi_post(create_bare_app(), body),
         "Steerer.decide alone (skip rules, choice, patch check, booking)": decide,
     }
     result = {}
     for label, call in pieces.items():
-        board.refresh()  # fresh scores: a stale snapshot would take the skip path
+        # Fresh scores: a stale snapshot would take the skip path.
+        serving.scoreboard.record(measurer.measure())
         result[label] = (warm_us(call), cold_us(call, flush))
     return result
 

@@ -10,7 +10,7 @@ writes them), and two MODIFIED from the kubelet's status updates
 than their booked one. The pods are shaped as the API server sends a
 Deployment's pod (managedFields, the service-account token volume, status),
 about 5 KB each. The watch runs as in the webhook: the real Reflector,
-BindingWatch, Steerer and ledger, in this process; its CPU is this
+BindingWatch and in-flight state, in this process; its CPU is this
 process's CPU over the run.
 
     python -m bench.binding_watch
@@ -31,9 +31,8 @@ from bench.report import bench_parser, write_section
 from kubectl_nettraffic.bindings import BindingWatch
 from kubectl_nettraffic.cluster import api_client
 from kubectl_nettraffic.config import settings_from_mapping
+from kubectl_nettraffic.inflight import InflightState
 from kubectl_nettraffic.placement import BOOKING, STEERED_BY
-from kubectl_nettraffic.scoreboard import Scoreboard
-from kubectl_nettraffic.steering import Steerer
 from tests.harness.reviews import pod as pod_object
 
 RATE, SECONDS, NODES = 1000, 10, 5000
@@ -281,14 +280,12 @@ def run(rate: int, seconds: int, workdir: str) -> dict[str, float]:
                 handle,
             )
         settings = settings_from_mapping({"prometheus": {"url": "http://unused"}})
-        board = Scoreboard(settings, lambda: [])
-        steerer = Steerer(board, settings, ledger_label=LEDGER_ID)
+        inflight = InflightState(settings)
         now = time.time()
-        board.ledger.view(now)
         total = rate * seconds
         for index in range(total):  # what the admissions booked
-            board.ledger.add("node-00001", 2**20, now, key=index + 1)
-        watch = BindingWatch(api_client(kubeconfig), steerer, LEDGER_ID)
+            inflight.book_at("node-00001", 2**20, now, key=index + 1)
+        watch = BindingWatch(api_client(kubeconfig), inflight, LEDGER_ID)
         cpu_before, wall_before = time.process_time(), time.monotonic()
         watch.start()
         deadline = wall_before + seconds + 60
@@ -341,7 +338,7 @@ def main(argv: list[str] | None = None) -> int:
             "binding-watch",
             "Following bindings: the watch's cost at 1,000 admissions/s",
             "python -m bench.binding_watch",
-            "One replica's BindingWatch (the real Reflector, Steerer and ledger) reading "
+            "One replica's BindingWatch (the real Reflector and in-flight state) reading "
             "the events of the pods it steered from a stand-in API server in another process: "
             "per pod ADDED, bound, and two kubelet status updates, shaped as the API server "
             "sends a Deployment's pod. CPU is the watching process's over the run.\n\n" + table,

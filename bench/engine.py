@@ -23,11 +23,12 @@ from bench.report import bench_parser, write_section
 from kubectl_nettraffic.config import DEFAULT_DEVICE_EXCLUDE, settings_from_mapping
 from kubectl_nettraffic.engine import FileNodes
 from kubectl_nettraffic.labels import parse_selector
+from kubectl_nettraffic.measurement import Measurer
 from kubectl_nettraffic.refresher_process import encode_message
 from kubectl_nettraffic.scoreboard import Scoreboard
 from kubectl_nettraffic.scoring import score_nodes
+from kubectl_nettraffic.serving import serving_parts
 from kubectl_nettraffic.sources.prometheus import PrometheusSource
-from kubectl_nettraffic.steering import Steerer
 from tests.harness import QuietHandler
 from tests.harness.reviews import pod
 
@@ -84,12 +85,13 @@ def refresh_cost(count: int, repeats: int) -> dict[str, float]:
         )
         nodes = FileNodes(settings.nodes.file)
         source = PrometheusSource(settings.prometheus)
-        board = Scoreboard(settings, nodes, source, None)
-        board.refresh()  # warm: file read, connection
+        measurer = Measurer(settings, nodes, source, None)
+        board = Scoreboard(settings)
+        board.record(measurer.measure())  # warm: file read, connection
         totals, queries, scorings = [], [], []
         for _ in range(repeats):
             started = time.perf_counter()
-            board.refresh()
+            board.record(measurer.measure())
             totals.append(time.perf_counter() - started)
             started = time.perf_counter()
             report = source.fetch(nodes())
@@ -99,7 +101,7 @@ def refresh_cost(count: int, repeats: int) -> dict[str, float]:
             scorings.append(time.perf_counter() - started)
         assert board.snapshot is not None and len(board.snapshot.candidates) == count
         # The usual message: scores only, the nodes unchanged since the last one.
-        outcome = board.measure()
+        outcome = measurer.measure()
         message = encode_message(outcome, board.snapshot.nodes)
         loads = []
         for _ in range(repeats):
@@ -141,13 +143,14 @@ def query_counts(nodes: int, pods: int) -> dict[str, float]:
         # query, while 100 pods are admitted from the snapshots.
         proxy = CountingProxy(prometheus.url)
         settings = settings_from_mapping(config(proxy.url, node_file))
-        board = Scoreboard(
+        measurer = Measurer(
             settings, FileNodes(node_file), PrometheusSource(settings.prometheus), None
         )
-        steerer = Steerer(board, settings)
+        serving = serving_parts(settings)
+        steerer = serving.steerer
         started = time.perf_counter()
         for refresh in range(4):
-            board.refresh()
+            serving.scoreboard.record(measurer.measure())
             for _ in range(pods // 4 + (1 if refresh < pods % 4 else 0)):
                 assert steerer.decide(pod(), None, dry_run=False).preferences
         ours_seconds = time.perf_counter() - started

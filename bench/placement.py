@@ -40,11 +40,11 @@ from bench.report import bench_parser, write_section
 from bench.scheduler_model import ClusterState, KubeScheduler
 from kubectl_nettraffic.config import settings_from_mapping
 from kubectl_nettraffic.learning import BandwidthLearning
+from kubectl_nettraffic.measurement import Measurer
 from kubectl_nettraffic.nodes import node_from_json
-from kubectl_nettraffic.scoreboard import Scoreboard
+from kubectl_nettraffic.serving import serving_parts
 from kubectl_nettraffic.sources.pod_traffic import PodTrafficReport
 from kubectl_nettraffic.sources.prometheus import NodeTraffic, TrafficReport
-from kubectl_nettraffic.steering import Steerer
 from kubectl_nettraffic.tiers import TIER_WEIGHTS, assign_tiers, tier_changes
 from kubectl_nettraffic.workload_bandwidth import PodSample, Workload
 from tests.harness.fakeapi import node
@@ -248,11 +248,20 @@ def simulate(scenario: Scenario, strategy: str, seed: int) -> tuple[Run, np.ndar
             "scoring": {"mode": scenario.scoring_mode},
         }
     )
-    board = Scoreboard(settings, lambda: nodes, source, None, clock=lambda: now[0])  # type: ignore[arg-type]
-    if scenario.learning:
-        # The learner, answered from the simulation's own pods; a round per refresh.
-        board.learning = BandwidthLearning(settings, lambda: source.pod_rates(now[0]))
-    steerer = Steerer(board, settings, clock=lambda: now[0])
+    # The learner, answered from the simulation's own pods.
+    learning = (
+        BandwidthLearning(settings, lambda: source.pod_rates(now[0])) if scenario.learning else None
+    )
+    measurer = Measurer(
+        settings,
+        lambda: nodes,
+        source,  # type: ignore[arg-type]
+        None,
+        clock=lambda: now[0],
+        learning=learning,
+    )
+    serving = serving_parts(settings, clock=lambda: now[0])
+    board, steerer = serving.scoreboard, serving.steerer
     committed = background.copy()
     scheduler = KubeScheduler(state, tie_rng)
     run = Run()
@@ -293,10 +302,10 @@ def simulate(scenario: Scenario, strategy: str, seed: int) -> tuple[Run, np.ndar
             now[0] = burst_start + j * (0.9 / replicas)
             while now[0] >= next_refresh:
                 saved, now[0] = now[0], next_refresh
-                if installed and board.learning is not None and next_refresh >= next_learning:
-                    board.learning.update()  # learning.interval apart, as in the webhook
+                if installed and learning is not None and next_refresh >= next_learning:
+                    learning.update()  # learning.interval apart, as in the webhook
                     next_learning = next_refresh + settings.learning.interval
-                board.refresh()
+                board.record(measurer.measure())
                 lowest = int(np.argmin(source.measured(next_refresh)))
                 if installed and strategy == "tiers" and board.snapshot is not None:
                     assigned = assign_tiers(board.snapshot.candidates, tiers)
@@ -349,7 +358,7 @@ def simulate(scenario: Scenario, strategy: str, seed: int) -> tuple[Run, np.ndar
                 )
                 if booking and chosen is not None:
                     # steering.followBindings: the booking moves where the pod was bound.
-                    steerer.rebook(booking, names[chosen])
+                    serving.inflight.rebook(booking, names[chosen])
                 if preferred:
                     run.steered += 1
                     run.preferred_scored += bool(set(preferred) & set(scheduler.last_scored))

@@ -1,7 +1,7 @@
-"""Assembles sources, node inventory and scoreboard from Settings.
+"""Assembles sources, node inventory, measurer and scoreboard from Settings.
 
-The webhook and the plugin's ``--source prometheus`` both call this, so they
-score with exactly the same parts.
+The webhook's refresher process and the plugin's ``--source prometheus`` both
+call this, so they score with exactly the same parts.
 """
 
 import os
@@ -20,6 +20,7 @@ from kubectl_nettraffic.cluster import (
 from kubectl_nettraffic.config import Settings
 from kubectl_nettraffic.errors import ClusterError
 from kubectl_nettraffic.learning import BandwidthLearning
+from kubectl_nettraffic.measurement import Measurer, Snapshot
 from kubectl_nettraffic.nodes import Node
 from kubectl_nettraffic.scoreboard import Scoreboard
 from kubectl_nettraffic.sources.metrics_server import MetricsServerSource
@@ -64,9 +65,14 @@ class WatchedNodes:
 
 @dataclass
 class Engine:
+    measurer: Measurer
     scoreboard: Scoreboard
     api: k8s.ApiClient | None
     node_watch: ListWatchCache[Node] | None
+
+    def refresh(self) -> Snapshot | None:
+        """Measure once and publish: the published snapshot, or None if nothing answered."""
+        return self.scoreboard.record(self.measurer.measure())
 
 
 def needs_api(settings: Settings) -> bool:
@@ -104,5 +110,5 @@ def build_engine(
             settings,
             PodTrafficSource(prometheus, settings.learning).samples,
         ).start()
-    board = Scoreboard(settings, nodes, prometheus, metrics, learning=learning)
-    return Engine(board, api, watch)
+    measurer = Measurer(settings, nodes, prometheus, metrics, learning=learning)
+    return Engine(measurer, Scoreboard(settings), api, watch)

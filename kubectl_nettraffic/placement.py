@@ -25,6 +25,7 @@ import jsonpatch
 
 from kubectl_nettraffic.labels import LabelSelector
 from kubectl_nettraffic.nodes import Node, ineligibility
+from kubectl_nettraffic.pod_shape import malformed_part
 from kubectl_nettraffic.scoring import NodeScore
 from kubectl_nettraffic.tiers import TIER_LABEL, TIER_WEIGHTS
 from kubectl_nettraffic.units import parse_quantity
@@ -67,10 +68,10 @@ def untouchable_reason(
     pod: Pod, namespace_labels: Mapping[str, str] | None, scheduler_names: Sequence[str]
 ) -> str | None:
     """Pods we never modify at all (no patch, not even an annotation)."""
-    metadata, spec = pod.get("metadata"), pod.get("spec")
-    if not isinstance(metadata, dict) or not isinstance(spec, dict):
-        # Nothing could be added under them; the API server rejects such a pod anyway.
+    if malformed_part(pod) is not None:
+        # The API server could not decode such a pod; steering reads none of it.
         return "malformed-pod"
+    metadata, spec = pod["metadata"], pod["spec"]
     if spec.get("nodeName"):
         return "node-name-set"
     annotations = metadata.get("annotations") or {}

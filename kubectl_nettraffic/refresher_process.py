@@ -15,7 +15,7 @@ The child builds its own engine from the same Settings (node inventory,
 Prometheus and metrics-server clients), so it measures exactly what an
 in-process refresher would. The serving process publishes each outcome
 through ``Scoreboard.record``: the snapshot swap, failure counts and the
-in-flight ledger stay where the admissions are.
+in-flight state stay where the admissions are.
 
 Lifetime: the child is spawned, not forked (the serving process has threads
 by then), and ends when its end of the pipe reports the parent gone, so a
@@ -36,7 +36,8 @@ from typing import Any
 
 from kubectl_nettraffic.config import Settings
 from kubectl_nettraffic.errors import NetTrafficError
-from kubectl_nettraffic.scoreboard import RefreshOutcome, Scoreboard
+from kubectl_nettraffic.measurement import RefreshOutcome
+from kubectl_nettraffic.scoreboard import Scoreboard
 
 log = logging.getLogger(__name__)
 
@@ -94,7 +95,7 @@ def _run_child(settings: Settings, conn: Connection) -> None:
     except NetTrafficError as error:  # the parent logs the exit and starts another later
         log.error("refresher cannot start: %s", error)
         sys.exit(1)
-    board = engine.scoreboard
+    measurer = engine.measurer
     labeller = None
     if settings.steering.traffic_tiers and engine.api is not None and engine.node_watch is not None:
         from kubectl_nettraffic.tier_labels import tier_labeller
@@ -104,7 +105,7 @@ def _run_child(settings: Settings, conn: Connection) -> None:
     sent_learned: object = None  # and the learned table
     while True:
         try:
-            outcome = board.measure()
+            outcome = measurer.measure()
         except Exception:  # never let the refresher die; the next tick retries
             log.exception("refresh failed unexpectedly")
             outcome = RefreshOutcome(None, (), ("refresh failed unexpectedly; see the log",), 0.0)
@@ -129,10 +130,9 @@ def _run_child(settings: Settings, conn: Connection) -> None:
 class RefresherProcess:
     """Feeds ``scoreboard`` from a child process that refreshes every interval."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, scoreboard: Scoreboard) -> None:
         self.settings = settings
-        # Published into, never refreshed itself: it has no sources.
-        self.scoreboard = Scoreboard(settings, nodes=lambda: ())
+        self.scoreboard = scoreboard
         self._context = multiprocessing.get_context("spawn")
         self._process: Any = None
         self._conn: Connection | None = None

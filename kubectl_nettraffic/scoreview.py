@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any, TypedDict
 
-from kubectl_nettraffic.scoreboard import Snapshot
+from kubectl_nettraffic.measurement import Snapshot
 from kubectl_nettraffic.scoring import rank_key
 from kubectl_nettraffic.tiers import TIER_LABEL
 from kubectl_nettraffic.units import format_duration

@@ -1,16 +1,19 @@
 """One admission decision: skip rules, candidate choice, burst booking, patch.
 
-Glue between the scoreboard (live state) and placement (pure rules); the
-webhook's /mutate and the placement benchmark both call ``Steerer.decide``.
+Glue between the published scores (scoreboard.py), the pods steered since
+(inflight.py) and placement (pure rules); the webhook's /mutate and the
+placement benchmark both call ``Steerer.decide``.
 """
 
-import itertools
 import logging
 import time
 from collections.abc import Callable, Mapping
 from typing import NamedTuple
 
 from kubectl_nettraffic.config import Settings
+from kubectl_nettraffic.inflight import InflightState
+from kubectl_nettraffic.labels import parse_selector
+from kubectl_nettraffic.measurement import Snapshot
 from kubectl_nettraffic.placement import (
     BANDWIDTH_SOURCE,
     BOOKED_BANDWIDTH,
@@ -21,7 +24,6 @@ from kubectl_nettraffic.placement import (
     SKIPPED,
     SOURCE,
     STEERED_BY,
-    CandidateHeap,
     JsonPatch,
     PatchCheckFailed,
     Pod,
@@ -29,11 +31,11 @@ from kubectl_nettraffic.placement import (
     affinity_patch,
     annotation_ops,
     apply_and_check,
-    choose_nodes,
     expected_bandwidth,
     untouchable_reason,
 )
-from kubectl_nettraffic.scoreboard import Scoreboard, Snapshot
+from kubectl_nettraffic.pod_shape import malformed_part
+from kubectl_nettraffic.scoreboard import Scoreboard
 from kubectl_nettraffic.scoreview import rfc3339
 
 log = logging.getLogger(__name__)
@@ -48,44 +50,42 @@ class Decision(NamedTuple):  # a tuple: one is made on every admission
 
 
 class Steerer:
-    """``ledger_label``: when given, each booked pod is labelled with it
+    """Decides each admission from the published scores (``scoreboard``) and
+    the pods steered since (``inflight``).
+
+    ``ledger_label``: when given, each booked pod is labelled with it
     (``nettraffic.io/steered-by``) and annotated with its booking's key, so a
     BindingWatch can move the booking to the node the pod is bound to."""
 
     def __init__(
         self,
         scoreboard: Scoreboard,
+        inflight: InflightState,
         settings: Settings,
         clock: Callable[[], float] = time.time,
         ledger_label: str | None = None,
     ) -> None:
         self.scoreboard = scoreboard
+        self.inflight = inflight
         self.settings = settings
         self.clock = clock
         self.ledger_label = ledger_label
-        self._keys = itertools.count(1)
-        # Kept per snapshot and renewed when it changes (_adopt_latest): its
-        # live candidate order, the ledger's in-flight view, when it turns
-        # stale, and its RFC 3339 time. Asked for afresh on every admission,
-        # they cost about 2 us with cold caches (throwaway timing).
-        self._snapshot: Snapshot | None = None
-        self._live: CandidateHeap | None = None
-        self._inflight: Mapping[str, tuple[float, int]] = {}
-        self._stale_after = float("-inf")
-        self._scored_at = ""
+        self.selector = parse_selector(settings.nodes.selector)
+        # Of the latest snapshot seen, renewed when it changes: when it turns
+        # stale and its RFC 3339 time, needed on every admission. One tuple,
+        # so concurrent admissions swap it whole.
+        self._derived: tuple[Snapshot | None, float, str] = (None, float("-inf"), "")
 
-    def _adopt_latest(self) -> None:
-        """Renew what is kept per snapshot for the scoreboard's latest; under the steering lock."""
-        snapshot = self.scoreboard.snapshot
-        if snapshot is None or snapshot is self._snapshot:
-            return  # (another admission adopted it first)
-        # The ledger's view is live: bookings update it in place until a newer
-        # measurement, which comes with the next snapshot, replaces it.
-        self._inflight = self.scoreboard.ledger.view(snapshot.generated_at)
-        self._live = CandidateHeap(snapshot.candidates, self._inflight)
-        self._stale_after = self.scoreboard.stale_after(snapshot)
-        self._scored_at = rfc3339(snapshot.generated_at)
-        self._snapshot = snapshot
+    def _derived_of(self, snapshot: Snapshot) -> tuple[Snapshot | None, float, str]:
+        derived = self._derived
+        if derived[0] is not snapshot:
+            derived = (
+                snapshot,
+                self.scoreboard.stale_after(snapshot),
+                rfc3339(snapshot.generated_at),
+            )
+            self._derived = derived
+        return derived
 
     def _skipped(self, pod: Pod, reason: str, warning: str) -> Decision:
         # Soft skips are written on the pod so `kubectl nettraffic explain` can say why.
@@ -101,6 +101,12 @@ class Steerer:
     ) -> Decision:
         steering = self.settings.steering
         reason = untouchable_reason(pod, namespace_labels, steering.scheduler_names)
+        if reason == "malformed-pod":
+            return Decision(
+                patch=None,
+                skip=reason,
+                warnings=(f"nettraffic: {malformed_part(pod)}; pod not steered",),
+            )
         if reason:
             return Decision(patch=None, skip=reason)
         snapshot = self.scoreboard.snapshot
@@ -111,10 +117,7 @@ class Steerer:
                 "nettraffic: no traffic data yet; node choice left to the scheduler",
             )
         now = self.clock()
-        if snapshot is not self._snapshot:
-            with self.scoreboard.steering_lock:
-                self._adopt_latest()
-        if now > self._stale_after:
+        if now > self._derived_of(snapshot)[1]:
             return self._skipped(
                 pod,
                 "stale-snapshot",
@@ -125,19 +128,10 @@ class Steerer:
             pod, snapshot.learned, steering.default_pod_bandwidth
         )
         warnings = (warning,) if warning else ()
-        with self.scoreboard.steering_lock:
-            # The latest adopted, with which the heap and the view below agree.
-            snapshot = self._snapshot or snapshot
-            preferences = choose_nodes(
-                snapshot.candidates,
-                snapshot.tainted,
-                snapshot.nodes,
-                pod,
-                self.scoreboard.selector,
-                self._inflight,
-                steering.preferred_nodes,
-                self._live,
-            )
+        with self.inflight.steering(snapshot) as held:
+            # The snapshot the in-flight state follows: this one or a newer one.
+            snapshot = held.snapshot
+            preferences = held.choose(pod, self.selector, steering.preferred_nodes)
             if not preferences:
                 decision = self._skipped(
                     pod, "no-candidate", "nettraffic: no eligible node fits this pod's constraints"
@@ -152,14 +146,14 @@ class Steerer:
                 scores.append(f"{p.node}={0 if score < 0 else 100 if score > 100 else score}")
             annotations = {
                 PREFERRED_NODES: ",".join(names),
-                SCORED_AT: self._scored_at,
+                SCORED_AT: self._derived_of(snapshot)[2],
                 SOURCE: snapshot.source,
                 SCORES: ",".join(scores),
                 BOOKED_BANDWIDTH: f"{bandwidth:.0f}",
                 BANDWIDTH_SOURCE: bandwidth_source,
             }
             # sideEffects None: a dry run books nothing.
-            key = next(self._keys) if bandwidth > 0 and not dry_run else 0
+            key = held.new_key() if bandwidth > 0 and not dry_run else 0
             labels = None
             if key and self.ledger_label:
                 annotations[BOOKING] = str(key)
@@ -175,38 +169,5 @@ class Steerer:
                     warnings=(*warnings, f"nettraffic: patch not applied ({error})"),
                 )
             if key:
-                self.scoreboard.ledger.add(preferences[0].node, bandwidth, now, key)
-                if self._live is not None:
-                    self._live.book(preferences[0].node, bandwidth)
+                held.book(preferences[0].node, bandwidth, now, key)
         return Decision(patch, tuple(preferences), None, warnings, key)
-
-    def is_pending(self, key: int) -> bool:
-        """Whether the booking ``key`` may still move or drop."""
-        return self.scoreboard.ledger.is_pending(key)
-
-    def rebook(self, key: int, node: str) -> str | None:
-        """The pod booked as ``key`` was bound to ``node``: its booking moves
-        there, once. "moved", "kept" (it was booked there), or None when
-        there was nothing to move."""
-        with self.scoreboard.steering_lock:
-            moved = self.scoreboard.ledger.move(key, node)
-            if moved is None:
-                return None
-            left, unseen = moved
-            if left == node:
-                return "kept"
-            if self._live is not None:
-                self._live.book(left, -unseen)
-                self._live.book(node, unseen)
-            return "moved"
-
-    def release(self, key: int) -> bool:
-        """The pod booked as ``key`` will not run (deleted or failed unbound):
-        its booking is dropped. False when there was nothing to drop."""
-        with self.scoreboard.steering_lock:
-            dropped = self.scoreboard.ledger.drop(key)
-            if dropped is None:
-                return False
-            if self._live is not None:
-                self._live.book(dropped[0], -dropped[1])
-            return True

@@ -32,7 +32,7 @@ from kubernetes.client.exceptions import ApiException
 from kubectl_nettraffic.cluster import describe_api_error, request_json
 from kubectl_nettraffic.config import Settings
 from kubectl_nettraffic.lease import LeaseElection
-from kubectl_nettraffic.scoreboard import Snapshot
+from kubectl_nettraffic.measurement import Snapshot
 from kubectl_nettraffic.tiers import TIER_LABEL, TierLabelStatus, assign_tiers, tier_changes
 
 log = logging.getLogger(__name__)

@@ -7,24 +7,27 @@ import pytest
 from kubectl_nettraffic.bindings import BindingWatch
 from kubectl_nettraffic.cluster import api_client
 from kubectl_nettraffic.placement import BOOKING, EXPECTED_BANDWIDTH, STEERED_BY
-from kubectl_nettraffic.steering import Steerer
 from tests.conftest import wait_for
 from tests.harness.reviews import pod
-from tests.harness.scoreboards import MEASURED_AT, fixed_board
+from tests.harness.scoreboards import FixedBoard
 
 PODS = ("api/v1", "default", "pods")
 HEAVY = 100 * 2**20
 
 
 @pytest.fixture
-def steerer():
-    board = fixed_board({"a": 0.0, "b": 1e6, "c": 2e6})
-    return Steerer(board, board.settings, clock=lambda: MEASURED_AT, ledger_label="ledger1")
+def board():
+    return FixedBoard({"a": 0.0, "b": 1e6, "c": 2e6}, ledger_label="ledger1")
 
 
 @pytest.fixture
-def watch(fake_api, kubeconfig, steerer):
-    watch = BindingWatch(api_client(kubeconfig), steerer, "ledger1")
+def steerer(board):
+    return board.steerer
+
+
+@pytest.fixture
+def watch(fake_api, kubeconfig, board):
+    watch = BindingWatch(api_client(kubeconfig), board.inflight, "ledger1")
     watch.start()
     assert watch.synced.wait(10)
     yield watch
@@ -43,8 +46,7 @@ def _steer(steerer, name, bandwidth=HEAVY):
 
 
 def _inflight(steerer):
-    board = steerer.scoreboard
-    return dict(board.ledger.view(board.snapshot.generated_at))
+    return dict(steerer.inflight.view(steerer.scoreboard.snapshot))
 
 
 def test_a_booked_pod_carries_its_ledger_label_and_key(steerer):

@@ -2,16 +2,18 @@
 
 import copy
 import json
+from typing import Any
 
 import jsonpatch
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from kubectl_nettraffic.config import settings_from_mapping
 from kubectl_nettraffic.labels import parse_selector
 from kubectl_nettraffic.nodes import node_from_json
 from kubectl_nettraffic.placement import (
+    PREFERRED,
+    REQUIRED,
     PatchCheckFailed,
     Preference,
     affinity_patch,
@@ -20,10 +22,11 @@ from kubectl_nettraffic.placement import (
     expected_bandwidth,
     pod_fits,
 )
-from kubectl_nettraffic.steering import Steerer
+from kubectl_nettraffic.serving import serving_parts
 from kubectl_nettraffic.workload_bandwidth import LearnedBandwidth
 from tests.harness.fakeapi import node
 from tests.harness.reviews import pod
+from tests.harness.scoreboards import FixedBoard
 from tests.harness.scoreboards import fixed_board as _board
 from webhook.admission import encode_patch
 
@@ -195,11 +198,82 @@ def test_patch_check_runs_on_the_pods_own_parts(part, value):
 @pytest.mark.parametrize("part", ["metadata", "spec"])
 def test_pods_without_metadata_or_spec_objects_are_not_touched(part):
     board = _board({"a": 1e6})
-    settings = settings_from_mapping({"prometheus": {"url": "http://unused"}})
     broken = pod()
     broken[part] = None
-    decision = Steerer(board, settings, clock=lambda: 1000.0).decide(broken, None, False)
+    decision = board.steerer.decide(broken, None, False)
     assert decision.patch is None and decision.skip == "malformed-pod"
+
+
+_wrong_json = st.one_of(
+    st.text(max_size=4),
+    st.integers(-3, 3),
+    st.booleans(),
+    st.lists(st.text(max_size=3), min_size=1, max_size=2),
+    st.dictionaries(st.text(max_size=3), st.text(max_size=3), min_size=1, max_size=2),
+)
+# Places in a pod that steering reads, and the JSON type each must have there.
+_TYPED_PARTS = [
+    (("metadata", "annotations"), dict),
+    (("metadata", "labels"), dict),
+    (("metadata", "ownerReferences"), list),
+    (("metadata", "ownerReferences", 0), dict),
+    (("spec", "nodeSelector"), dict),
+    (("spec", "tolerations"), list),
+    (("spec", "tolerations", 0), dict),
+    (("spec", "affinity"), dict),
+    (("spec", "affinity", "nodeAffinity"), dict),
+    (("spec", "affinity", "nodeAffinity", REQUIRED), dict),
+    (("spec", "affinity", "nodeAffinity", REQUIRED, "nodeSelectorTerms"), list),
+    (("spec", "affinity", "nodeAffinity", REQUIRED, "nodeSelectorTerms", 0), dict),
+    (
+        ("spec", "affinity", "nodeAffinity", REQUIRED, "nodeSelectorTerms", 0, "matchExpressions"),
+        list,
+    ),
+    (("spec", "affinity", "nodeAffinity", PREFERRED), list),
+    (("spec", "affinity", "nodeAffinity", PREFERRED, 0), dict),
+    (("spec", "affinity", "nodeAffinity", PREFERRED, 0, "preference"), dict),
+]
+
+
+def _well_typed_pod() -> dict[str, Any]:
+    term = {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}
+    return pod(
+        spec={
+            "nodeSelector": {"kubernetes.io/os": "linux"},
+            "tolerations": [{"key": "dedicated", "operator": "Exists"}],
+            "affinity": {
+                "nodeAffinity": {
+                    REQUIRED: {"nodeSelectorTerms": [term]},
+                    PREFERRED: [{"weight": 5, "preference": term}],
+                }
+            },
+        },
+    )
+
+
+@settings(max_examples=300, deadline=None)
+@given(part=st.sampled_from(_TYPED_PARTS), value=_wrong_json)
+def test_a_pod_with_a_wrong_typed_part_is_skipped_as_malformed(part, value):
+    path, wanted = part
+    if isinstance(value, wanted):
+        value = 7  # a number is the wrong type for every part listed
+    broken = _well_typed_pod()
+    parent: Any = broken
+    for key in path[:-1]:
+        parent = parent[key]
+    parent[path[-1]] = value
+    board = _board({"a": 1e6, "b": 2e6})
+    decision = board.steerer.decide(broken, None, False)
+    assert decision.skip == "malformed-pod" and decision.patch is None
+    where = "".join(f"[{key}]" if isinstance(key, int) else f".{key}" for key in path)[1:]
+    assert f"nettraffic: {where} is " in decision.warnings[0], decision.warnings
+
+
+def test_the_well_typed_pod_of_the_malformed_test_is_steered():
+    board = _board({"a": 1e6, "b": 2e6})
+    decision = board.steerer.decide(_well_typed_pod(), None, False)
+    # No node has the zone its required affinity asks for: a soft skip, after every rule ran.
+    assert decision.skip == "no-candidate", decision
 
 
 def test_patch_check_rejects_an_op_writing_inside_an_earlier_value():
@@ -215,26 +289,23 @@ def test_patch_check_rejects_an_op_writing_inside_an_earlier_value():
 
 
 def test_stale_and_missing_snapshots_skip_with_a_warning():
-    board = _board({"a": 1.0})
     now = [1000.0]
-    board.clock = lambda: now[0]
-    steerer = Steerer(board, board.settings, clock=lambda: now[0])
-    assert steerer.decide(pod(), None, False).preferences
+    board = FixedBoard({"a": 1.0}, clock=lambda: now[0])
+    assert board.steerer.decide(pod(), None, False).preferences
     now[0] += 121
-    decision = steerer.decide(pod(), None, False)
+    decision = board.steerer.decide(pod(), None, False)
     assert decision.skip == "stale-snapshot" and "121s old" in decision.warnings[0]
-    board._snapshot = None
-    assert steerer.decide(pod(), None, False).skip == "no-snapshot"
+    unmeasured = serving_parts(board.settings).steerer
+    assert unmeasured.decide(pod(), None, False).skip == "no-snapshot"
 
 
 def test_the_steerer_adopts_each_new_snapshot():
     loads = {"a": 1e6, "b": 5e8}
     board = _board(loads)  # its traffic source reads ``loads`` at every refresh
-    steerer = Steerer(board, board.settings, clock=lambda: 1000.0)
-    assert steerer.decide(pod(), None, False).preferences[0].node == "a"
+    assert board.steerer.decide(pod(), None, False).preferences[0].node == "a"
     loads["a"], loads["b"] = 5e8, 1e6
     board.refresh()
-    assert steerer.decide(pod(), None, False).preferences[0].node == "b"
+    assert board.steerer.decide(pod(), None, False).preferences[0].node == "b"
 
 
 # ---------------------------------------------------------------- property

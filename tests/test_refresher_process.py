@@ -15,6 +15,7 @@ import pytest
 from kubectl_nettraffic.config import settings_from_mapping
 from kubectl_nettraffic.refresher_process import RefresherProcess
 from kubectl_nettraffic.scoring import NodeScore
+from kubectl_nettraffic.serving import Serving, serving_parts
 from tests.conftest import wait_for
 from tests.harness.fakeapi import node
 from tests.harness.prometheus import Device, Exporter, free_port, prometheus_with_history
@@ -59,14 +60,17 @@ def _alive(pid: int) -> bool:
 
 @pytest.fixture
 def start_refresher(tmp_path):
-    """Writes a node file of ``nodes`` nodes, starts a refresher on it; stopped after the test."""
+    """Writes a node file of ``nodes`` nodes, starts a refresher on it
+    feeding serving parts; stopped after the test."""
     started: list[RefresherProcess] = []
 
-    def start(prometheus_url: str, nodes: int) -> tuple[RefresherProcess, str]:
+    def start(prometheus_url: str, nodes: int) -> tuple[RefresherProcess, str, Serving]:
         node_file = str(tmp_path / "nodes.json")
         _write_nodes(node_file, nodes)
-        started.append(RefresherProcess(_settings(prometheus_url, node_file)).start())
-        return started[-1], node_file
+        settings = _settings(prometheus_url, node_file)
+        serving = serving_parts(settings)
+        started.append(RefresherProcess(settings, serving.scoreboard).start())
+        return started[-1], node_file, serving
 
     yield start
     for refresher in started:
@@ -99,7 +103,7 @@ def test_every_score_field_crosses_the_pipe_as_sent():
 def test_child_feeds_the_scoreboard_and_sends_nodes_only_when_they_change(
     prometheus, start_refresher
 ):
-    refresher, node_file = start_refresher(prometheus.url, 3)
+    refresher, node_file, serving = start_refresher(prometheus.url, 3)
     board = refresher.scoreboard
     first = wait_for(lambda: board.snapshot, timeout=30)
     assert first.source == "prometheus"
@@ -109,8 +113,8 @@ def test_child_feeds_the_scoreboard_and_sends_nodes_only_when_they_change(
     # Unchanged nodes were left out of the message and the earlier mapping reused.
     assert second.nodes is first.nodes
     assert set(second.nodes) == {"n1", "n2", "n3"}
-    # The ledger was moved to the new measurement, as an in-process refresh does.
-    assert board.ledger.view(second.generated_at) == {}
+    # The in-flight state follows each snapshot the link publishes.
+    assert serving.inflight.adopted is second
 
     time.sleep(0.01)  # a new mtime, so the child's file source reads it again
     _write_nodes(node_file, 4)
@@ -121,7 +125,7 @@ def test_child_feeds_the_scoreboard_and_sends_nodes_only_when_they_change(
 
 
 def test_failures_in_the_child_are_counted_in_the_parent(start_refresher):
-    refresher, _ = start_refresher(f"http://127.0.0.1:{free_port()}", 2)  # nothing listens
+    refresher, _, _ = start_refresher(f"http://127.0.0.1:{free_port()}", 2)  # nothing listens
     board = refresher.scoreboard
     wait_for(lambda: board.source_failures["prometheus"] >= 2, timeout=30)
     assert board.snapshot is None
@@ -129,7 +133,7 @@ def test_failures_in_the_child_are_counted_in_the_parent(start_refresher):
 
 
 def test_a_child_that_dies_is_started_again(prometheus, start_refresher):
-    refresher, _ = start_refresher(prometheus.url, 3)
+    refresher, _, _ = start_refresher(prometheus.url, 3)
     board = refresher.scoreboard
     before = wait_for(lambda: board.snapshot, timeout=30)
     first_pid = refresher.pid
@@ -154,10 +158,11 @@ def test_the_child_ends_when_the_serving_process_is_killed(prometheus, tmp_path)
                 f"""
                 import time
                 from kubectl_nettraffic.refresher_process import RefresherProcess
+                from kubectl_nettraffic.scoreboard import Scoreboard
                 from tests.test_refresher_process import _settings
                 # A long interval: the child is waiting, not sending, when its parent dies.
                 settings = _settings({prometheus.url!r}, {node_file!r}, interval="60s")
-                refresher = RefresherProcess(settings).start()
+                refresher = RefresherProcess(settings, Scoreboard(settings)).start()
                 while refresher.scoreboard.snapshot is None:
                     time.sleep(0.05)
                 print(refresher.pid, flush=True)
@@ -184,15 +189,17 @@ def test_the_child_ends_when_the_serving_process_is_killed(prometheus, tmp_path)
 def test_the_learned_table_crosses_the_pipe_only_after_a_learning_round():
     from dataclasses import replace
 
+    from kubectl_nettraffic.measurement import RefreshOutcome
     from kubectl_nettraffic.refresher_process import RefresherProcess, encode_message
-    from kubectl_nettraffic.scoreboard import RefreshOutcome
+    from kubectl_nettraffic.scoreboard import Scoreboard
     from kubectl_nettraffic.workload_bandwidth import LearnedBandwidth, Workload
     from tests.harness.scoreboards import fixed_board
 
     board = fixed_board({"a": 0.0, "b": 1e6})
     first = LearnedBandwidth({Workload("shop", "Deployment", "web"): 4e7}, 1e6, 1000.0)
     snapshot = replace(board.snapshot, learned=first)
-    parent = RefresherProcess(board.settings)  # not started: fed by hand, as its link does
+    # Not started: fed by hand, as its link does.
+    parent = RefresherProcess(board.settings, Scoreboard(board.settings))
     sent_nodes, sent_learned = None, None
     for learned in (first, first, LearnedBandwidth({}, 2e6, 1015.0)):
         outcome = RefreshOutcome(replace(snapshot, learned=learned), (), (), 0.1)

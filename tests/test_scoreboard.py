@@ -7,8 +7,9 @@ import time
 import pytest
 
 from kubectl_nettraffic.cluster import api_client
-from kubectl_nettraffic.config import settings_from_mapping
-from kubectl_nettraffic.engine import build_engine
+from kubectl_nettraffic.config import Settings, settings_from_mapping
+from kubectl_nettraffic.engine import Engine, build_engine
+from kubectl_nettraffic.measurement import Measurer
 from kubectl_nettraffic.scoreboard import Scoreboard
 from kubectl_nettraffic.scoreview import scores_document
 from kubectl_nettraffic.sources.metrics_server import MetricsServerSource
@@ -17,6 +18,11 @@ from tests.harness.fakeapi import node, node_metrics
 from tests.harness.prometheus import Device, Exporter, free_port, prometheus_with_history
 
 END = float(int(time.time()) // 60 * 60 - 120)
+
+
+def _engine(settings: Settings, measurer: Measurer, clock=time.time) -> Engine:
+    """A measurer publishing into a scoreboard, without the API wiring of build_engine."""
+    return Engine(measurer, Scoreboard(settings, clock), None, None)
 
 
 @pytest.fixture(scope="module")
@@ -48,9 +54,9 @@ def test_engine_scores_live_from_prometheus_and_api(prometheus, cluster, kubecon
         {"kubeconfig": kubeconfig, "prometheus": {"url": prometheus.url}}
     )
     engine = build_engine(settings)
-    engine.scoreboard.prometheus = PrometheusSource(settings.prometheus, clock=lambda: END)
+    engine.measurer.prometheus = PrometheusSource(settings.prometheus, clock=lambda: END)
     try:
-        snapshot = engine.scoreboard.refresh()
+        snapshot = engine.refresh()
         assert snapshot is not None and snapshot.source == "prometheus"
         assert [s.name for s in snapshot.scores] == ["n2", "n3", "n1"]
         document = scores_document(snapshot, {}, stale=False)
@@ -64,7 +70,7 @@ def test_falls_back_to_metrics_server_when_prometheus_is_down(cluster, kubeconfi
     settings = settings_from_mapping({"kubeconfig": kubeconfig, "prometheus": {"url": _dead_url()}})
     engine = build_engine(settings)
     try:
-        snapshot = engine.scoreboard.refresh()
+        snapshot = engine.refresh()
         assert snapshot.source == "metrics-server"
         assert "prometheus" in snapshot.diagnostics.errors[0]
         assert engine.scoreboard.source_failures["prometheus"] == 1
@@ -82,18 +88,23 @@ def test_nothing_answers_keeps_the_old_snapshot_until_stale(cluster, kubeconfig)
     api = api_client(kubeconfig)
     from kubectl_nettraffic.cluster import list_nodes
 
-    board = Scoreboard(
+    engine = _engine(
         settings,
-        lambda: list_nodes(api),
-        PrometheusSource(settings.prometheus),
-        MetricsServerSource(api),
+        Measurer(
+            settings,
+            lambda: list_nodes(api),
+            PrometheusSource(settings.prometheus),
+            MetricsServerSource(api),
+            clock=lambda: now[0],
+        ),
         clock=lambda: now[0],
     )
-    first = board.refresh()
+    board = engine.scoreboard
+    first = engine.refresh()
     assert first is not None and not board.is_stale(first)
     cluster.forbidden.add(("GET", "/apis/metrics.k8s.io"))
     now[0] += 61
-    assert board.refresh() is None
+    assert engine.refresh() is None
     assert board.snapshot is first and board.is_stale(board.snapshot)
 
 
@@ -101,26 +112,33 @@ def test_readers_never_wait_for_a_hung_prometheus(cluster, kubeconfig):
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
     listener.listen(5)
+    listener.settimeout(10)
     url = f"http://127.0.0.1:{listener.getsockname()[1]}"
     settings = settings_from_mapping({"prometheus": {"url": url, "timeout": "1500ms"}})
     api = api_client(kubeconfig)
     from kubectl_nettraffic.cluster import list_nodes
 
-    board = Scoreboard(
+    engine = _engine(
         settings,
-        lambda: list_nodes(api),
-        PrometheusSource(settings.prometheus),
-        MetricsServerSource(api),
+        Measurer(
+            settings,
+            lambda: list_nodes(api),
+            PrometheusSource(settings.prometheus),
+            MetricsServerSource(api),
+        ),
     )
-    first = board.refresh()  # falls back after the timeout
-    refreshing = threading.Thread(target=board.refresh)
+    board = engine.scoreboard
+    first = engine.refresh()  # falls back after the timeout
+    listener.accept()[0].close()  # the first refresh's connection, never answered
+    refreshing = threading.Thread(target=engine.refresh)
     refreshing.start()
-    time.sleep(0.2)
+    hung, _ = listener.accept()  # the second refresh is now waiting on Prometheus
     started = time.perf_counter()
     for _ in range(1000):
         assert board.snapshot is first
     elapsed = time.perf_counter() - started
     refreshing.join()
+    hung.close()
     listener.close()
     assert elapsed < 0.05, f"1000 reads took {elapsed:.3f}s while a refresh was hung"
 
@@ -135,7 +153,11 @@ def test_a_failed_node_list_is_the_inventory_s_failure_not_prometheus(prometheus
     def no_nodes():
         raise ClusterError("listing nodes: HTTP 403: RBAC forbids it")
 
-    board = Scoreboard(settings, no_nodes, PrometheusSource(settings.prometheus, clock=lambda: END))
-    assert board.refresh() is None
+    engine = _engine(
+        settings,
+        Measurer(settings, no_nodes, PrometheusSource(settings.prometheus, clock=lambda: END)),
+    )
+    board = engine.scoreboard
+    assert engine.refresh() is None
     assert board.source_failures == {"prometheus": 0, "metrics-server": 0, "nodes": 1}
     assert board.last_errors == ("nodes: listing nodes: HTTP 403: RBAC forbids it",)

@@ -1,33 +1,29 @@
 """The HTTP server: a thin flask layer over the engine.
 
-``create_app(settings, scoreboard=None)`` builds the app. Without a
-scoreboard it starts the refresher process that feeds one (the production
-path, run inside the gunicorn worker). Every request handler
+``create_app(settings, serving)`` builds the app over the serving objects
+(kubectl_nettraffic.serving: ``start_serving`` in production, inside the
+gunicorn worker; ``serving_parts`` fed by hand in tests). Every request handler
 answers JSON; bad input gets 400/413/415 with a message that says what to
 fix; nothing ever answers a traceback, and /mutate never denies a pod.
 """
 
 import logging
-import secrets
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from flask import Flask, Response, request
 from werkzeug.exceptions import HTTPException
 
 from kubectl_nettraffic.bindings import BindingWatch
-from kubectl_nettraffic.cluster import ListWatchCache, api_client, namespace_cache
 from kubectl_nettraffic.config import Settings
-from kubectl_nettraffic.engine import needs_api
-from kubectl_nettraffic.refresher_process import RefresherProcess
 from kubectl_nettraffic.scoreboard import Scoreboard
 from kubectl_nettraffic.scoreview import (
     diagnostics_document,
     scores_document,
     workloads_document,
 )
-from kubectl_nettraffic.steering import Steerer
+from kubectl_nettraffic.serving import Serving
 from webhook import admission, extender
 from webhook.admission import HttpInputError
 from webhook.framing import body_too_large_message, error_document
@@ -253,31 +249,11 @@ def _read_json_body() -> Any:
     return admission.decode_json(raw)
 
 
-def create_app(
-    settings: Settings,
-    scoreboard: Scoreboard | None = None,
-    namespaces: ListWatchCache[Mapping[str, str]] | None = None,
-) -> Flask:
-    bindings: BindingWatch | None = None
-    if scoreboard is None:
-        # Refreshes run in a child process, off this process's GIL (refresher_process).
-        scoreboard = RefresherProcess(settings).start().scoreboard
-        if needs_api(settings):
-            api = api_client(settings.kubeconfig)
-            if namespaces is None:
-                namespaces = namespace_cache(api).start()
-            if settings.steering.follow_bindings:
-                # This process's ledger id: random, so that pods labelled by an
-                # earlier process (whose keys would collide) are not selected.
-                ledger_id = secrets.token_hex(5)
-                steerer = Steerer(scoreboard, settings, ledger_label=ledger_id)
-                bindings = BindingWatch(api, steerer, ledger_id)
-                bindings.start()
-    if bindings is None:
-        steerer = Steerer(scoreboard, settings)
-    board: Scoreboard = scoreboard
+def create_app(settings: Settings, serving: Serving) -> Flask:
+    board, inflight, steerer = serving.scoreboard, serving.inflight, serving.steerer
+    namespaces = serving.namespaces
     cert = reloader_for(settings.server.cert_file, settings.server.key_file)
-    metrics = WebhookMetrics(board, cert, bindings)
+    metrics = WebhookMetrics(board, cert, serving.bindings)
 
     # The log level is set once, at start-up: asked once, not on every admission.
     debug = log.isEnabledFor(logging.DEBUG)
@@ -383,7 +359,7 @@ def create_app(
         return _extender_call(
             "filter",
             lambda args, stale: extender.filter_nodes(
-                args, board.snapshot, stale, board.selector, settings.extender
+                args, board.snapshot, stale, steerer.selector, settings.extender
             ),
         )
 
@@ -391,8 +367,8 @@ def create_app(
     def scheduler_prioritize() -> Response:
         def answer(args: extender.ExtenderArgs, stale: bool) -> Any:
             snapshot = board.snapshot
-            inflight = board.ledger.view(snapshot.generated_at) if snapshot else {}
-            return extender.prioritize(args, snapshot, stale, inflight)
+            booked = inflight.view(snapshot) if snapshot else {}
+            return extender.prioritize(args, snapshot, stale, booked)
 
         return _extender_call("prioritize", answer)
 
@@ -402,9 +378,7 @@ def create_app(
         if snapshot is None:
             return _error("no scores yet; the first refresh has not finished (see /readyz)", 503)
         document: dict[str, Any] = dict(
-            scores_document(
-                snapshot, board.ledger.view(snapshot.generated_at), board.is_stale(snapshot)
-            )
+            scores_document(snapshot, inflight.view(snapshot), board.is_stale(snapshot))
         )
         if request.args.get("diagnostics") in ("1", "true"):
             document["diagnostics"] = diagnostics_document(snapshot)

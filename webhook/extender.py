@@ -19,8 +19,8 @@ from typing import Any, NotRequired, TypedDict
 from kubectl_nettraffic.config import ExtenderSettings
 from kubectl_nettraffic.errors import ClusterError
 from kubectl_nettraffic.labels import LabelSelector
+from kubectl_nettraffic.measurement import Snapshot
 from kubectl_nettraffic.nodes import Node, ineligibility, node_from_json
-from kubectl_nettraffic.scoreboard import Snapshot
 from kubectl_nettraffic.scoring import NodeScore
 from webhook.admission import HttpInputError
 

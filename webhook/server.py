@@ -15,9 +15,10 @@ from webhook.gunicorn_conf import gunicorn_options
 
 
 def _webhook_app(settings: Settings) -> Any:
+    from kubectl_nettraffic.serving import start_serving
     from webhook.app import create_app
 
-    return create_app(settings)
+    return create_app(settings, start_serving(settings))
 
 
 class WebhookServer(BaseApplication):  # type: ignore[misc]

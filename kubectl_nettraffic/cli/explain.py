@@ -31,7 +31,7 @@ SKIP_EXPLANATIONS = {
     "namespace-skip-label": "its namespace is labelled nettraffic.io/skip=true",
     "scheduler-name": "its schedulerName is not in steering.schedulerNames",
     "already-steered": "it already carried nettraffic.io/preferred-nodes (reinvocation)",
-    "malformed-pod": "its metadata or spec is not an object",
+    "malformed-pod": "a part of it that steering reads has the wrong JSON type (see the admission warning)",
     "no-candidate": "no eligible node with traffic data fits its nodeSelector, required affinity and tolerations",
     "no-snapshot": "the webhook had no traffic data yet (just started, or no source answered)",
     "stale-snapshot": "the webhook's traffic data was older than refresh.maxStaleness",

@@ -55,7 +55,7 @@ def from_webhook(api: k8s.ApiClient, where: WebhookLocation) -> dict[str, Any]:
 def computed_locally(settings: Settings, context: str | None) -> dict[str, Any]:
     """One refresh of the same engine the webhook runs, here and now."""
     engine = build_engine(settings, context=context, watch_nodes=False, learn=False)
-    snapshot = engine.scoreboard.refresh()
+    snapshot = engine.refresh()
     if snapshot is None:
         reasons = "; ".join(engine.scoreboard.last_errors) or "no source is configured"
         raise SourceError(f"{reasons}; or run kubectl nettraffic doctor")

@@ -285,8 +285,13 @@ def test_watch_without_a_terminal_prints_successive_tables(cluster):
         # inherits that never sees Ctrl-C (Python keeps an ignored SIGINT ignored).
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
-    time.sleep(3)
-    process.send_signal(2)  # SIGINT, as Ctrl-C
-    out, _ = process.communicate(timeout=10)
+    assert process.stdout is not None
+    out = ""
+    deadline = time.monotonic() + 30
+    while out.count("NAME") < 2:  # two tables, one after the other
+        assert time.monotonic() < deadline, out
+        out += process.stdout.readline()
+    process.send_signal(signal.SIGINT)  # as Ctrl-C
+    rest, _ = process.communicate(timeout=10)
     assert process.returncode == 0
-    assert out.count("NAME") >= 2 and "\x1b[" not in out
+    assert "\x1b[" not in out + rest

@@ -11,6 +11,7 @@ import time
 import pytest
 import requests
 
+from tests.conftest import wait_for
 from tests.e2e.conftest import MIXED_RATES
 from tests.e2e.conftest import node_file as _node_file
 from tests.e2e.conftest import webhook_config as _config
@@ -71,13 +72,11 @@ def test_slow_and_stalled_clients_hold_no_thread_and_are_closed_in_time(webhook)
         duration=30,
     )
     try:
-        time.sleep(0.3)
-        assert clients.open_count() == 48
+        wait_for(lambda: clients.open_count() == 48, timeout=5)
         seconds = _admission_seconds(webhook, 20)
         assert max(seconds) < 1.0, seconds
         # Trickling at 5 bytes/s, none of them finishes its request in time.
-        time.sleep(REQUEST_TIMEOUT + CLOSE_SLACK)
-        assert clients.open_count() == 0
+        wait_for(lambda: clients.open_count() == 0, timeout=REQUEST_TIMEOUT + CLOSE_SLACK + 5)
         assert max(clients.close_times()) < REQUEST_TIMEOUT + CLOSE_SLACK
         assert min(clients.close_times()) >= REQUEST_TIMEOUT - 0.1
     finally:
@@ -89,13 +88,12 @@ def test_a_flood_of_unfinished_connections_evicts_the_oldest(prometheus, tmp_pat
     webhook = _webhook(prometheus, tmp_path, maxPendingConnections=8)
     clients = SlowClients(webhook.port, {"idle": 20}, interval=0.2, duration=20)
     try:
-        time.sleep(0.5)
-        assert clients.open_count() == 8  # the 12 oldest made room
+        wait_for(lambda: _closed(webhook, "evicted") == 12)  # the 12 oldest made room
+        wait_for(lambda: clients.open_count() == 8)
         assert max(_admission_seconds(webhook, 5)) < 1.0
         # The first admission's connection evicted one more; the front then
         # held 7, so the later ones found room.
-        time.sleep(0.5)
-        assert clients.open_count() == 7
+        wait_for(lambda: clients.open_count() == 7)
         assert _closed(webhook, "evicted") == 13
     finally:
         clients.stop()
@@ -199,8 +197,7 @@ def test_failed_handshakes_are_counted_and_clean_closes_are_not(webhook):
         session.verify, session.trust_env = webhook.ca_file, False
         session.get(webhook.url + "/healthz", timeout=5)
         session.close()
-    time.sleep(0.3)
-    assert _closed(webhook, "tls-error") == 1
+    wait_for(lambda: _closed(webhook, "tls-error") == 1)
     assert _closed(webhook, "timeout") == 0
 
 
@@ -216,10 +213,15 @@ def test_idle_kept_alive_connections_make_room_at_the_connection_limit(prometheu
             held.append(sock)
         for _ in range(4):  # and four that never send: the limit is reached
             held.append(socket.create_connection(("127.0.0.1", webhook.port), timeout=5))
-        time.sleep(0.5)
-        # Without room made, these would wait for the idle ones to time out (10 s).
+        # Once the front holds all 20, the next admission's connection makes
+        # room by closing an idle one; without that it would wait for the
+        # idle ones to time out (10 s).
+        wait_for(
+            lambda: (
+                max(_admission_seconds(webhook, 1)) < 1.0 and _closed(webhook, "evicted-idle") >= 1
+            )
+        )
         assert max(_admission_seconds(webhook, 3)) < 1.0
-        assert _closed(webhook, "evicted-idle") >= 1
     finally:
         for sock in held:
             sock.close()

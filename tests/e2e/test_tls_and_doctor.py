@@ -23,6 +23,7 @@ from kubectl_nettraffic.certs import (
     write_files,
 )
 from kubectl_nettraffic.cluster import api_client
+from tests.conftest import wait_for
 from tests.e2e.conftest import EQUAL, MIXED_RATES, node_file, webhook_config
 from tests.harness.fakeapi import FakeKubeAPI, node, node_metrics, webhook_configuration
 from tests.harness.webhook import WebhookProcess
@@ -104,10 +105,12 @@ def test_rotation_with_zero_failed_handshakes(tmp_path, prometheus):
     loop = threading.Thread(target=handshakes)
     try:
         loop.start()
-        time.sleep(1.0)
+        wait_for(lambda: len(results) >= 10)  # handshakes with the first certificate
         message = rotate_in_cluster(client, "nettraffic-tls", "nettraffic", SPEC, force=True)
         assert "new CA" in message
-        time.sleep(2.5)  # kubelet delay + reload on the next connection
+        # The kubelet's delay, then the reload on the next connection.
+        first = results[0][1]
+        wait_for(lambda: any(ok and serial != first for ok, serial in results[-5:]), timeout=15)
         stop.set()
         loop.join(30)
         failures = [detail for ok, detail in results if not ok]

@@ -1,12 +1,17 @@
-"""A scoreboard scored from fixed per-node traffic: the engine's pure
-scoring inputs, for tests of what comes after the measurement."""
+"""Serving parts fed from fixed per-node traffic: the real Measurer, scoring
+and Scoreboard over set inputs, for tests of what comes after the measurement."""
 
+from collections.abc import Callable
 from typing import Any
 
 from kubectl_nettraffic.config import settings_from_mapping
+from kubectl_nettraffic.inflight import InflightState
+from kubectl_nettraffic.measurement import Measurer, Snapshot
 from kubectl_nettraffic.nodes import Node, node_from_json
 from kubectl_nettraffic.scoreboard import Scoreboard
+from kubectl_nettraffic.serving import serving_parts
 from kubectl_nettraffic.sources.prometheus import NodeTraffic, TrafficReport
+from kubectl_nettraffic.steering import Steerer
 from tests.harness.fakeapi import node
 
 MEASURED_AT = 1000.0
@@ -23,18 +28,46 @@ class FixedTraffic:
         return TrafficReport(by_node, (), (), {}, (), MEASURED_AT)
 
 
-def fixed_board(loads: dict[str, float], **nodes_kwargs: Any) -> Scoreboard:
-    """A refreshed scoreboard over nodes named by ``loads`` (extra node() arguments by name)."""
-    nodes: list[Node] = [node_from_json(node(name, **nodes_kwargs.get(name, {}))) for name in loads]
-    settings = settings_from_mapping(
-        {"prometheus": {"url": "http://unused"}, "metricsServer": {"enabled": False}}
-    )
-    board = Scoreboard(
-        settings,
-        lambda: nodes,
-        FixedTraffic(loads),  # type: ignore[arg-type]
-        None,
-        clock=lambda: MEASURED_AT,
-    )
-    board.refresh()
-    return board
+class FixedBoard:
+    """A measured scoreboard with its in-flight state and Steerer; ``loads``
+    is read again at every ``refresh``."""
+
+    def __init__(
+        self,
+        loads: dict[str, float],
+        clock: Callable[[], float] = lambda: MEASURED_AT,
+        ledger_label: str | None = None,
+        **nodes_kwargs: Any,
+    ) -> None:
+        nodes: list[Node] = [
+            node_from_json(node(name, **nodes_kwargs.get(name, {}))) for name in loads
+        ]
+        self.settings = settings_from_mapping(
+            {"prometheus": {"url": "http://unused"}, "metricsServer": {"enabled": False}}
+        )
+        self.measurer = Measurer(
+            self.settings,
+            lambda: nodes,
+            FixedTraffic(loads),  # type: ignore[arg-type]
+            None,
+            clock=clock,
+        )
+        serving = serving_parts(self.settings, clock=clock, ledger_label=ledger_label)
+        self.scoreboard: Scoreboard = serving.scoreboard
+        self.inflight: InflightState = serving.inflight
+        self.steerer: Steerer = serving.steerer
+        self.refresh()
+
+    @property
+    def snapshot(self) -> Snapshot:
+        snapshot = self.scoreboard.snapshot
+        assert snapshot is not None
+        return snapshot
+
+    def refresh(self) -> Snapshot | None:
+        return self.scoreboard.record(self.measurer.measure())
+
+
+def fixed_board(loads: dict[str, float], **nodes_kwargs: Any) -> FixedBoard:
+    """A refreshed board over nodes named by ``loads`` (extra node() arguments by name)."""
+    return FixedBoard(loads, **nodes_kwargs)

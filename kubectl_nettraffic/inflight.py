@@ -1,0 +1,144 @@
+"""Pods steered but not yet visible in a measurement: their one owner.
+
+Live in-flight state is the in-flight ledger (ledger.py: what each node
+carries that no measurement shows yet), the candidate heap built from it
+(placement.CandidateHeap: eligible nodes by live score), the booking keys,
+and the lock over all of them. Everything that changes it goes through
+InflightState:
+
+- ``adopt``: a new snapshot is published; the ledger moves to its
+  measurement time and the heap is rebuilt from its candidates;
+- ``steering``: an admission chooses its nodes and books its pod, holding
+  the lock throughout, so concurrent admissions see each other's bookings;
+- ``rebook`` / ``release``: the binding watch (bindings.py) moves a booking
+  to the node its pod was bound to, or drops it for a pod that will not run;
+- ``view``: readers (/scores, the extender) get the ledger's figures.
+"""
+
+import itertools
+import threading
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+
+from kubectl_nettraffic.config import Settings
+from kubectl_nettraffic.labels import LabelSelector
+from kubectl_nettraffic.ledger import InflightLedger
+from kubectl_nettraffic.measurement import Snapshot
+from kubectl_nettraffic.placement import CandidateHeap, Pod, Preference, choose_nodes
+
+
+class InflightState:
+    def __init__(self, settings: Settings) -> None:
+        self._ledger = InflightLedger(settings.steering.pod_startup, settings.prometheus.window)
+        self._lock = threading.Lock()
+        self._keys = itertools.count(1)
+        # Of the adopted snapshot: the ledger's live view at its measurement
+        # time (bookings update it in place until the next one) and the heap.
+        self._snapshot: Snapshot | None = None
+        self._view: Mapping[str, tuple[float, int]] = {}
+        self._heap: CandidateHeap | None = None
+
+    def adopt(self, snapshot: Snapshot) -> None:
+        """Follow a newly published snapshot."""
+        with self._lock:
+            self._adopt(snapshot)
+
+    def _adopt(self, snapshot: Snapshot) -> None:
+        current = self._snapshot
+        if current is not None and (
+            snapshot is current or snapshot.generated_at < current.generated_at
+        ):
+            return  # adopted already, or older than what was (a reader's stale copy)
+        self._view = self._ledger.view(snapshot.generated_at)
+        self._heap = CandidateHeap(snapshot.candidates, self._view)
+        self._snapshot = snapshot
+
+    @property
+    def adopted(self) -> Snapshot | None:
+        return self._snapshot
+
+    def view(self, snapshot: Snapshot) -> Mapping[str, tuple[float, int]]:
+        """node -> (bytes/s not visible in ``snapshot`` yet, pods): look up, do not change."""
+        return self._ledger.view(snapshot.generated_at)
+
+    @contextmanager
+    def steering(self, snapshot: Snapshot) -> Iterator["Steering"]:
+        """Hold the lock, with ``snapshot`` adopted unless a newer one is;
+        choose and book through what it yields."""
+        with self._lock:
+            self._adopt(snapshot)
+            assert self._snapshot is not None and self._heap is not None
+            yield Steering(self, self._snapshot, self._heap)
+
+    def is_pending(self, key: int) -> bool:
+        """Whether the booking ``key`` may still move or drop (a lock-free hint)."""
+        return self._ledger.is_pending(key)
+
+    def rebook(self, key: int, node: str) -> str | None:
+        """The pod booked as ``key`` was bound to ``node``: its booking moves
+        there, once. "moved", "kept" (it was booked there), or None when
+        there was nothing to move."""
+        with self._lock:
+            moved = self._ledger.move(key, node)
+            if moved is None:
+                return None
+            left, unseen = moved
+            if left == node:
+                return "kept"
+            if self._heap is not None:
+                self._heap.book(left, -unseen)
+                self._heap.book(node, unseen)
+            return "moved"
+
+    def release(self, key: int) -> bool:
+        """The pod booked as ``key`` will not run (deleted or failed unbound):
+        its booking is dropped. False when there was nothing to drop."""
+        with self._lock:
+            dropped = self._ledger.drop(key)
+            if dropped is None:
+                return False
+            if self._heap is not None:
+                self._heap.book(dropped[0], -dropped[1])
+            return True
+
+    def book_at(self, node: str, bandwidth: float, at: float, key: int = 0) -> None:
+        """Book a pod admitted at ``at`` outside an admission (benchmarks
+        that preload the ledger); admissions book through ``steering``."""
+        with self._lock:
+            self._book(node, bandwidth, at, key)
+
+    def _book(self, node: str, bandwidth: float, at: float, key: int) -> None:
+        self._ledger.add(node, bandwidth, at, key)
+        if self._heap is not None:
+            self._heap.book(node, bandwidth)
+
+
+class Steering:
+    """One admission's hold on the in-flight state: valid only inside
+    ``InflightState.steering``, whose lock it runs under."""
+
+    __slots__ = ("_heap", "_state", "snapshot")
+
+    def __init__(self, state: InflightState, snapshot: Snapshot, heap: CandidateHeap) -> None:
+        self._state, self.snapshot, self._heap = state, snapshot, heap
+
+    def choose(self, pod: Pod, selector: LabelSelector, count: int) -> list[Preference]:
+        """The best ``count`` nodes for ``pod``, every booking so far counted."""
+        snapshot = self.snapshot
+        return choose_nodes(
+            snapshot.candidates,
+            snapshot.tainted,
+            snapshot.nodes,
+            pod,
+            selector,
+            self._state._view,
+            count,
+            self._heap,
+        )
+
+    def new_key(self) -> int:
+        """A key for a booking, unique in this process."""
+        return next(self._state._keys)
+
+    def book(self, node: str, bandwidth: float, at: float, key: int) -> None:
+        self._state._book(node, bandwidth, at, key)

@@ -1,0 +1,62 @@
+"""The webhook's serving objects, built in one place; ``create_app`` receives them.
+
+``serving_parts`` wires the published scores, the in-flight state and the
+Steerer, and starts nothing: tests and benchmarks feed its scoreboard by
+hand. ``start_serving`` adds what production runs beside them: the
+refresher process that feeds the scoreboard, and, where the settings read
+the Kubernetes API, the namespace cache and the binding watch.
+"""
+
+import secrets
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from kubectl_nettraffic.bindings import BindingWatch
+from kubectl_nettraffic.cluster import ListWatchCache, api_client, namespace_cache
+from kubectl_nettraffic.config import Settings
+from kubectl_nettraffic.engine import needs_api
+from kubectl_nettraffic.inflight import InflightState
+from kubectl_nettraffic.refresher_process import RefresherProcess
+from kubectl_nettraffic.scoreboard import Scoreboard
+from kubectl_nettraffic.steering import Steerer
+
+
+@dataclass
+class Serving:
+    settings: Settings
+    scoreboard: Scoreboard
+    inflight: InflightState
+    steerer: Steerer
+    namespaces: ListWatchCache[Mapping[str, str]] | None = None
+    bindings: BindingWatch | None = None
+    refresher: RefresherProcess | None = None
+
+
+def serving_parts(
+    settings: Settings, clock: Callable[[], float] = time.time, ledger_label: str | None = None
+) -> Serving:
+    """Scoreboard, in-flight state and Steerer, wired; nothing started."""
+    inflight = InflightState(settings)
+    scoreboard = Scoreboard(settings, clock, on_snapshot=inflight.adopt)
+    steerer = Steerer(scoreboard, inflight, settings, clock, ledger_label)
+    return Serving(settings, scoreboard, inflight, steerer)
+
+
+def start_serving(settings: Settings) -> Serving:
+    """The production wiring, started: run inside the gunicorn worker, after
+    the fork, so the refresher process and the watches belong to it."""
+    follow = needs_api(settings) and settings.steering.follow_bindings
+    # This process's ledger id: random, so that pods labelled by an earlier
+    # process (whose booking keys would collide) are not selected.
+    ledger_label = secrets.token_hex(5) if follow else None
+    serving = serving_parts(settings, ledger_label=ledger_label)
+    # Refreshes run in a child process, off this process's GIL (refresher_process).
+    serving.refresher = RefresherProcess(settings, serving.scoreboard).start()
+    if needs_api(settings):
+        api = api_client(settings.kubeconfig)
+        serving.namespaces = namespace_cache(api).start()
+        if ledger_label is not None:
+            serving.bindings = BindingWatch(api, serving.inflight, ledger_label)
+            serving.bindings.start()
+    return serving
