@@ -39,10 +39,10 @@ import gunicorn
 
 from bench.fixtures import config, prometheus_for, write_node_file
 from bench.report import bench_parser, write_section
+from harness.prometheus import free_port
+from harness.reviews import pod, review
+from harness.webhook import WebhookProcess, make_certs
 from kubectl_nettraffic.config import ServerSettings
-from tests.harness.prometheus import free_port
-from tests.harness.reviews import pod, review
-from tests.harness.webhook import WebhookProcess, make_certs
 
 DURATION = int(os.environ.get("NT_BENCH_SECONDS", "6"))
 ROUNDS = int(os.environ.get("NT_BENCH_ROUNDS", "5"))

@@ -28,12 +28,12 @@ from typing import Any
 import yaml
 
 from bench.report import bench_parser, write_section
+from harness.reviews import pod as pod_object
 from kubectl_nettraffic.bindings import BindingWatch
 from kubectl_nettraffic.cluster import api_client
 from kubectl_nettraffic.config import settings_from_mapping
 from kubectl_nettraffic.inflight import InflightState
 from kubectl_nettraffic.placement import BOOKING, STEERED_BY
-from tests.harness.reviews import pod as pod_object
 
 RATE, SECONDS, NODES = 1000, 10, 5000
 LEDGER_ID = "0123456789"
@@ -42,7 +42,7 @@ BATCH = 0.01  # events are written in 10 ms batches
 
 def _pod(index: int) -> dict[str, Any]:
     """A Deployment's pod as the API server stores it, unbound: the admitted
-    pod (tests/harness/reviews.py) as the webhook steered it, plus what the
+    pod (harness/reviews.py) as the webhook steered it, plus what the
     API server adds (uid, managedFields, the service-account token volume)."""
     stamp = "2026-11-23T10:00:00Z"
     preferred = ("node-00001", "node-00002", "node-00003")

@@ -20,6 +20,8 @@ import requests
 
 from bench.fixtures import config, prometheus_for, write_node_file
 from bench.report import bench_parser, write_section
+from harness import QuietHandler
+from harness.reviews import pod
 from kubectl_nettraffic.config import DEFAULT_DEVICE_EXCLUDE, settings_from_mapping
 from kubectl_nettraffic.engine import FileNodes
 from kubectl_nettraffic.labels import parse_selector
@@ -29,8 +31,6 @@ from kubectl_nettraffic.scoreboard import Scoreboard
 from kubectl_nettraffic.scoring import score_nodes
 from kubectl_nettraffic.serving import serving_parts
 from kubectl_nettraffic.sources.prometheus import PrometheusSource
-from tests.harness import QuietHandler
-from tests.harness.reviews import pod
 
 
 class CountingProxy:

@@ -8,8 +8,8 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from tests.harness.fakeapi import node
-from tests.harness.prometheus import Device, Exporter, PrometheusServer, prometheus_with_history
+from harness.fakeapi import node
+from harness.prometheus import Device, Exporter, PrometheusServer, prometheus_with_history
 
 GBIT = 1.25e8
 # The history is backfilled, not live: it runs from 20 minutes before the

@@ -16,12 +16,12 @@ import tracemalloc
 import numpy as np
 
 from bench.report import bench_parser, write_section
+from harness.exporter import serve_metrics
+from harness.prometheus import PrometheusServer
 from kubectl_nettraffic.config import settings_from_mapping
 from kubectl_nettraffic.sources.pod_traffic import PodTrafficSource
 from kubectl_nettraffic.sources.prometheus import PrometheusSource
 from kubectl_nettraffic.workload_bandwidth import BandwidthLearner
-from tests.harness.exporter import serve_metrics
-from tests.harness.prometheus import PrometheusServer
 
 NODES, DEPLOYMENTS, PODS_EACH = 5000, 15000, 10
 SCRAPE = "5s"

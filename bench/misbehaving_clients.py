@@ -1,6 +1,6 @@
 """Admissions while clients misbehave: 50 connections that never send, stall
 their TLS handshake half-way, or trickle their request's headers or body in
-a byte a second (tests.harness.slow_clients, reopened as the server closes
+a byte a second (harness.slow_clients, reopened as the server closes
 them), beside a well-behaved load.
 
     python -m bench.misbehaving_clients
@@ -31,10 +31,10 @@ import requests
 from bench.admission import ServerProcess, percentile_ms, run_wrk, wrk_missing, wrk_script
 from bench.fixtures import config, prometheus_for, write_node_file
 from bench.report import bench_parser, write_section
+from harness.reviews import pod, review
+from harness.slow_clients import SlowClients
+from harness.webhook import WebhookProcess, make_certs
 from kubectl_nettraffic.config import ServerSettings
-from tests.harness.reviews import pod, review
-from tests.harness.slow_clients import SlowClients
-from tests.harness.webhook import WebhookProcess, make_certs
 
 DURATION = int(os.environ.get("NT_BENCH_SECONDS", "12"))
 ROUNDS = int(os.environ.get("NT_BENCH_ROUNDS", "3"))

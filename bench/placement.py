@@ -38,6 +38,8 @@ import numpy as np
 
 from bench.report import bench_parser, write_section
 from bench.scheduler_model import ClusterState, KubeScheduler
+from harness.fakeapi import node
+from harness.reviews import pod as pod_object
 from kubectl_nettraffic.config import settings_from_mapping
 from kubectl_nettraffic.learning import BandwidthLearning
 from kubectl_nettraffic.measurement import Measurer
@@ -47,8 +49,6 @@ from kubectl_nettraffic.sources.pod_traffic import PodTrafficReport
 from kubectl_nettraffic.sources.prometheus import NodeTraffic, TrafficReport
 from kubectl_nettraffic.tiers import TIER_WEIGHTS, assign_tiers, tier_changes
 from kubectl_nettraffic.workload_bandwidth import PodSample, Workload
-from tests.harness.fakeapi import node
-from tests.harness.reviews import pod as pod_object
 
 MODEL_NOTE = """\
 The simulation drives the real engine (Scoreboard, Steerer, the in-flight

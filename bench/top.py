@@ -20,8 +20,8 @@ import time
 
 from bench.fixtures import config, node_list, prometheus_for, write_node_file
 from bench.report import bench_parser, write_section
-from tests.harness.fakeapi import FakeKubeAPI
-from tests.harness.webhook import WebhookProcess
+from harness.fakeapi import FakeKubeAPI
+from harness.webhook import WebhookProcess
 
 NODES = 5000
 RUNS = 7

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.harness.fakeapi import FakeKubeAPI
+from harness.fakeapi import FakeKubeAPI
 
 
 @pytest.fixture

@@ -7,8 +7,8 @@ import json
 from hypothesis import example, given
 from hypothesis import strategies as st
 
+from harness.reviews import pod, review
 from kubectl_nettraffic.placement import Preference, affinity_patch
-from tests.harness.reviews import pod, review
 from webhook.admission import answer, parse_review
 
 # uids and warnings that JSON must escape: quotes, backslashes, controls, non-ASCII.

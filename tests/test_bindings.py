@@ -4,11 +4,11 @@ over HTTP, moving and dropping bookings in a real Steerer's ledger."""
 import jsonpatch
 import pytest
 
+from harness.reviews import pod
 from kubectl_nettraffic.bindings import BindingWatch
 from kubectl_nettraffic.cluster import api_client
 from kubectl_nettraffic.placement import BOOKING, EXPECTED_BANDWIDTH, STEERED_BY
 from tests.conftest import wait_for
-from tests.harness.reviews import pod
 from tests.harness.scoreboards import FixedBoard
 
 PODS = ("api/v1", "default", "pods")

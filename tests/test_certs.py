@@ -8,6 +8,7 @@ import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
+from harness.fakeapi import webhook_configuration
 from kubectl_nettraffic.certs import (
     Bundle,
     Issuance,
@@ -24,7 +25,6 @@ from kubectl_nettraffic.certs import (
 )
 from kubectl_nettraffic.cluster import api_client
 from kubectl_nettraffic.errors import CertError, ClusterError
-from tests.harness.fakeapi import webhook_configuration
 
 SECRETS = ("api/v1", "nettraffic", "secrets")
 WEBHOOKS = ("apis/admissionregistration.k8s.io/v1", None, "mutatingwebhookconfigurations")

@@ -4,8 +4,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from harness.ledger import unseen_summed_over_every_booking
 from kubectl_nettraffic.ledger import InflightLedger
-from tests.harness.ledger import unseen_summed_over_every_booking
 
 
 def test_ledger_counts_only_what_the_measurement_cannot_see_yet():

@@ -9,6 +9,8 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from harness.fakeapi import node
+from harness.reviews import pod
 from kubectl_nettraffic.labels import parse_selector
 from kubectl_nettraffic.nodes import node_from_json
 from kubectl_nettraffic.placement import (
@@ -24,8 +26,6 @@ from kubectl_nettraffic.placement import (
 )
 from kubectl_nettraffic.serving import serving_parts
 from kubectl_nettraffic.workload_bandwidth import LearnedBandwidth
-from tests.harness.fakeapi import node
-from tests.harness.reviews import pod
 from tests.harness.scoreboards import FixedBoard
 from tests.harness.scoreboards import fixed_board as _board
 from webhook.admission import encode_patch

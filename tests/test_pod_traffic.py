@@ -8,12 +8,12 @@ import time
 
 import pytest
 
+from harness.prometheus import PrometheusServer, prometheus_with_history
 from kubectl_nettraffic.config import settings_from_mapping
 from kubectl_nettraffic.sources.pod_traffic import PodTrafficSource
 from kubectl_nettraffic.sources.prometheus import PrometheusSource
 from kubectl_nettraffic.workload_bandwidth import Workload
 from tests.harness.kube_series import PodSeries, ReplicaSetSeries, kube_lines
-from tests.harness.prometheus import PrometheusServer, prometheus_with_history
 from tests.test_prometheus_source import CountingSession
 
 END = float(int(time.time()) // 60 * 60)

@@ -8,14 +8,14 @@ import time
 import pytest
 import requests
 
+from harness.fakeapi import node
+from harness.prometheus import Device, Exporter, prometheus_with_history
 from kubectl_nettraffic.config import PrometheusSettings, settings_from_mapping
 from kubectl_nettraffic.errors import SourceError
 from kubectl_nettraffic.labels import parse_selector
 from kubectl_nettraffic.nodes import node_from_json
 from kubectl_nettraffic.scoring import score_nodes
 from kubectl_nettraffic.sources.prometheus import PrometheusSource
-from tests.harness.fakeapi import node
-from tests.harness.prometheus import Device, Exporter, prometheus_with_history
 
 END = float(int(time.time()) // 60 * 60 - 120)  # whole minute, safely in the past
 GBIT = 1.25e8  # bytes/s
@@ -177,7 +177,7 @@ def test_a_hung_prometheus_times_out_with_a_clear_message():
 
 
 def test_bearer_token_and_headers_are_sent(tmp_path):
-    from tests.harness.fakeapi import FakeKubeAPI  # any HTTP server that records requests
+    from harness.fakeapi import FakeKubeAPI  # any HTTP server that records requests
 
     seen = FakeKubeAPI()
     try:

@@ -12,13 +12,13 @@ import time
 
 import pytest
 
+from harness.fakeapi import node
+from harness.prometheus import Device, Exporter, free_port, prometheus_with_history
 from kubectl_nettraffic.config import settings_from_mapping
 from kubectl_nettraffic.refresher_process import RefresherProcess
 from kubectl_nettraffic.scoring import NodeScore
 from kubectl_nettraffic.serving import Serving, serving_parts
 from tests.conftest import wait_for
-from tests.harness.fakeapi import node
-from tests.harness.prometheus import Device, Exporter, free_port, prometheus_with_history
 
 
 @pytest.fixture(scope="module")

@@ -6,6 +6,8 @@ import time
 
 import pytest
 
+from harness.fakeapi import node, node_metrics
+from harness.prometheus import Device, Exporter, free_port, prometheus_with_history
 from kubectl_nettraffic.cluster import api_client
 from kubectl_nettraffic.config import Settings, settings_from_mapping
 from kubectl_nettraffic.engine import Engine, build_engine
@@ -14,8 +16,6 @@ from kubectl_nettraffic.scoreboard import Scoreboard
 from kubectl_nettraffic.scoreview import scores_document
 from kubectl_nettraffic.sources.metrics_server import MetricsServerSource
 from kubectl_nettraffic.sources.prometheus import PrometheusSource
-from tests.harness.fakeapi import node, node_metrics
-from tests.harness.prometheus import Device, Exporter, free_port, prometheus_with_history
 
 END = float(int(time.time()) // 60 * 60 - 120)
 

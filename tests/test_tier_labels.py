@@ -11,12 +11,12 @@ from dataclasses import replace
 
 import pytest
 
+from harness.fakeapi import node
 from kubectl_nettraffic.cluster import api_client
 from kubectl_nettraffic.lease import LeaseElection
 from kubectl_nettraffic.nodes import node_from_json
 from kubectl_nettraffic.tier_labels import TierLabeller, lease_namespace, remove_tier_labels
 from kubectl_nettraffic.tiers import TIER_LABEL
-from tests.harness.fakeapi import node
 from tests.harness.scoreboards import fixed_board
 
 NODES = ("api/v1", None, "nodes")

@@ -5,10 +5,10 @@ from dataclasses import replace
 
 import jsonpatch
 
+from harness.reviews import pod
 from kubectl_nettraffic.placement import PREFERRED, Preference, affinity_patch, apply_and_check
 from kubectl_nettraffic.scoring import NodeScore
 from kubectl_nettraffic.tiers import TIER_LABEL, TIER_WEIGHTS, assign_tiers, tier_changes
-from tests.harness.reviews import pod
 
 BASE = NodeScore("x", 0, 0, 0, None, None, None, None, 0.0, 0.0, True, True, None)
 

@@ -3,6 +3,7 @@ margin, and a pod's workload from its controller reference."""
 
 import pytest
 
+from harness.reviews import pod
 from kubectl_nettraffic.workload_bandwidth import (
     GROWTH,
     BandwidthLearner,
@@ -13,7 +14,6 @@ from kubectl_nettraffic.workload_bandwidth import (
     bucket_top,
     pod_workload,
 )
-from tests.harness.reviews import pod
 
 DAY = 24 * 3600.0
 WEB = Workload("shop", "Deployment", "web")

@@ -8,8 +8,8 @@ import time
 import pytest
 import requests
 
-from tests.harness.exporter import LiveExporter
-from tests.harness.prometheus import Device, Exporter, PrometheusServer
+from harness.exporter import LiveExporter
+from harness.prometheus import Device, Exporter, PrometheusServer
 
 EQUAL = [f"n{i:02d}" for i in range(10)]
 MIXED_RATES = {"q1": 1e6, "q2": 3e6, "q3": 6e6}  # bytes/s, both directions together

@@ -13,10 +13,10 @@ import time
 import pytest
 import yaml
 
+from harness.fakeapi import FakeKubeAPI, node, node_metrics
+from harness.reviews import pod
+from harness.webhook import WebhookProcess
 from tests.e2e.conftest import MIXED_RATES, node_file, webhook_config
-from tests.harness.fakeapi import FakeKubeAPI, node, node_metrics
-from tests.harness.reviews import pod
-from tests.harness.webhook import WebhookProcess
 
 KUBECTL = shutil.which("kubectl")
 pytestmark = pytest.mark.skipif(
@@ -201,7 +201,7 @@ def test_explain_a_steered_pod(cluster, webhook):
 
     import jsonpatch
 
-    from tests.harness.reviews import review
+    from harness.reviews import review
 
     original = pod(name="web-1")
     answer = webhook.post("/mutate", review(original, dry_run=True)).json()["response"]

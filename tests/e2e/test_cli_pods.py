@@ -13,10 +13,10 @@ import time
 import pytest
 import yaml
 
-from tests.harness.fakeapi import FakeKubeAPI
+from harness.fakeapi import FakeKubeAPI
+from harness.prometheus import prometheus_with_history
+from harness.reviews import pod
 from tests.harness.kube_series import PodSeries, ReplicaSetSeries, kube_lines
-from tests.harness.prometheus import prometheus_with_history
-from tests.harness.reviews import pod
 from tests.test_render import _golden
 
 KUBECTL = shutil.which("kubectl")

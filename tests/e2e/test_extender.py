@@ -6,10 +6,10 @@ import socket
 
 import pytest
 
+from harness.fakeapi import node
+from harness.reviews import pod
+from harness.webhook import WebhookProcess
 from tests.e2e.conftest import MIXED_RATES, node_file, webhook_config
-from tests.harness.fakeapi import node
-from tests.harness.reviews import pod
-from tests.harness.webhook import WebhookProcess
 
 TAINT = {"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}
 

@@ -14,12 +14,12 @@ import requests
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from harness.fakeapi import node
+from harness.reviews import pod, review
+from harness.webhook import WebhookProcess
 from tests.e2e.conftest import MIXED_RATES
 from tests.e2e.conftest import node_file as _node_file
 from tests.e2e.conftest import webhook_config as _config
-from tests.harness.fakeapi import node
-from tests.harness.reviews import pod, review
-from tests.harness.webhook import WebhookProcess
 
 CLEAR_ANSWERS = {400, 413, 415}
 

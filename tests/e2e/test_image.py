@@ -17,13 +17,13 @@ import pytest
 import requests
 import yaml
 
+from harness.fakeapi import FakeKubeAPI, node, webhook_configuration
+from harness.prometheus import free_port
+from harness.reviews import pod, review
+from harness.webhook import make_certs
 from tests.e2e.conftest import MIXED_RATES
 from tests.e2e.conftest import node_file as _node_file
 from tests.e2e.conftest import webhook_config as _config
-from tests.harness.fakeapi import FakeKubeAPI, node, webhook_configuration
-from tests.harness.prometheus import free_port
-from tests.harness.reviews import pod, review
-from tests.harness.webhook import make_certs
 
 IMAGE = os.environ.get("NT_IMAGE", "")
 pytestmark = pytest.mark.skipif(

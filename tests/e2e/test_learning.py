@@ -10,13 +10,13 @@ import time
 import jsonpatch
 import pytest
 
+from harness.fakeapi import node
+from harness.prometheus import Device, Exporter, prometheus_with_history
+from harness.reviews import pod, review
+from harness.webhook import WebhookProcess
 from tests.conftest import wait_for
 from tests.e2e.conftest import node_file, webhook_config
-from tests.harness.fakeapi import node
 from tests.harness.kube_series import PodSeries, ReplicaSetSeries, kube_lines
-from tests.harness.prometheus import Device, Exporter, prometheus_with_history
-from tests.harness.reviews import pod, review
-from tests.harness.webhook import WebhookProcess
 
 NODES = ("l1", "l2", "l3")
 WEB_RATE = 40e6  # bytes/s per pod, receive and transmit together

@@ -13,13 +13,13 @@ import pytest
 import requests
 import yaml
 
+from harness.fakeapi import node
+from harness.prometheus import PrometheusServer
+from harness.reviews import pod, review
+from harness.webhook import WebhookProcess
 from tests.e2e.conftest import MIXED_RATES
 from tests.e2e.conftest import node_file as _node_file
 from tests.e2e.conftest import webhook_config as _config
-from tests.harness.fakeapi import node
-from tests.harness.prometheus import PrometheusServer
-from tests.harness.reviews import pod, review
-from tests.harness.webhook import WebhookProcess
 from tests.test_chart import CHART, IMAGE, by_kind, render
 
 pytestmark = pytest.mark.skipif(

@@ -11,14 +11,14 @@ import time
 import pytest
 import requests
 
+from harness.fakeapi import node
+from harness.reviews import pod, review
+from harness.slow_clients import SlowClients, admission_request
+from harness.webhook import WebhookProcess
 from tests.conftest import wait_for
 from tests.e2e.conftest import MIXED_RATES
 from tests.e2e.conftest import node_file as _node_file
 from tests.e2e.conftest import webhook_config as _config
-from tests.harness.fakeapi import node
-from tests.harness.reviews import pod, review
-from tests.harness.slow_clients import SlowClients, admission_request
-from tests.harness.webhook import WebhookProcess
 
 REQUEST_TIMEOUT = 2.0
 # The worker's loop looks for overdue connections at least once a second;

@@ -14,6 +14,8 @@ import time
 import pytest
 import requests
 
+from harness.fakeapi import FakeKubeAPI, node, node_metrics, webhook_configuration
+from harness.webhook import WebhookProcess
 from kubectl_nettraffic.certs import (
     Issuance,
     create_in_cluster,
@@ -25,8 +27,6 @@ from kubectl_nettraffic.certs import (
 from kubectl_nettraffic.cluster import api_client
 from tests.conftest import wait_for
 from tests.e2e.conftest import EQUAL, MIXED_RATES, node_file, webhook_config
-from tests.harness.fakeapi import FakeKubeAPI, node, node_metrics, webhook_configuration
-from tests.harness.webhook import WebhookProcess
 
 SPEC = Issuance("nettraffic", "nettraffic", extra_sans=("127.0.0.1", "localhost"))
 SHORT_CA = Issuance(

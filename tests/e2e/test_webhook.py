@@ -15,6 +15,9 @@ import jsonpatch
 import pytest
 import requests
 
+from harness.fakeapi import node
+from harness.reviews import pod, review
+from harness.webhook import WebhookProcess
 from kubectl_nettraffic.certs import Issuance, write_files
 from tests.conftest import wait_for
 from tests.e2e.conftest import (
@@ -27,9 +30,6 @@ from tests.e2e.conftest import (
 from tests.e2e.conftest import (
     webhook_config as _config,
 )
-from tests.harness.fakeapi import node
-from tests.harness.reviews import pod, review
-from tests.harness.webhook import WebhookProcess
 
 
 @pytest.fixture(scope="module")

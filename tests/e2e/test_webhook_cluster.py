@@ -8,11 +8,11 @@ import json
 import jsonpatch
 import pytest
 
+from harness.fakeapi import FakeKubeAPI, node, node_metrics
+from harness.reviews import pod, review
+from harness.webhook import WebhookProcess
 from tests.conftest import wait_for
 from tests.e2e.conftest import MIXED_RATES
-from tests.harness.fakeapi import FakeKubeAPI, node, node_metrics
-from tests.harness.reviews import pod, review
-from tests.harness.webhook import WebhookProcess
 
 
 @pytest.fixture

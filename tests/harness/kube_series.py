@@ -5,7 +5,7 @@ kube-state-metrics expose them, as OpenMetrics lines for promtool's backfill
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-from tests.harness.prometheus import STEP
+from harness.prometheus import STEP
 
 NONE = "<none>"
 

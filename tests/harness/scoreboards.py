@@ -4,6 +4,7 @@ and Scoreboard over set inputs, for tests of what comes after the measurement.""
 from collections.abc import Callable
 from typing import Any
 
+from harness.fakeapi import node
 from kubectl_nettraffic.config import settings_from_mapping
 from kubectl_nettraffic.inflight import InflightState
 from kubectl_nettraffic.measurement import Measurer, Snapshot
@@ -12,7 +13,6 @@ from kubectl_nettraffic.scoreboard import Scoreboard
 from kubectl_nettraffic.serving import serving_parts
 from kubectl_nettraffic.sources.prometheus import NodeTraffic, TrafficReport
 from kubectl_nettraffic.steering import Steerer
-from tests.harness.fakeapi import node
 
 MEASURED_AT = 1000.0
 

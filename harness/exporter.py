@@ -10,7 +10,7 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from tests.harness.prometheus import Exporter
+from harness.prometheus import Exporter
 
 
 def serve_metrics(render: Callable[[], bytes]) -> ThreadingHTTPServer:

@@ -22,7 +22,7 @@ import jsonpatch
 import requests
 import yaml
 
-from tests.harness import QuietHandler
+from harness import QuietHandler
 
 Key = tuple[str, str | None, str]  # (group/version path, namespace, plural)
 

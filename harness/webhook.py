@@ -12,9 +12,9 @@ from typing import Any
 import requests
 import yaml
 
+from harness import stop_process
+from harness.prometheus import free_port
 from kubectl_nettraffic.certs import Issuance, create_in_directory
-from tests.harness import stop_process
-from tests.harness.prometheus import free_port
 
 
 def make_certs(directory: str) -> str:

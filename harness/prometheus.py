@@ -20,7 +20,7 @@ from typing import Any
 import requests
 import yaml
 
-from tests.harness import stop_process
+from harness import stop_process
 
 STEP = 15.0  # seconds between samples, the usual scrape interval
 

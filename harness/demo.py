@@ -20,11 +20,11 @@ import time
 import jsonpatch
 import requests
 
-from tests.harness.exporter import LiveExporter
-from tests.harness.fakeapi import node
-from tests.harness.prometheus import Device, Exporter, PrometheusServer
-from tests.harness.reviews import pod, review
-from tests.harness.webhook import WebhookProcess
+from harness.exporter import LiveExporter
+from harness.fakeapi import node
+from harness.prometheus import Device, Exporter, PrometheusServer
+from harness.reviews import pod, review
+from harness.webhook import WebhookProcess
 
 MB = 1e6
 GBIT = 1.25e8
