@@ -33,7 +33,7 @@ from kubectl_nettraffic.bindings import BindingWatch
 from kubectl_nettraffic.cluster import api_client
 from kubectl_nettraffic.config import settings_from_mapping
 from kubectl_nettraffic.inflight import InflightState
-from kubectl_nettraffic.placement import BOOKING, STEERED_BY
+from kubectl_nettraffic.pods import BOOKING, STEERED_BY
 
 RATE, SECONDS, NODES = 1000, 10, 5000
 LEDGER_ID = "0123456789"

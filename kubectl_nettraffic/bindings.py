@@ -31,7 +31,7 @@ from typing import Any, Protocol
 from kubernetes import client as k8s
 
 from kubectl_nettraffic.cluster import Reflector
-from kubectl_nettraffic.placement import BOOKING, STEERED_BY
+from kubectl_nettraffic.pods import BOOKING, STEERED_BY
 
 log = logging.getLogger(__name__)
 

@@ -24,7 +24,8 @@ from kubectl_nettraffic.config import Settings
 from kubectl_nettraffic.labels import LabelSelector
 from kubectl_nettraffic.ledger import InflightLedger
 from kubectl_nettraffic.measurement import Snapshot
-from kubectl_nettraffic.placement import CandidateHeap, Pod, Preference, choose_nodes
+from kubectl_nettraffic.placement import CandidateHeap, Preference, choose_nodes
+from kubectl_nettraffic.pods import Pod
 
 
 class InflightState:

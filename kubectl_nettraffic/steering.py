@@ -10,11 +10,16 @@ import time
 from collections.abc import Callable, Mapping
 from typing import NamedTuple
 
+from kubectl_nettraffic.affinity_patch import affinity_patch, annotation_ops
 from kubectl_nettraffic.config import Settings
 from kubectl_nettraffic.inflight import InflightState
 from kubectl_nettraffic.labels import parse_selector
 from kubectl_nettraffic.measurement import Snapshot
-from kubectl_nettraffic.placement import (
+from kubectl_nettraffic.patch_check import PatchCheckFailed, apply_and_check
+from kubectl_nettraffic.placement import Preference
+from kubectl_nettraffic.pod_bandwidth import expected_bandwidth
+from kubectl_nettraffic.pod_shape import malformed_part
+from kubectl_nettraffic.pods import (
     BANDWIDTH_SOURCE,
     BOOKED_BANDWIDTH,
     BOOKING,
@@ -25,16 +30,9 @@ from kubectl_nettraffic.placement import (
     SOURCE,
     STEERED_BY,
     JsonPatch,
-    PatchCheckFailed,
     Pod,
-    Preference,
-    affinity_patch,
-    annotation_ops,
-    apply_and_check,
-    expected_bandwidth,
     untouchable_reason,
 )
-from kubectl_nettraffic.pod_shape import malformed_part
 from kubectl_nettraffic.scoreboard import Scoreboard
 from kubectl_nettraffic.scoreview import rfc3339
 

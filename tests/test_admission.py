@@ -8,7 +8,8 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from harness.reviews import pod, review
-from kubectl_nettraffic.placement import Preference, affinity_patch
+from kubectl_nettraffic.affinity_patch import affinity_patch
+from kubectl_nettraffic.placement import Preference
 from webhook.admission import answer, parse_review
 
 # uids and warnings that JSON must escape: quotes, backslashes, controls, non-ASCII.

@@ -7,7 +7,7 @@ import pytest
 from harness.reviews import pod
 from kubectl_nettraffic.bindings import BindingWatch
 from kubectl_nettraffic.cluster import api_client
-from kubectl_nettraffic.placement import BOOKING, EXPECTED_BANDWIDTH, STEERED_BY
+from kubectl_nettraffic.pods import BOOKING, EXPECTED_BANDWIDTH, STEERED_BY
 from tests.conftest import wait_for
 from tests.harness.scoreboards import FixedBoard
 

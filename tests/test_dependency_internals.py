@@ -35,7 +35,13 @@ def test_gthread_connection_is_built_and_read_as_front_uses_it():
 
 
 def test_gthread_worker_has_the_hooks_and_state_front_overrides():
-    for method in ("accept", "enqueue_req", "handle_request", "set_accept_enabled", "murder_pending"):
+    for method in (
+        "accept",
+        "enqueue_req",
+        "handle_request",
+        "set_accept_enabled",
+        "murder_pending",
+    ):
         assert callable(getattr(ThreadWorker, method)), method
     assert _parameters(ThreadWorker.handle_request)[1:3] == ["req", "conn"]
     assert _parameters(ThreadWorker.accept)[1:2] == ["listener"]

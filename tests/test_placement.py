@@ -11,19 +11,14 @@ from hypothesis import strategies as st
 
 from harness.fakeapi import node
 from harness.reviews import pod
+from kubectl_nettraffic.affinity_patch import affinity_patch
 from kubectl_nettraffic.labels import parse_selector
+from kubectl_nettraffic.node_affinity import pod_fits
 from kubectl_nettraffic.nodes import node_from_json
-from kubectl_nettraffic.placement import (
-    PREFERRED,
-    REQUIRED,
-    PatchCheckFailed,
-    Preference,
-    affinity_patch,
-    apply_and_check,
-    choose_nodes,
-    expected_bandwidth,
-    pod_fits,
-)
+from kubectl_nettraffic.patch_check import PatchCheckFailed, apply_and_check
+from kubectl_nettraffic.placement import Preference, choose_nodes
+from kubectl_nettraffic.pod_bandwidth import expected_bandwidth
+from kubectl_nettraffic.pods import PREFERRED, REQUIRED
 from kubectl_nettraffic.serving import serving_parts
 from kubectl_nettraffic.workload_bandwidth import LearnedBandwidth
 from tests.harness.scoreboards import FixedBoard

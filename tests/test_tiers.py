@@ -6,7 +6,10 @@ from dataclasses import replace
 import jsonpatch
 
 from harness.reviews import pod
-from kubectl_nettraffic.placement import PREFERRED, Preference, affinity_patch, apply_and_check
+from kubectl_nettraffic.affinity_patch import affinity_patch
+from kubectl_nettraffic.patch_check import apply_and_check
+from kubectl_nettraffic.placement import Preference
+from kubectl_nettraffic.pods import PREFERRED
 from kubectl_nettraffic.scoring import NodeScore
 from kubectl_nettraffic.tiers import TIER_LABEL, TIER_WEIGHTS, assign_tiers, tier_changes
 

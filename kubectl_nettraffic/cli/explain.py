@@ -9,7 +9,7 @@ from kubectl_nettraffic.cli.top import WebhookLocation, fetch
 from kubectl_nettraffic.cluster import api_client, describe_api_error, request_json
 from kubectl_nettraffic.config import Settings, load_settings
 from kubectl_nettraffic.errors import ClusterError, NetTrafficError
-from kubectl_nettraffic.placement import (
+from kubectl_nettraffic.pods import (
     BANDWIDTH_SOURCE,
     BOOKED_BANDWIDTH,
     PREFERRED,
