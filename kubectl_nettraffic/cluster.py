@@ -122,6 +122,25 @@ def request_json(api: k8s.ApiClient, method: str, path: str, **kwargs: Any) -> A
     return read_json(request(api, method, path, **kwargs))
 
 
+# What request_unless_missing answers for a 404: the object is not there.
+MISSING: Any = object()
+
+
+def request_unless_missing(
+    api: k8s.ApiClient, method: str, path: str, doing: str, **kwargs: Any
+) -> Any:
+    """``request_json``, with a 404 answered as MISSING and any other failure
+    as a ClusterError that says what ``doing`` needs ("reading Secret x/y")."""
+    try:
+        return request_json(api, method, path, **kwargs)
+    except ApiException as error:
+        if error.status == 404:
+            return MISSING
+        raise describe_api_error(error, doing) from None
+    except Exception as error:
+        raise describe_api_error(error, doing) from None
+
+
 def list_nodes(api: k8s.ApiClient, label_selector: str = "") -> list[Node]:
     try:
         document = request_json(

@@ -9,19 +9,21 @@ from cryptography import x509
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
 from harness.fakeapi import webhook_configuration
-from kubectl_nettraffic.certs import (
+from kubectl_nettraffic.cert_bundle import (
     Bundle,
-    Issuance,
-    create_in_cluster,
-    create_in_directory,
     dns_names,
     issue,
     merge_ca_bundle,
-    patch_in_cluster,
     problems,
-    read_secret,
-    rotate_in_cluster,
     signed_by,
+)
+from kubectl_nettraffic.cert_secret import read_secret
+from kubectl_nettraffic.certs import (
+    Issuance,
+    create_in_cluster,
+    create_in_directory,
+    patch_in_cluster,
+    rotate_in_cluster,
 )
 from kubectl_nettraffic.cluster import api_client
 from kubectl_nettraffic.errors import CertError, ClusterError

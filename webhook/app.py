@@ -9,15 +9,13 @@ fix; nothing ever answers a traceback, and /mutate never denies a pod.
 
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any
 
 from flask import Flask, Response, request
 from werkzeug.exceptions import HTTPException
 
-from kubectl_nettraffic.bindings import BindingWatch
 from kubectl_nettraffic.config import Settings
-from kubectl_nettraffic.scoreboard import Scoreboard
 from kubectl_nettraffic.scoreview import (
     diagnostics_document,
     scores_document,
@@ -27,201 +25,14 @@ from kubectl_nettraffic.serving import Serving
 from webhook import admission, extender
 from webhook.admission import HttpInputError
 from webhook.framing import body_too_large_message, error_document
-from webhook.front import CONNECTIONS_CLOSED
-from webhook.metrics import ADMISSION_BUCKETS, Counter, Gauge, OutcomeHistogram, Reading, Registry
-from webhook.tls import CertReloader, reloader_for
+from webhook.request_counter import RequestCounter
+from webhook.tls import reloader_for
+from webhook.webhook_metrics import MUTATE, WebhookMetrics
 
 log = logging.getLogger("nettraffic.webhook")
 
-MUTATE = "/mutate"
 # Paths whose answers the app counts itself (see RequestCounter).
 SELF_COUNTED = frozenset({MUTATE})
-
-StartResponse = Callable[..., Any]
-WsgiApp = Callable[[dict[str, Any], StartResponse], Iterable[bytes]]
-
-
-class WebhookMetrics:
-    def __init__(
-        self, scoreboard: Scoreboard, cert: CertReloader, bindings: BindingWatch | None
-    ) -> None:
-        self.registry = Registry()
-        add = self.registry.add
-        # Answers are counted by path and code in RequestCounter, except those of
-        # /mutate (SELF_COUNTED): its 200s are the admissions below, its errors
-        # are counted by the app's error handlers. Both meet in one reading.
-        self.requests = Counter("nettraffic_http_requests_total", "", ("path", "code"))
-        add(
-            Reading(
-                "nettraffic_http_requests_total",
-                "HTTP requests by path and status code.",
-                "counter",
-                ("path", "code"),
-                self._requests_by_path,
-            )
-        )
-        # One observation per admission: its latency and its outcome.
-        self.admissions = add(
-            OutcomeHistogram(
-                "nettraffic_admission_duration_seconds",
-                "Time to answer an AdmissionReview, in the API server's webhook buckets.",
-                ADMISSION_BUCKETS,
-            )
-        )
-        add(
-            Reading(
-                "nettraffic_admission_reviews_total",
-                "AdmissionReviews by outcome.",
-                "counter",
-                ("outcome",),
-                self.admissions.counts,
-            )
-        )
-        add(
-            Reading(
-                "nettraffic_mutations_total",
-                "Pods given preferred nodes.",
-                "counter",
-                (),
-                lambda: {(): self.admissions.counts().get(("mutated",), 0.0)},
-            )
-        )
-        self.skips = add(
-            Counter("nettraffic_skips_total", "Pods not steered, by reason.", ("reason",))
-        )
-        self.extender = add(
-            Counter(
-                "nettraffic_extender_requests_total",
-                "Extender calls by verb and outcome.",
-                ("verb", "outcome"),
-            )
-        )
-        if bindings is not None:
-            watch = bindings
-            add(
-                Reading(
-                    "nettraffic_bookings_followed_total",
-                    "Bookings of steered pods settled by the binding watch: moved to "
-                    "the node bound, kept (bound where booked), dropped (gone unbound).",
-                    "counter",
-                    ("outcome",),
-                    lambda: {(k,): float(v) for k, v in watch.counts().items()},
-                )
-            )
-        add(
-            Gauge(
-                "nettraffic_tier_labels_leader",
-                "1 while this replica holds the Lease and writes the traffic-tier node labels.",
-                lambda: float(scoreboard.tier_labels.leader) if scoreboard.tier_labels else None,
-            )
-        )
-        add(
-            Reading(
-                "nettraffic_tier_label_writes_total",
-                "Traffic-tier node label PATCHes by outcome: written, refused (RBAC or "
-                "the ValidatingAdmissionPolicy), failed.",
-                "counter",
-                ("outcome",),
-                lambda: {
-                    (k,): float(v)
-                    for k, v in (
-                        scoreboard.tier_labels.writes if scoreboard.tier_labels else {}
-                    ).items()
-                },
-            )
-        )
-        add(CONNECTIONS_CLOSED)  # per process: the worker's front counts them
-        add(
-            Gauge(
-                "nettraffic_serving_certificate_expiry_timestamp_seconds",
-                "When the certificate served to new connections expires (Unix time).",
-                lambda: cert.served_not_after,
-            )
-        )
-        now = scoreboard.clock
-        add(
-            Gauge(
-                "nettraffic_snapshot_age_seconds",
-                "Age of the data behind the current scores.",
-                lambda: scoreboard.snapshot.age(now()) if scoreboard.snapshot else None,
-            )
-        )
-        add(
-            Gauge(
-                "nettraffic_snapshot_stale",
-                "1 when the scores are older than refresh.maxStaleness.",
-                lambda: float(scoreboard.is_stale(scoreboard.snapshot)),
-            )
-        )
-        add(
-            Gauge(
-                "nettraffic_refresh_duration_seconds",
-                "Duration of the last refresh.",
-                lambda: scoreboard.last_refresh_seconds,
-            )
-        )
-        add(
-            Gauge(
-                "nettraffic_scored_nodes",
-                "Nodes in the current snapshot.",
-                lambda: float(len(scoreboard.snapshot.scores)) if scoreboard.snapshot else None,
-            )
-        )
-        add(
-            Reading(
-                "nettraffic_source_failures_total",
-                "Failed reads per source.",
-                "counter",
-                ("source",),
-                lambda: {(k,): float(v) for k, v in scoreboard.source_failures.items()},
-            )
-        )
-
-    def _requests_by_path(self) -> dict[tuple[str, ...], float]:
-        counts = self.requests.values()
-        answered = sum(self.admissions.counts().values())  # each admission answered 200
-        if answered:
-            key = (MUTATE, "200")
-            counts[key] = counts.get(key, 0.0) + answered
-        return counts
-
-
-class RequestCounter:
-    """WSGI middleware counting answers by path and status code.
-
-    It sees every answer, also those flask writes itself: a 405 on a route
-    counts under that route (flask's after_request hook, used before, had no
-    route for it). Paths that are not routes share the label "other", so a
-    scan of random URLs cannot grow the metric without bound.
-
-    Paths in ``counted_by_app`` (/mutate) pass straight through: the app
-    counts their answers itself, each admission with its outcome and latency
-    in one call, and its errors in the error handlers. Wrapping every
-    admission's answer cost about 4 us with cold caches in-process, and
-    calls on the admission path cost several times that in the loaded server.
-    """
-
-    def __init__(
-        self,
-        wsgi_app: WsgiApp,
-        counter: Counter,
-        routes: frozenset[str],
-        counted_by_app: frozenset[str],
-    ) -> None:
-        self.wsgi_app, self.counter = wsgi_app, counter
-        self.routes, self.counted_by_app = routes, counted_by_app
-
-    def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
-        path = environ.get("PATH_INFO", "")
-        if path in self.counted_by_app:
-            return self.wsgi_app(environ, start_response)
-        label = path if path in self.routes else "other"
-
-        def counted(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Any:
-            self.counter.inc(label, status[:3])
-            return start_response(status, headers, exc_info)
-
-        return self.wsgi_app(environ, counted)
 
 
 def _json(body: Any, status: int = 200) -> Response:

@@ -6,12 +6,12 @@ from kubectl_nettraffic.certs import (
     Issuance,
     create_in_cluster,
     create_in_directory,
-    delete_webhook_configuration,
     patch_in_cluster,
     rotate_in_cluster,
 )
 from kubectl_nettraffic.cluster import api_client
 from kubectl_nettraffic.errors import ConfigError
+from kubectl_nettraffic.webhook_configuration import delete_webhook_configuration
 
 
 def _issuance(args: argparse.Namespace) -> Issuance:

@@ -11,7 +11,8 @@ from typing import Any
 
 from cryptography import x509
 
-from kubectl_nettraffic.certs import read_secret, read_webhook_configuration, signed_by
+from kubectl_nettraffic.cert_bundle import signed_by
+from kubectl_nettraffic.cert_secret import read_secret
 from kubectl_nettraffic.cli.top import WebhookLocation
 from kubectl_nettraffic.cluster import api_client, describe_api_error, list_nodes, request_json
 from kubectl_nettraffic.config import LearningSettings, load_settings
@@ -19,6 +20,7 @@ from kubectl_nettraffic.errors import NetTrafficError
 from kubectl_nettraffic.sources.metrics_server import MetricsServerSource
 from kubectl_nettraffic.sources.pod_traffic import PodTrafficSource
 from kubectl_nettraffic.sources.prometheus import PrometheusSource
+from kubectl_nettraffic.webhook_configuration import read_webhook_configuration
 
 
 @dataclass(frozen=True)

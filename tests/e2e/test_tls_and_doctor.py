@@ -16,13 +16,13 @@ import requests
 
 from harness.fakeapi import FakeKubeAPI, node, node_metrics, webhook_configuration
 from harness.webhook import WebhookProcess
+from kubectl_nettraffic.cert_files import write_files
+from kubectl_nettraffic.cert_secret import read_secret
 from kubectl_nettraffic.certs import (
     Issuance,
     create_in_cluster,
     patch_in_cluster,
-    read_secret,
     rotate_in_cluster,
-    write_files,
 )
 from kubectl_nettraffic.cluster import api_client
 from tests.conftest import wait_for

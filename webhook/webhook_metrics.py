@@ -1,0 +1,155 @@
+"""The catalogue of the webhook's own metrics (/metrics): every series, its
+help text and where its value is read from."""
+
+from kubectl_nettraffic.bindings import BindingWatch
+from kubectl_nettraffic.scoreboard import Scoreboard
+from webhook.front import CONNECTIONS_CLOSED
+from webhook.metrics import ADMISSION_BUCKETS, Counter, Gauge, OutcomeHistogram, Reading, Registry
+from webhook.tls import CertReloader
+
+MUTATE = "/mutate"
+
+
+class WebhookMetrics:
+    def __init__(
+        self, scoreboard: Scoreboard, cert: CertReloader, bindings: BindingWatch | None
+    ) -> None:
+        self.registry = Registry()
+        add = self.registry.add
+        # Answers are counted by path and code in RequestCounter, except those of
+        # /mutate (SELF_COUNTED): its 200s are the admissions below, its errors
+        # are counted by the app's error handlers. Both meet in one reading.
+        self.requests = Counter("nettraffic_http_requests_total", "", ("path", "code"))
+        add(
+            Reading(
+                "nettraffic_http_requests_total",
+                "HTTP requests by path and status code.",
+                "counter",
+                ("path", "code"),
+                self._requests_by_path,
+            )
+        )
+        # One observation per admission: its latency and its outcome.
+        self.admissions = add(
+            OutcomeHistogram(
+                "nettraffic_admission_duration_seconds",
+                "Time to answer an AdmissionReview, in the API server's webhook buckets.",
+                ADMISSION_BUCKETS,
+            )
+        )
+        add(
+            Reading(
+                "nettraffic_admission_reviews_total",
+                "AdmissionReviews by outcome.",
+                "counter",
+                ("outcome",),
+                self.admissions.counts,
+            )
+        )
+        add(
+            Reading(
+                "nettraffic_mutations_total",
+                "Pods given preferred nodes.",
+                "counter",
+                (),
+                lambda: {(): self.admissions.counts().get(("mutated",), 0.0)},
+            )
+        )
+        self.skips = add(
+            Counter("nettraffic_skips_total", "Pods not steered, by reason.", ("reason",))
+        )
+        self.extender = add(
+            Counter(
+                "nettraffic_extender_requests_total",
+                "Extender calls by verb and outcome.",
+                ("verb", "outcome"),
+            )
+        )
+        if bindings is not None:
+            watch = bindings
+            add(
+                Reading(
+                    "nettraffic_bookings_followed_total",
+                    "Bookings of steered pods settled by the binding watch: moved to "
+                    "the node bound, kept (bound where booked), dropped (gone unbound).",
+                    "counter",
+                    ("outcome",),
+                    lambda: {(k,): float(v) for k, v in watch.counts().items()},
+                )
+            )
+        add(
+            Gauge(
+                "nettraffic_tier_labels_leader",
+                "1 while this replica holds the Lease and writes the traffic-tier node labels.",
+                lambda: float(scoreboard.tier_labels.leader) if scoreboard.tier_labels else None,
+            )
+        )
+        add(
+            Reading(
+                "nettraffic_tier_label_writes_total",
+                "Traffic-tier node label PATCHes by outcome: written, refused (RBAC or "
+                "the ValidatingAdmissionPolicy), failed.",
+                "counter",
+                ("outcome",),
+                lambda: {
+                    (k,): float(v)
+                    for k, v in (
+                        scoreboard.tier_labels.writes if scoreboard.tier_labels else {}
+                    ).items()
+                },
+            )
+        )
+        add(CONNECTIONS_CLOSED)  # per process: the worker's front counts them
+        add(
+            Gauge(
+                "nettraffic_serving_certificate_expiry_timestamp_seconds",
+                "When the certificate served to new connections expires (Unix time).",
+                lambda: cert.served_not_after,
+            )
+        )
+        now = scoreboard.clock
+        add(
+            Gauge(
+                "nettraffic_snapshot_age_seconds",
+                "Age of the data behind the current scores.",
+                lambda: scoreboard.snapshot.age(now()) if scoreboard.snapshot else None,
+            )
+        )
+        add(
+            Gauge(
+                "nettraffic_snapshot_stale",
+                "1 when the scores are older than refresh.maxStaleness.",
+                lambda: float(scoreboard.is_stale(scoreboard.snapshot)),
+            )
+        )
+        add(
+            Gauge(
+                "nettraffic_refresh_duration_seconds",
+                "Duration of the last refresh.",
+                lambda: scoreboard.last_refresh_seconds,
+            )
+        )
+        add(
+            Gauge(
+                "nettraffic_scored_nodes",
+                "Nodes in the current snapshot.",
+                lambda: float(len(scoreboard.snapshot.scores)) if scoreboard.snapshot else None,
+            )
+        )
+        add(
+            Reading(
+                "nettraffic_source_failures_total",
+                "Failed reads per source.",
+                "counter",
+                ("source",),
+                lambda: {(k,): float(v) for k, v in scoreboard.source_failures.items()},
+            )
+        )
+
+    def _requests_by_path(self) -> dict[tuple[str, ...], float]:
+        counts = self.requests.values()
+        answered = sum(self.admissions.counts().values())  # each admission answered 200
+        if answered:
+            key = (MUTATE, "200")
+            counts[key] = counts.get(key, 0.0) + answered
+        return counts
