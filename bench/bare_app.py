@@ -8,7 +8,7 @@ import json
 
 from flask import Flask, Response, request
 
-from kubectl_nettraffic.config import load_settings
+from kubectl_nettraffic.config_file import load_settings
 from webhook.server import WebhookServer
 
 PATCH = base64.b64encode(

@@ -4,7 +4,7 @@ for bench.misbehaving_clients to show what the front changes.
 
 import argparse
 
-from kubectl_nettraffic.config import load_settings
+from kubectl_nettraffic.config_file import load_settings
 from webhook.server import WebhookServer
 
 

@@ -1,6 +1,10 @@
+import re
+from pathlib import Path
+
 import pytest
 
-from kubectl_nettraffic.config import DEFAULT_DEVICE_EXCLUDE, load_settings, settings_from_mapping
+from kubectl_nettraffic.config import DEFAULT_DEVICE_EXCLUDE, config_keys, settings_from_mapping
+from kubectl_nettraffic.config_file import load_settings
 from kubectl_nettraffic.errors import ConfigError
 
 
@@ -104,3 +108,29 @@ def test_missing_and_malformed_files(tmp_path):
     bad.write_text("prometheus: [unclosed")
     with pytest.raises(ConfigError, match="is not valid YAML"):
         load_settings(str(bad))
+
+
+def _documented_keys() -> set[str]:
+    """The keys in the first column of docs/configuration.md's table; a row
+    may name several (`learning.percentile` / `margin`, `scoring.weights.network/cpu/memory`)."""
+    text = (Path(__file__).parent.parent / "docs" / "configuration.md").read_text()
+    keys: set[str] = set()
+    for row in text.splitlines():
+        if not row.startswith("| `"):
+            continue
+        prefix = ""
+        for item in re.findall(r"`([^`]+)`", row.split(" | ")[0]):
+            for piece in item.split("/"):
+                if "." in piece:
+                    prefix = piece.rsplit(".", 1)[0]
+                    keys.add(piece)
+                else:
+                    keys.add(f"{prefix}.{piece}" if prefix else piece)
+    return keys
+
+
+def test_every_config_key_is_documented_and_every_documented_key_exists():
+    declared = set(config_keys())
+    documented = _documented_keys()
+    assert declared - documented == set(), "keys missing from docs/configuration.md"
+    assert documented - declared == set(), "docs/configuration.md names keys that do not exist"

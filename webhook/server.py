@@ -9,7 +9,8 @@ from typing import Any
 
 from gunicorn.app.base import BaseApplication
 
-from kubectl_nettraffic.config import Settings, load_settings
+from kubectl_nettraffic.config import Settings
+from kubectl_nettraffic.config_file import load_settings
 from kubectl_nettraffic.errors import NetTrafficError
 from webhook.gunicorn_conf import gunicorn_options
 

@@ -15,7 +15,8 @@ from kubectl_nettraffic.cert_bundle import signed_by
 from kubectl_nettraffic.cert_secret import read_secret
 from kubectl_nettraffic.cli.top import WebhookLocation
 from kubectl_nettraffic.cluster import api_client, describe_api_error, list_nodes, request_json
-from kubectl_nettraffic.config import LearningSettings, load_settings
+from kubectl_nettraffic.config import LearningSettings
+from kubectl_nettraffic.config_file import load_settings
 from kubectl_nettraffic.errors import NetTrafficError
 from kubectl_nettraffic.sources.metrics_server import MetricsServerSource
 from kubectl_nettraffic.sources.pod_traffic import PodTrafficSource

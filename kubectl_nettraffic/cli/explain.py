@@ -7,7 +7,8 @@ from kubernetes import config as k8s_config
 
 from kubectl_nettraffic.cli.top import WebhookLocation, fetch
 from kubectl_nettraffic.cluster import api_client, describe_api_error, request_json
-from kubectl_nettraffic.config import Settings, load_settings
+from kubectl_nettraffic.config import Settings
+from kubectl_nettraffic.config_file import load_settings
 from kubectl_nettraffic.errors import ClusterError, NetTrafficError
 from kubectl_nettraffic.pods import (
     BANDWIDTH_SOURCE,

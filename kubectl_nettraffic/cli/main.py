@@ -16,7 +16,8 @@ from typing import Any
 
 from kubectl_nettraffic import __version__
 from kubectl_nettraffic.cli import render
-from kubectl_nettraffic.config import Settings, load_settings
+from kubectl_nettraffic.config import Settings
+from kubectl_nettraffic.config_file import load_settings
 from kubectl_nettraffic.errors import NetTrafficError
 
 CLEAR = "\x1b[H\x1b[2J"
