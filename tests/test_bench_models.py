@@ -6,7 +6,8 @@ import pytest
 
 pytest.importorskip("numpy")
 
-from bench.placement import STRATEGIES, Scenario, simulate, summarise
+from bench.placement_scenarios import Scenario
+from bench.placement_simulation import STRATEGIES, simulate, summarise
 from bench.scheduler_model import (
     ClusterState,
     KubeScheduler,

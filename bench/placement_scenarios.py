@@ -1,0 +1,140 @@
+"""The placement benchmark's scenarios: the cluster, the pods and how they
+arrive in each row of docs/benchmarks.md's placement tables."""
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+GBIT = 1.25e8  # bytes/s
+LINK = 10 * GBIT  # the usual node's link
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    nodes: int
+    bursts: int
+    burst_sizes: tuple[int, int] = (10, 40)
+    pod_median: float = 20e6  # bytes/s
+    # Pods annotated with this factor x their true traffic; None: no annotation.
+    estimate_factor: float | None = None
+    hot_fraction: float = 0.10
+    preferred_nodes: int = 3  # steering.preferredNodes
+    # Link speeds (bytes/s) and the share of nodes with each.
+    links: tuple[tuple[float, float], ...] = ((LINK, 1.0),)
+    scoring_mode: str = "traffic"  # scoring.mode
+    # Returning workloads: bursts are scale-ups and rollouts of this many
+    # Deployments (each with its own mean traffic), a share of them brand new.
+    # None: every burst is a workload of its own.
+    workloads: int | None = None
+    new_workload_share: float = 0.25
+    learning: bool = True  # learning.enabled (the default)
+    # Bursts already running when the webhook is installed: placed as the
+    # oracle places them for every strategy (so that what the busiest link
+    # ends at says what the strategy did after the install, not what the
+    # cluster looked like before), running for a whole window by the
+    # learner's first round, and left out of every figure but the final
+    # utilisation.
+    running_bursts: int = 0
+
+
+Seeds = Sequence[int]
+
+
+def all_scenarios(seeds_small: Seeds, seeds_large: Seeds) -> list[tuple[Scenario, Seeds]]:
+    """Every row, with its seeds: the main rows, the limits, then learning."""
+    mixed = ((GBIT, 0.3), (10 * GBIT, 0.5), (25 * GBIT, 0.2))
+    main_scenarios = [
+        (Scenario("50 nodes", nodes=50, bursts=12), seeds_small),
+        (Scenario("500 nodes", nodes=500, bursts=40), seeds_large),
+        (Scenario("5,000 nodes", nodes=5000, bursts=40), seeds_large),
+        (Scenario("500 nodes, links of 1, 10 and 25 Gbit/s", 500, 40, links=mixed), seeds_large),
+        (
+            Scenario(
+                "500 nodes, links of 1, 10 and 25 Gbit/s, scoring.mode link-utilization",
+                500,
+                40,
+                links=mixed,
+                scoring_mode="link-utilization",
+            ),
+            seeds_large,
+        ),
+    ]
+    limit_scenarios = [
+        (
+            Scenario(
+                "50 nodes, pods annotated with their true traffic", 50, 12, estimate_factor=1.0
+            ),
+            seeds_small,
+        ),
+        (Scenario("50 nodes, annotation 10x too low", 50, 12, estimate_factor=0.1), seeds_small),
+        (Scenario("50 nodes, annotation 10x too high", 50, 12, estimate_factor=10.0), seeds_small),
+        (Scenario("50 nodes, bursts of 150-200 pods", 50, 6, burst_sizes=(150, 200)), seeds_small),
+        (
+            Scenario(
+                "50 nodes, bursts of 150-200 pods, preferredNodes 15",
+                50,
+                6,
+                burst_sizes=(150, 200),
+                preferred_nodes=15,
+            ),
+            seeds_small,
+        ),
+        (Scenario("10 nodes", 10, 6, burst_sizes=(5, 15)), seeds_small),
+        (Scenario("50 nodes, heavy pods (median 100 MB/s)", 50, 12, pod_median=100e6), seeds_small),
+        (
+            Scenario(
+                "50 nodes, heavy pods, preferredNodes 15",
+                50,
+                12,
+                pod_median=100e6,
+                preferred_nodes=15,
+            ),
+            seeds_small,
+        ),
+    ]
+    learning_scenarios = (
+        [
+            (
+                Scenario(
+                    f"50 nodes, returning workloads, heavy pods (median 100 MB/s){suffix}",
+                    50,
+                    7,
+                    pod_median=100e6,
+                    workloads=6,
+                    learning=learning,
+                ),
+                seeds_small,
+            )
+            for learning, suffix in ((False, ", learning off"), (True, ""))
+        ]
+        + [
+            (
+                Scenario(
+                    "50 nodes, returning workloads, heavy pods (median 100 MB/s), "
+                    f"installed after 2 bursts{suffix}",
+                    50,
+                    5,
+                    pod_median=100e6,
+                    workloads=6,
+                    learning=learning,
+                    running_bursts=2,
+                ),
+                seeds_small,
+            )
+            for learning, suffix in ((False, ", learning off"), (True, ""))
+        ]
+        + [
+            (
+                Scenario(
+                    f"500 nodes, returning workloads (median 20 MB/s){suffix}",
+                    500,
+                    40,
+                    workloads=12,
+                    learning=learning,
+                ),
+                seeds_large,
+            )
+            for learning, suffix in ((False, ", learning off"), (True, ""))
+        ]
+    )
+    return [*main_scenarios, *limit_scenarios, *learning_scenarios]
