@@ -19,6 +19,17 @@ LeaderElector.tryAcquireOrRenew and release):
   successor need not wait it out.
 
 Defaults are client-go's: 15 s lease, 10 s renew deadline, 2 s retry.
+
+Why not the kubernetes client's own ``kubernetes.leaderelection`` (in the
+locked release, 37.0.2): its ``LeaseLock`` builds ``CoordinationV1Api()`` on
+the client's global default configuration, not on the ApiClient this
+process built from its kubeconfig and context; its ``Config`` calls
+``sys.exit`` on an invalid value, which would end the webhook's worker;
+``LeaderElection.run`` blocks with no way to stop it and never releases the
+Lease, so after a rolling update the next replica waits out the whole lease
+(15 s) instead of its next retry (2 s at most,
+tests/test_tier_labels.py::test_a_stopped_leader_releases_the_lease_for_its_successor);
+and it times the lease on the wall clock, which a clock step moves.
 """
 
 import logging

@@ -9,6 +9,8 @@ Bandwidths and resource amounts are Kubernetes quantities (``1Mi``, ``500k``,
 import math
 import re
 
+from kubernetes.utils import parse_quantity as kubernetes_quantity
+
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w|y)")
 _DURATION_SECONDS = {
     "ms": 0.001,
@@ -19,29 +21,6 @@ _DURATION_SECONDS = {
     "w": 7 * 86400.0,
     "y": 365 * 86400.0,
 }
-
-_QUANTITY = re.compile(
-    r"^([+-]?(?:\d+(?:\.\d*)?|\.\d+))(?:([eE][+-]?\d+)|(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E))?$"
-)
-_QUANTITY_FACTOR = {
-    None: 1.0,
-    "n": 1e-9,
-    "u": 1e-6,
-    "m": 1e-3,
-    "k": 1e3,
-    "M": 1e6,
-    "G": 1e9,
-    "T": 1e12,
-    "P": 1e15,
-    "E": 1e18,
-    "Ki": 2.0**10,
-    "Mi": 2.0**20,
-    "Gi": 2.0**30,
-    "Ti": 2.0**40,
-    "Pi": 2.0**50,
-    "Ei": 2.0**60,
-}
-
 
 def parse_duration(text: str) -> float:
     """``"1m30s"`` -> 90.0 seconds. Raises ValueError naming the text."""
@@ -59,20 +38,18 @@ def parse_duration(text: str) -> float:
 
 
 def parse_quantity(text: str | int | float) -> float:
-    """``"1Mi"`` -> 1048576.0, ``"3800m"`` -> 3.8. Raises ValueError naming the text."""
+    """``"1Mi"`` -> 1048576.0, ``"3800m"`` -> 3.8, by the kubernetes client's
+    parser (kubernetes.utils.parse_quantity); finite values only, since the
+    client's Decimal also reads NaN and Infinity. Raises ValueError naming the text."""
     if isinstance(text, bool):
         raise ValueError(f"{text!r} is not a quantity; write it like 1Mi, 500k or 1000")
-    if isinstance(text, int | float):
-        if not math.isfinite(text):
-            raise ValueError(f"{text!r} is not a finite quantity")
-        return float(text)
-    match = _QUANTITY.match(str(text).strip())
-    if not match:
-        raise ValueError(f"{text!r} is not a quantity; write it like 1Mi, 500k or 1000")
-    number = float(match.group(1))
-    if match.group(2):
-        return number * 10.0 ** int(match.group(2)[1:])
-    return number * _QUANTITY_FACTOR[match.group(3)]
+    try:
+        value = float(kubernetes_quantity(text))
+    except (ValueError, ArithmeticError):  # (decimal's errors are ArithmeticErrors)
+        raise ValueError(f"{text!r} is not a quantity; write it like 1Mi, 500k or 1000") from None
+    if not math.isfinite(value):
+        raise ValueError(f"{text!r} is not a finite quantity")
+    return value
 
 
 def format_duration(seconds: float) -> str:

@@ -35,6 +35,15 @@ def test_quantities(text, value):
     assert parse_quantity(text) == pytest.approx(value)
 
 
+@pytest.mark.parametrize(
+    "text", ["NaN", "Infinity", "-Infinity", "1e400", "1.5.5", "", "Mi", "1ki", True, float("nan")]
+)
+def test_bad_quantities_are_refused_with_the_text_named(text):
+    # The client's Decimal reads NaN and Infinity; a bandwidth must be finite.
+    with pytest.raises(ValueError, match="quantity"):
+        parse_quantity(text)
+
+
 def test_formatting():
     assert (
         format_duration(42) == "42s"
