@@ -1,6 +1,6 @@
 """Settings shared by the webhook, the kubectl plugin and the Helm chart.
 
-One YAML schema (DESIGN.md §3). Every key is declared once, as a field of a
+One YAML schema (docs/design/architecture.md, Contracts). Every key is declared once, as a field of a
 frozen dataclass: its default with the reason for it beside it, the parser
 that validates a configured value (config_values.py), and its YAML name
 when that is not the field's name in camelCase. ``settings_from_mapping``
@@ -166,8 +166,8 @@ class LearningSettings:
     # How often the learner reads per-pod traffic, at least: on its own thread,
     # so a slow query never delays the scores. 15s, as refresh.interval: a new
     # workload is known one round after its first pods have sent for a whole
-    # window. At 150,000 pods the query takes about 11 s on a 2-core machine
-    # (bench.learning); raise it to 1m there to spare Prometheus.
+    # window. Its query grows with the pods (docs/benchmarks.md, "Learning at
+    # scale", python -m bench.learning); at 150,000 pods raise it to 1m.
     interval: float = key(15.0, values.duration)
     timeout: float = key(30.0, values.duration)
 
@@ -180,8 +180,8 @@ class TierLabelSettings:
     # account's namespace file), else "default".
     lease_namespace: str = key("", values.label_value)
     # 0.05: a node changes tier only once its rank is 5% of the nodes past the
-    # tier's edge; at 5,000 nodes about 9 label writes a minute under the
-    # placement benchmark's traffic (docs/benchmarks.md).
+    # tier's edge, so ranks that jitter around an edge write no labels (the
+    # writes per minute it costs: python -m bench.placement, docs/benchmarks.md).
     hysteresis: float = key(0.05, values.hysteresis)
     # 20/s: a first labelling of 5,000 nodes takes about 4 minutes instead of a
     # burst of 5,000 PATCHes at the API server.
@@ -209,8 +209,8 @@ class ServerSettings:
     # process memory; threads give concurrency, replicas give HA. 4, not
     # more: one thread runs Python at a time (the GIL), and past a few, extra
     # threads mostly queue for it and for the steering lock; requests beyond
-    # them wait in gunicorn's poller instead. At saturation 4 threads served
-    # about 4% more admissions/s than 8 (docs/design/admission-performance.md, "Threads").
+    # them wait in gunicorn's poller instead (docs/design/admission-performance.md,
+    # "Threads", compares 4 with 8).
     threads: int = key(4, values.integer(1, 256))
     log_level: str = key("info", values.log_level)
     # The longest a connection may take to finish its TLS handshake and send

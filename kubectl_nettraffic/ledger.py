@@ -18,19 +18,14 @@ bandwidth and of bandwidth * t over its bookings in the ramp, so its
 unseen load is a formula of a few sums. A measurement time only moves
 forward, and each booking crosses each phase boundary once: a new
 measurement time walks only the bookings that changed phase since the last
-one, plus those still hidden, however many pods are in the ramp. (Summing
-every booking per refresh, as this once did, was a pass over 150,000
-entries under the lock at 1,000 admissions/s.)
+one, plus those still hidden, however many pods are in the ramp: never a
+pass over every booking under the lock.
 
-A booking is an append at the log's end, plus one value in the view.
-Per-node lists, as the ledger kept before, made every booking touch its
-node's three arrays, and a burst that water-fills thousands of nodes found
-each of them out of the CPU's caches. Side by side under load at 5,000
-nodes, this log took a median 13 us less worker CPU per admission, and the
-bench's share of the bare app's throughput rose 2-3 points
-(docs/design/admission-performance.md). The price is paid per measurement, in a batch: with
-1,000 admissions/s and a refresh every 15 s, a new measurement time takes
-about 7.5 ms against 4.4 ms with per-node lists (throwaway timing).
+A booking is an append at the log's end, plus one value in the view, so an
+admission touches memory that is already in the CPU's caches however many
+nodes a burst spreads over; the cost moves to each new measurement time, in
+a batch (docs/design/admission-performance.md compares this with per-node
+lists; python -m bench.ledger times a 150,000-booking burst).
 
 A booking made with a key can follow its pod (bindings.py): ``move`` puts
 it on the node the scheduler bound the pod to, ``drop`` takes it back for

@@ -1,7 +1,7 @@
 """Our patch applied locally and the result checked before it is sent.
 
-If the check fails the pod is allowed unchanged with a warning (DESIGN.md
-§3): a patch that does not apply would make the API server reject the pod.
+If the check fails the pod is allowed unchanged with a warning (docs/design/architecture.md,
+Contracts): a patch that does not apply would make the API server reject the pod.
 """
 
 import functools
@@ -46,8 +46,7 @@ def _add_at(path: str) -> tuple[str, jsonpatch.AddOperation]:
     the value is handed over when it is applied, so one operation serves
     every patch, and our paths come from a handful of constants. Applied
     within its part, the add spares jsonpatch one step down the document,
-    with its abstract-type checks: with cold caches, applying a usual patch
-    took 13.3 us from the top and 10.0 us this way (throwaway timing)."""
+    with its abstract-type checks, on every admission."""
     part, _, rest = path[1:].partition("/")
     return part, jsonpatch.AddOperation({"op": "add", "path": "/" + rest})
 

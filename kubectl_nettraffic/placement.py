@@ -1,6 +1,6 @@
 """Pure placement: a pod and a snapshot's candidates in, the preferred nodes out.
 
-Rules (DESIGN.md §3, Pod mutation):
+Rules (docs/design/architecture.md, Contracts):
 - Candidates are nodes the pod could actually run on: eligible in the
   snapshot (or blocked only by taints the pod tolerates), matching its
   nodeSelector and required node affinity, and with data.

@@ -1,8 +1,8 @@
 """The pod vocabulary: what this project writes on pods and reads from them,
 and which pods it never touches.
 
-Annotations and labels live under ``nettraffic.io/`` (DESIGN.md §3, Pod
-mutation); ``explain`` reads back what steering wrote.
+Annotations and labels live under ``nettraffic.io/`` (docs/design/architecture.md,
+Contracts); ``explain`` reads back what steering wrote.
 """
 
 from collections.abc import Mapping, Sequence

@@ -1,11 +1,10 @@
 """The scoreboard's refresher in a process of its own.
 
-A refresh is Python work that grows with the cluster: at 5,000 nodes,
-reading, decoding and attributing the Prometheus answer and scoring every
-node is about 0.3 s of CPU. Run in the webhook's serving process it holds the
-GIL that every admission needs, and admissions slowed for as long as it
-lasted, every refresh interval (docs/operations.md, "Admissions while the
-scores refresh"). Here it runs in a child process, on another core; the
+A refresh is Python work that grows with the cluster: reading, decoding
+and attributing the Prometheus answer and scoring every node (its CPU time
+at 5,000 nodes: python -m bench.engine). Run in the webhook's serving
+process it would hold the GIL that every admission needs, and admissions
+would slow for as long as it lasted, every refresh interval. Here it runs in a child process, on another core; the
 serving process only receives the outcome: one pickled message per refresh,
 the node objects left out whenever they are unchanged since the last message
 (they rarely change; scores always do). Loading it at 5,000 nodes is the
@@ -52,7 +51,7 @@ class _Message:
     """One refresh's outcome on the wire. ``same_nodes``: its snapshot's node
     mapping was left out because it equals the one last sent; ``same_learned``:
     its learned bandwidth table was, being the one last sent (no learning
-    round since: at 15,000 workloads it is 0.7 MiB, bench.learning)."""
+    round since; its size at 15,000 workloads: python -m bench.learning)."""
 
     outcome: RefreshOutcome
     same_nodes: bool

@@ -1,4 +1,4 @@
-"""The scoreboard as the JSON document of DESIGN.md §3 (``top -o json``, ``/scores``).
+"""The scoreboard as the JSON document of docs/design/architecture.md, Contracts (``top -o json``, ``/scores``).
 
 Pure: snapshot + in-flight ledger view in, wire dict out. The in-flight load
 is folded into each node's score here, so what ``top`` shows is exactly what

@@ -77,8 +77,7 @@ class NodeScore:
         class with slots instead restores each object by calling ``fields()``
         and setting every field one by one, all in Python: nine tenths of
         loading a message, which the serving process does under the GIL its
-        admissions need. At 5,000 nodes, alternating runs on one machine:
-        20.4 ms per message that way, 11.3 ms this way (bench.engine)."""
+        admissions need (python -m bench.engine times the load)."""
         return (NodeScore, tuple([getattr(self, name) for name in _NODE_SCORE_FIELDS]))
 
 

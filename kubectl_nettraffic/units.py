@@ -22,6 +22,7 @@ _DURATION_SECONDS = {
     "y": 365 * 86400.0,
 }
 
+
 def parse_duration(text: str) -> float:
     """``"1m30s"`` -> 90.0 seconds. Raises ValueError naming the text."""
     raw = str(text).strip()

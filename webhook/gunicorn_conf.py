@@ -21,13 +21,13 @@ from kubectl_nettraffic.config import Settings
 from webhook.tls import reloader_for
 
 # The longest a thread keeps the GIL while another waits for it (CPython's
-# default is 5 ms). Refreshes run in their own process now, but some work in
-# the worker still runs for milliseconds (loading a refresh's outcome, about
-# 7 ms at 5,000 nodes; rendering /scores or /metrics); with 5 ms turns, every
-# admission arriving meanwhile waited up to 5 ms each time it wanted the GIL
-# back (after each socket read or write), several times per request. 1 ms
-# keeps that wait short at no throughput cost we could measure: requests
-# rarely hold it that long.
+# default is 5 ms). Refreshes run in their own process, but some work in the
+# worker still runs for milliseconds (loading a refresh's outcome, timed by
+# python -m bench.engine; rendering /scores or /metrics); with 5 ms turns,
+# every admission arriving meanwhile would wait up to 5 ms each time it
+# wanted the GIL back (after each socket read or write), several times per
+# request. Requests rarely hold it for 1 ms, so shorter turns cost them nothing
+# (docs/design/admission-performance.md).
 SWITCH_INTERVAL = 0.001
 
 
@@ -35,7 +35,7 @@ def tune_interpreter() -> None:
     """Shorter GIL turns, and the objects of start-up kept out of every full
     garbage collection: modules, the app and its clients never become
     garbage, yet each gen2 collection walked them all, with every thread
-    stopped (35-75 ms per collection at 5,000 nodes, 5-55 ms with them frozen)."""
+    stopped (docs/design/admission-performance.md)."""
     sys.setswitchinterval(SWITCH_INTERVAL)
     gc.collect()  # what start-up left behind is freed, not frozen
     gc.freeze()

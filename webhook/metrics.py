@@ -108,9 +108,8 @@ class OutcomeHistogram(Histogram):
     One ``observe(seconds, outcome)`` per request both times it and counts
     its outcome, in one call under one lock; ``counts()`` hands the counts
     per outcome to a Reading at scrape time. Under load, every call and lock
-    on the admission path costs far more than in a tight loop: the two
-    updates this replaces (a histogram and a counter) cost 15-20 us of
-    server CPU per admission, 0.8 us in a loop (docs/design/admission-performance.md).
+    on the admission path costs far more than in a tight loop, so one update
+    replaces two (a histogram and a counter; docs/design/admission-performance.md).
     """
 
     def __init__(self, name: str, help_text: str, buckets: Sequence[float]) -> None:
