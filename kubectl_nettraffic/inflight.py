@@ -17,8 +17,7 @@ InflightState:
 
 import itertools
 import threading
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 
 from kubectl_nettraffic.config import Settings
 from kubectl_nettraffic.labels import LabelSelector
@@ -62,14 +61,10 @@ class InflightState:
         """node -> (bytes/s not visible in ``snapshot`` yet, pods): look up, do not change."""
         return self._ledger.view(snapshot.generated_at)
 
-    @contextmanager
-    def steering(self, snapshot: Snapshot) -> Iterator["Steering"]:
-        """Hold the lock, with ``snapshot`` adopted unless a newer one is;
-        choose and book through what it yields."""
-        with self._lock:
-            self._adopt(snapshot)
-            assert self._snapshot is not None and self._heap is not None
-            yield Steering(self, self._snapshot, self._heap)
+    def steering(self, snapshot: Snapshot) -> "Steering":
+        """Use in a ``with``: holds the lock, with ``snapshot`` adopted unless
+        a newer one is; choose and book through what it enters as."""
+        return Steering(self, snapshot)
 
     def is_pending(self, key: int) -> bool:
         """Whether the booking ``key`` may still move or drop (a lock-free hint)."""
@@ -115,13 +110,30 @@ class InflightState:
 
 
 class Steering:
-    """One admission's hold on the in-flight state: valid only inside
-    ``InflightState.steering``, whose lock it runs under."""
+    """One admission's hold on the in-flight state: valid only inside its
+    ``with`` block, which holds the lock. A class rather than a
+    @contextmanager generator because one is entered on every admission."""
 
     __slots__ = ("_heap", "_state", "snapshot")
 
-    def __init__(self, state: InflightState, snapshot: Snapshot, heap: CandidateHeap) -> None:
-        self._state, self.snapshot, self._heap = state, snapshot, heap
+    def __init__(self, state: InflightState, snapshot: Snapshot) -> None:
+        self._state, self.snapshot = state, snapshot
+
+    def __enter__(self) -> "Steering":
+        state = self._state
+        state._lock.acquire()
+        try:
+            state._adopt(self.snapshot)
+            assert state._snapshot is not None and state._heap is not None
+        except BaseException:
+            state._lock.release()
+            raise
+        # The snapshot the state follows: the one given or a newer one.
+        self.snapshot, self._heap = state._snapshot, state._heap
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self._state._lock.release()
 
     def choose(self, pod: Pod, selector: LabelSelector, count: int) -> list[Preference]:
         """The best ``count`` nodes for ``pod``, every booking so far counted."""
