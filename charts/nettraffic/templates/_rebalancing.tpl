@@ -1,0 +1,117 @@
+{{/*
+Each node's network utilisation, 0 to 1, labelled instance=<node name>, as
+the webhook scores it (kubectl_nettraffic/sources/prometheus.py and
+scoring.py): per exporter, the selected devices' rates summed; per node, the
+highest of its exporters (two exporters on one node measure the same NIC);
+the busiest selected direction over the link speed. A node whose link speed
+is unknown is measured against the slowest speed known in the cluster, as
+scoring.mode link-utilization does. Values above 1 (bursts over the reported
+speed) are clamped to 1, because the descheduler refuses a sample outside
+0..1 (usageclients.go, prometheusUsageClient.sync).
+*/}}
+
+{{/* The label selector of node_exporter's network series, from prometheus.device*. */}}
+{{- define "nettraffic.deviceSelector" -}}
+{{- $m := list -}}
+{{- with .Values.prometheus.deviceExclude }}{{ $m = append $m (printf "device!~%s" (toJson .)) }}{{ end -}}
+{{- with .Values.prometheus.deviceInclude }}{{ $m = append $m (printf "device=~%s" (toJson .)) }}{{ end -}}
+{{ printf "{%s}" (join "," $m) }}
+{{- end -}}
+
+{{/* Grouping of exporter-level series: prometheus.nodeMatch label:<name> keeps that label too. */}}
+{{- define "nettraffic.exporterGroup" -}}
+{{- $match := .Values.prometheus.nodeMatch -}}
+{{- if hasPrefix "label:" $match -}}{{ trimPrefix "label:" $match }}, instance, job{{- else -}}instance, job{{- end -}}
+{{- end -}}
+
+{{/* (dict "root" $ "expr" EXPRESSION): an exporter-level expression (labels
+instance, job) made one series per node, labelled instance=<node name>. */}}
+{{- define "nettraffic.perNode" -}}
+{{- $match := .root.Values.prometheus.nodeMatch -}}
+{{- if eq $match "uname" -}}
+max by (instance) (label_replace(max by (nodename) ({{ .expr }} * on (instance) group_left (nodename) max by (instance, nodename) (node_uname_info)), "instance", "$1", "nodename", "(.*)"))
+{{- else if eq $match "internal-ip" -}}
+{{- /* kube-state-metrics' kube_node_info carries each node's internal_ip; the
+exporter's instance is host:port, [v6]:port or a bare host. */ -}}
+max by (instance) (label_replace(max by (node) (label_replace({{ .expr }}, "internal_ip", "$1$2$3", "instance", "\\[(.*)\\]:[0-9]+|([^:]*):[0-9]+|(.*)") * on (internal_ip) group_left (node) max by (internal_ip, node) (kube_node_info)), "instance", "$1", "node", "(.*)"))
+{{- else -}}
+{{- $label := trimPrefix "label:" $match -}}
+max by (instance) (label_replace(max by ({{ $label }}) ({{ .expr }}), "instance", "$1", "{{ $label }}", "(.*)"))
+{{- end -}}
+{{- end -}}
+
+{{/* Each node's busiest selected direction, bytes/s (prometheus.direction). */}}
+{{- define "nettraffic.busiestExpr" -}}
+{{- $selector := include "nettraffic.deviceSelector" . -}}
+{{- $group := include "nettraffic.exporterGroup" . -}}
+{{- $window := .Values.prometheus.window -}}
+{{- $rx := include "nettraffic.perNode" (dict "root" . "expr" (printf "sum by (%s) (rate(node_network_receive_bytes_total%s[%s]))" $group $selector $window)) -}}
+{{- $tx := include "nettraffic.perNode" (dict "root" . "expr" (printf "sum by (%s) (rate(node_network_transmit_bytes_total%s[%s]))" $group $selector $window)) -}}
+{{- $direction := .Values.prometheus.direction -}}
+{{- if eq $direction "receive" -}}{{ $rx }}
+{{- else if eq $direction "transmit" -}}{{ $tx }}
+{{- else -}}
+{{- /* The two directions get a label each, or "or" would keep only the first. */ -}}
+max by (instance) (label_replace({{ $rx }}, "direction", "receive", "", "") or label_replace({{ $tx }}, "direction", "transmit", "", ""))
+{{- end -}}
+{{- end -}}
+
+{{/* Each node's link speed, bytes/s, over the selected devices that report one. */}}
+{{- define "nettraffic.speedExpr" -}}
+{{- $selector := include "nettraffic.deviceSelector" . -}}
+{{- $group := include "nettraffic.exporterGroup" . -}}
+{{- include "nettraffic.perNode" (dict "root" . "expr" (printf "sum by (%s) (node_network_speed_bytes%s > 0)" $group $selector)) -}}
+{{- end -}}
+
+{{/* A DeschedulerPolicy (descheduler/v1alpha2) without apiVersion and kind,
+as the descheduler chart's deschedulerPolicy value takes it. Field names as
+the descheduler's types define them: pkg/api/v1alpha2/types.go
+(DeschedulerPolicy, MetricsProvider, Prometheus, DeschedulerProfile, Plugins,
+PluginSet), pkg/framework/plugins/defaultevictor/types.go
+(DefaultEvictorArgs), pkg/framework/plugins/nodeutilization/types.go
+(LowNodeUtilizationArgs, MetricsUtilization, Prometheus), pkg/api/types.go
+(EvictionLimits, Namespaces). */}}
+{{- define "nettraffic.deschedulerPolicy" -}}
+{{- $policy := .Values.rebalancing.deschedulerPolicy -}}
+{{- $url := $policy.prometheusUrl | default .Values.prometheus.url -}}
+{{- if not $url -}}
+{{- fail "rebalancing.deschedulerPolicy.enabled needs the Prometheus the descheduler queries: set rebalancing.deschedulerPolicy.prometheusUrl or prometheus.url" -}}
+{{- end -}}
+{{- if ge (float64 $policy.lowThreshold) (float64 $policy.highThreshold) -}}
+{{- fail (printf "rebalancing.deschedulerPolicy.lowThreshold (%v) must be below highThreshold (%v): nodes between them are left alone" $policy.lowThreshold $policy.highThreshold) -}}
+{{- end -}}
+metricsProviders:
+  - source: Prometheus
+    prometheus:
+      url: {{ $url | quote }}
+maxNoOfPodsToEvictPerNode: {{ $policy.evictionsPerNode }}
+profiles:
+  - name: nettraffic-rebalancing
+    pluginConfig:
+      - name: DefaultEvictor
+        args:
+          minPodAge: {{ $policy.minPodAge | quote }}
+          minReplicas: 2
+          nodeFit: true
+      - name: LowNodeUtilization
+        args:
+          thresholds:
+            MetricResource: {{ $policy.lowThreshold }}
+          targetThresholds:
+            MetricResource: {{ $policy.highThreshold }}
+          metricsUtilization:
+            source: Prometheus
+            prometheus:
+              query: nettraffic:node_network_utilization:ratio
+          evictableNamespaces:
+            exclude: {{- toYaml (uniq (append $policy.excludedNamespaces .Release.Namespace)) | nindent 14 }}
+          evictionLimits:
+            node: {{ $policy.evictionsPerNode }}
+    plugins:
+      filter:
+        enabled: [DefaultEvictor]
+      preevictionfilter:
+        enabled: [DefaultEvictor]
+      balance:
+        enabled: [LowNodeUtilization]
+{{- end -}}

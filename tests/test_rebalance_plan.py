@@ -1,0 +1,136 @@
+"""The rebalance plan and the descheduler's eviction rules, each on a
+hand-computed case (the rules cite their descheduler source in
+eviction_rules.py and rebalance_plan.py)."""
+
+from kubectl_nettraffic.eviction_rules import (
+    EvictionPolicy,
+    PodFacts,
+    eviction_order,
+    not_evictable,
+    pod_facts,
+)
+from kubectl_nettraffic.rebalance_plan import NodeLoad, PodLoad, plan_rebalance
+
+POLICY = EvictionPolicy(frozenset({"kube-system", "nettraffic"}), min_pod_age=600)
+OLD = 3600.0
+
+
+def facts(name: str, node: str = "hot", owner=("ReplicaSet", "rs"), priority=None,
+          qos="Burstable", age=OLD, namespace="shop", **extra) -> PodFacts:  # fmt: skip
+    return PodFacts(namespace, name, node, owner, priority, qos, age,
+                    extra.get("local_storage", False), extra.get("mirror", False))  # fmt: skip
+
+
+def cluster() -> tuple[list[NodeLoad], list[PodLoad]]:
+    """hot 90% (900 of 1,000 B/s received); mid 50%; cool 10%; spare idle,
+    its speed unknown (measured against the slowest known, 1,000 B/s)."""
+    nodes = [
+        NodeLoad("hot", 900.0, 100.0, 1000.0, True),
+        NodeLoad("mid", 500.0, 0.0, 1000.0, True),
+        NodeLoad("cool", 100.0, 0.0, 1000.0, True),
+        NodeLoad("spare", 0.0, 0.0, None, True),
+    ]
+    pods = [
+        PodLoad(facts("a", owner=("ReplicaSet", "a"), qos="BestEffort"), 300.0, 10.0),
+        PodLoad(facts("a-2", node="mid", owner=("ReplicaSet", "a")), 100.0, 0.0),
+        PodLoad(facts("b", owner=("ReplicaSet", "b"), priority=100, qos="Guaranteed"), 200.0, 0.0),
+        PodLoad(facts("b-2", node="cool", owner=("ReplicaSet", "b")), 0.0, 0.0),
+        PodLoad(facts("c", owner=("DaemonSet", "agent")), 250.0, 0.0),
+        PodLoad(facts("d", owner=("ReplicaSet", "a"), age=60.0), 100.0, 0.0),
+    ]
+    return nodes, pods
+
+
+def test_one_eviction_brings_the_node_under_its_threshold():
+    nodes, pods = cluster()
+    plan = plan_rebalance(nodes, pods, POLICY, low=40, high=80)
+    assert plan.note is None and plan.cycles == 1 and plan.destinations == 2
+    (hot,) = plan.nodes
+    # a (300 B/s) leaves: 900 - 300 = 600 of 1,000. It goes where it fills a
+    # link least: spare (0 + 300 = 30%) over cool (40%) and mid (80%).
+    assert (hot.name, hot.utilization, hot.after) == ("hot", 0.9, 0.6)
+    steps = {s.pod.facts.name: s for s in hot.pods}
+    assert (steps["a"].order, steps["a"].cycle, steps["a"].moves_to) == (1, 1, "spare")
+    assert steps["b"].order is None and steps["b"].not_evictable is None  # not needed
+    assert steps["c"].not_evictable == "DaemonSet pod"
+    assert steps["d"].not_evictable == "younger than minPodAge (600s)"
+    # The table lists them in the order the policy tries them.
+    assert [s.pod.facts.name for s in hot.pods] == ["a", "c", "d", "b"]
+
+
+def test_one_eviction_per_node_per_cycle_until_under():
+    nodes, pods = cluster()
+    plan = plan_rebalance(nodes, pods, POLICY, low=40, high=50)
+    (hot,) = plan.nodes
+    steps = {s.pod.facts.name: s for s in hot.pods}
+    # Cycle 1: a to spare (60% left). Cycle 2: b (200 B/s) to cool
+    # (100 + 200 = 30%; spare would be 300 + 200 = 50%): 40% left.
+    assert plan.cycles == 2
+    assert (steps["b"].order, steps["b"].cycle, steps["b"].moves_to) == (2, 2, "cool")
+    assert hot.after == 0.4
+
+
+def test_nothing_moves_without_a_node_under_the_low_threshold():
+    nodes, pods = cluster()
+    plan = plan_rebalance(nodes[:3], pods, POLICY, low=9, high=80)  # cool is at 10%
+    assert plan.cycles == 0 and plan.nodes[0].after == 0.9
+    assert plan.note == "no node is at or below 9% to take pods: the descheduler evicts nothing"
+    assert plan_rebalance(nodes[:3], pods, POLICY, low=10, high=80).cycles == 1
+
+
+def test_utilisation_is_read_in_whole_percent():
+    nodes, pods = cluster()
+    nodes[0] = NodeLoad("hot", 809.9, 0.0, 1000.0, True)  # 80.99%: read as 80, not above 80
+    assert plan_rebalance(nodes, pods, POLICY, low=40, high=80).nodes == ()
+
+
+def test_no_node_over_the_threshold():
+    nodes, pods = cluster()
+    plan = plan_rebalance(nodes, pods, POLICY, low=40, high=95)
+    assert (plan.nodes, plan.cycles, plan.note) == ((), 0, "no node is above 95%")
+
+
+def test_eviction_order_priority_then_qos():
+    pods = [
+        facts("guaranteed-none", qos="Guaranteed"),
+        facts("p10-besteffort", priority=10, qos="BestEffort"),
+        facts("p0-guaranteed", priority=0, qos="Guaranteed"),
+        facts("p0-burstable", priority=0, qos="Burstable"),
+        facts("besteffort-none", qos="BestEffort"),
+    ]
+    assert [p.name for p in eviction_order(pods)] == [
+        "besteffort-none",  # no priority first; BestEffort before Guaranteed
+        "guaranteed-none",
+        "p0-burstable",
+        "p0-guaranteed",
+        "p10-besteffort",
+    ]
+
+
+def test_protections():
+    owners = {("shop", "ReplicaSet", "rs"): 3, ("shop", "ReplicaSet", "one"): 1}
+    cases = {
+        "namespace kube-system is not evictable": facts("x", namespace="kube-system"),
+        "static pod": facts("x", mirror=True),
+        "no owner (a bare pod is not recreated)": facts("x", owner=None),
+        "system-critical priority": facts("x", priority=2000001000),
+        "local storage (emptyDir or hostPath)": facts("x", local_storage=True),
+        "ReplicaSet/one has 1 pod(s), under minReplicas 2": facts("x", owner=("ReplicaSet", "one")),
+    }
+    for reason, pod in cases.items():
+        assert not_evictable(pod, POLICY, owners) == reason
+    assert not_evictable(facts("x"), POLICY, owners) is None
+
+
+def test_pod_facts_from_the_api_object():
+    pod = {
+        "metadata": {
+            "name": "web-1", "namespace": "shop", "creationTimestamp": "2026-01-01T00:00:00Z",
+            "ownerReferences": [{"kind": "ReplicaSet", "name": "web-7d", "controller": True}],
+        },
+        "spec": {"nodeName": "n1", "priority": 5, "volumes": [{"name": "tmp", "emptyDir": {}}]},
+        "status": {"qosClass": "Guaranteed"},
+    }  # fmt: skip
+    got = pod_facts(pod, now=1767225600.0 + 90)
+    assert got == PodFacts("shop", "web-1", "n1", ("ReplicaSet", "web-7d"), 5, "Guaranteed",
+                           90.0, True, False)  # fmt: skip
