@@ -258,7 +258,10 @@ def route(
                 ]
             else:
                 items = list(api.objects.get(key, {}).values())
-            items = _select(items, query)
+            try:
+                items = _select(items, query)
+            except ValueError as error:
+                return h._status(400, "BadRequest", str(error))
             rv = str(api.resource_version)
         return h._send(
             200,
@@ -327,8 +330,34 @@ def _merge(target: Any, patch: Any) -> Any:
     return target
 
 
+# The fields a pod list can be selected by, as the API server's
+# PodToSelectableFields (pkg/registry/core/pod/strategy.go) offers them.
+_POD_FIELDS = {
+    "metadata.name": ("metadata", "name"),
+    "metadata.namespace": ("metadata", "namespace"),
+    "spec.nodeName": ("spec", "nodeName"),
+    "spec.schedulerName": ("spec", "schedulerName"),
+    "status.phase": ("status", "phase"),
+}
+
+
+def _field_matches(item: dict[str, Any], requirement: str) -> bool:
+    """One ``field=value``, ``field==value`` or ``field!=value`` term
+    (k8s.io/apimachinery/pkg/fields/selector.go, ParseSelector)."""
+    negate = "!=" in requirement
+    field, value = requirement.replace("!=", "=").replace("==", "=").split("=", 1)
+    if field not in _POD_FIELDS:
+        raise ValueError(f"field label not supported: {field}")
+    part, name = _POD_FIELDS[field]
+    actual = str((item.get(part) or {}).get(name) or "")
+    return (actual == value) != negate
+
+
 def _select(items: list[dict[str, Any]], query: dict[str, list[str]]) -> list[dict[str, Any]]:
     selector = query.get("labelSelector", [""])[0]
+    fields = [term for term in query.get("fieldSelector", [""])[0].split(",") if term]
+    if fields:
+        items = [i for i in items if all(_field_matches(i, term) for term in fields)]
     if not selector:
         return items
     from kubectl_nettraffic.labels import parse_selector

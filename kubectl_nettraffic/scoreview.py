@@ -21,6 +21,7 @@ class NodeRow(TypedDict):
     transmitBytesPerSecond: float | None
     trafficBytesPerSecond: float | None
     linkUtilization: float | None
+    linkSpeedBytesPerSecond: float | None  # summed over the selected devices that report one
     cpuUsageRatio: float | None
     memoryUsageRatio: float | None
     inflightPods: int
@@ -68,6 +69,7 @@ def scores_document(
                 transmitBytesPerSecond=_rounded(node.transmit, 3),
                 trafficBytesPerSecond=_rounded(node.traffic, 3),
                 linkUtilization=_rounded(node.link_utilization, 6),
+                linkSpeedBytesPerSecond=node.link_speed,
                 cpuUsageRatio=_rounded(node.cpu_ratio, 6),
                 memoryUsageRatio=_rounded(node.memory_ratio, 6),
                 inflightPods=inflight.get(node.name, (0.0, 0))[1],

@@ -1,4 +1,4 @@
-"""``kubectl nettraffic``: top, explain, doctor, certs, version.
+"""``kubectl nettraffic``: top, explain, rebalance, doctor, certs, version.
 
 kubectl finds this as ``kubectl-nettraffic`` on PATH and passes every
 argument after the plugin name. Errors are one line on stderr, ``error:
@@ -111,6 +111,19 @@ def run_top(args: argparse.Namespace) -> int:
         time.sleep(args.interval)
 
 
+def run_rebalance(args: argparse.Namespace) -> int:
+    from kubectl_nettraffic.cli.explain import context_namespace
+    from kubectl_nettraffic.cli.rebalance import run_rebalance as run
+
+    settings = _settings(args)
+    namespace = (
+        None
+        if args.all_namespaces
+        else (args.namespace or context_namespace(settings, args.context))
+    )
+    return run(args, settings, namespace)
+
+
 def run_version(args: argparse.Namespace) -> int:
     print(f"kubectl-nettraffic {__version__}")
     return 0
@@ -216,6 +229,47 @@ def build_parser() -> argparse.ArgumentParser:
     _add_cluster_flags(explain)
     _add_webhook_flags(explain)
     explain.set_defaults(run=_lazy("kubectl_nettraffic.cli.explain", "run_explain"))
+
+    rebalance = commands.add_parser(
+        "rebalance",
+        help="what the descheduler would move off hot nodes, and where (changes nothing)",
+        description="The nodes over --threshold, their pods by traffic, which the "
+        "descheduler's policy would evict first (one per node per cycle) and the "
+        "utilisation each node reaches once the webhook steers the replacements. "
+        "It never evicts: the descheduler does (docs/operations.md, Rebalancing).",
+    )
+    rebalance.add_argument(
+        "-n", "--namespace", default=None, help="show this namespace's pods (default: context's)"
+    )
+    rebalance.add_argument(
+        "-A", "--all-namespaces", action="store_true", help="show pods of every namespace"
+    )
+    rebalance.add_argument(
+        "--threshold",
+        type=float,
+        default=80.0,
+        help="percent of link a node must be above to lose a pod: the policy's "
+        "targetThresholds (80, as the chart renders it)",
+    )
+    rebalance.add_argument(
+        "--low-threshold",
+        type=float,
+        default=40.0,
+        help="percent of link at or below which a node can take pods: the policy's thresholds (40)",
+    )
+    rebalance.add_argument(
+        "--min-pod-age",
+        type=_positive_seconds,
+        default=600.0,
+        help="seconds a pod must have run to be evicted: DefaultEvictor's minPodAge (600)",
+    )
+    rebalance.add_argument("-o", "--output", choices=("table", "json", "yaml"), default="table")
+    rebalance.add_argument("--no-headers", action="store_true", help="no header line")
+    rebalance.add_argument("--prometheus-url", help="override prometheus.url")
+    rebalance.add_argument("--source", choices=("auto", "webhook", "prometheus"), default="auto")
+    _add_cluster_flags(rebalance)
+    _add_webhook_flags(rebalance)
+    rebalance.set_defaults(run=run_rebalance)
 
     doctor = commands.add_parser(
         "doctor", help="check every part the webhook depends on, with the fix"

@@ -35,7 +35,7 @@ POD_SORT_KEYS = ("traffic", "rx", "tx", "learned", "name")
 WORKLOAD_SORT_KEYS = (*POD_SORT_KEYS, "pods")
 
 
-def _pod_traffic_source(settings: Settings) -> PodTrafficSource:
+def pod_traffic_source(settings: Settings) -> PodTrafficSource:
     if not settings.prometheus.url:
         raise SourceError(
             "per-pod traffic needs Prometheus: set prometheus.url or --prometheus-url"
@@ -43,7 +43,7 @@ def _pod_traffic_source(settings: Settings) -> PodTrafficSource:
     return PodTrafficSource(PrometheusSource(settings.prometheus), settings.learning)
 
 
-def _pod_traffic(source: PodTrafficSource) -> PodTrafficReport:
+def pod_traffic_report(source: PodTrafficSource) -> PodTrafficReport:
     report = source.fetch()
     if report.missing:
         raise SourceError(
@@ -219,10 +219,10 @@ def run_top_pods(
         )
     where = WebhookLocation(args.webhook_namespace, args.webhook_service, args.webhook_port)
     wanted = _selected_pods(settings, args.context, namespace, args.selector)
-    source = _pod_traffic_source(settings)  # one client (and its connections) for every frame
+    source = pod_traffic_source(settings)  # one client (and its connections) for every frame
     frames = 0
     while True:
-        report = _pod_traffic(source)
+        report = pod_traffic_report(source)
         samples = [
             s
             for s in report.samples

@@ -381,6 +381,7 @@ def test_health_scores_and_metrics(fresh_webhook):
         "transmitBytesPerSecond",
         "trafficBytesPerSecond",
         "linkUtilization",
+        "linkSpeedBytesPerSecond",
         "cpuUsageRatio",
         "memoryUsageRatio",
         "inflightPods",
