@@ -100,6 +100,12 @@ class ClusterState:
         self.memory_requested[node] += memory
         self.replicas.setdefault(workload, np.zeros(self.size))[node] += 1
 
+    def unbind(self, node: int, workload: str, cpu: float, memory: float) -> None:
+        """The pod is gone (evicted): its requests and replica count leave the node."""
+        self.cpu_requested[node] -= cpu
+        self.memory_requested[node] -= memory
+        self.replicas[workload][node] -= 1
+
 
 def num_feasible_nodes_to_find(num_all_nodes: int, percentage: int = 0) -> int:
     """How many feasible nodes kube-scheduler looks for before it stops filtering."""

@@ -159,12 +159,12 @@ def test_the_schema_catches_a_misspelt_or_mistyped_field():
 
 def test_prometheus_mode_as_low_node_utilization_validates_it():
     policy = yaml.safe_load(
-        rendered("rebalancing.deschedulerPolicy.highThreshold=75")["policy.yaml"]
+        rendered("rebalancing.deschedulerPolicy.highThreshold=70")["policy.yaml"]
     )
     args = policy["profiles"][0]["pluginConfig"][1]["args"]
     # One resource, MetricResource, in both threshold maps; the source Prometheus with a query.
     assert args["thresholds"] == {"MetricResource": 40}
-    assert args["targetThresholds"] == {"MetricResource": 75}
+    assert args["targetThresholds"] == {"MetricResource": 70}
     assert args["metricsUtilization"] == {
         "source": "Prometheus",
         "prometheus": {"query": "nettraffic:node_network_utilization:ratio"},
@@ -220,7 +220,7 @@ def test_off_by_default():
         (["prometheus.url="], "set rebalancing.deschedulerPolicy.prometheusUrl or prometheus.url"),
         (
             ["prometheus.url=http://p:9090", "rebalancing.deschedulerPolicy.lowThreshold=85"],
-            "lowThreshold (85) must be below highThreshold (80)",
+            "lowThreshold (85) must be below highThreshold (75)",
         ),
     ],
 )

@@ -247,9 +247,9 @@ def build_parser() -> argparse.ArgumentParser:
     rebalance.add_argument(
         "--threshold",
         type=float,
-        default=80.0,
+        default=75.0,
         help="percent of link a node must be above to lose a pod: the policy's "
-        "targetThresholds (80, as the chart renders it)",
+        "targetThresholds (75, as the chart renders it)",
     )
     rebalance.add_argument(
         "--low-threshold",

@@ -4,10 +4,7 @@ series) and -l resolved by the fake API server. Golden outputs:
 UPDATE_GOLDEN=1 rewrites them after a deliberate change."""
 
 import json
-import os
 import shutil
-import subprocess
-import sys
 import time
 
 import pytest
@@ -17,6 +14,7 @@ from harness.fakeapi import FakeKubeAPI
 from harness.prometheus import prometheus_with_history
 from harness.reviews import pod
 from tests.harness.kube_series import PodSeries, ReplicaSetSeries, kube_lines
+from tests.harness.plugin import kubeconfig_in_namespace, kubectl_nettraffic
 from tests.test_render import _golden
 
 KUBECTL = shutil.which("kubectl")
@@ -57,13 +55,7 @@ def setup(tmp_path_factory):
         obj = pod(name=spec.pod, namespace=spec.namespace, labels=labels)
         api.put(obj, plural="pods")
     directory = tmp_path_factory.mktemp("pods")
-    kubeconfig = api.kubeconfig(str(directory / "kubeconfig"))
-    # The context's namespace is shop, as `kubectl config set-context --current --namespace shop`.
-    with open(kubeconfig) as handle:
-        document = yaml.safe_load(handle)
-    document["contexts"][0]["context"]["namespace"] = "shop"
-    with open(kubeconfig, "w") as handle:
-        yaml.safe_dump(document, handle)
+    kubeconfig = kubeconfig_in_namespace(api, str(directory / "kubeconfig"), "shop")
     config = directory / "config.yaml"
     config.write_text(f"prometheus: {{url: '{prometheus.url}', window: 2m}}\n")
     yield kubeconfig, str(config)
@@ -73,18 +65,8 @@ def setup(tmp_path_factory):
 
 def _top(setup, *args):
     kubeconfig, config = setup
-    env = {
-        **os.environ,
-        "KUBECONFIG": kubeconfig,
-        "NO_COLOR": "1",
-        "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"],
-    }
-    return subprocess.run(
-        [KUBECTL, "nettraffic", "top", *args, "--config", config, "--source", "prometheus"],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=60,
+    return kubectl_nettraffic(
+        kubeconfig, "top", *args, "--config", config, "--source", "prometheus"
     )
 
 

@@ -4,10 +4,7 @@ kube-state-metrics series), nodes and pods from the fake API server. Golden
 outputs: UPDATE_GOLDEN=1 rewrites them after a deliberate change."""
 
 import json
-import os
 import shutil
-import subprocess
-import sys
 import time
 
 import pytest
@@ -17,6 +14,7 @@ from harness.fakeapi import FakeKubeAPI, node
 from harness.prometheus import Device, Exporter, prometheus_with_history
 from harness.reviews import pod
 from tests.harness.kube_series import PodSeries, ReplicaSetSeries, kube_lines
+from tests.harness.plugin import kubeconfig_in_namespace, kubectl_nettraffic
 from tests.test_render import _golden
 
 KUBECTL = shutil.which("kubectl")
@@ -80,12 +78,7 @@ def setup(tmp_path_factory):
     pending["status"] = {"phase": "Pending"}
     api.put(pending, plural="pods")
     directory = tmp_path_factory.mktemp("rebalance")
-    kubeconfig = api.kubeconfig(str(directory / "kubeconfig"))
-    with open(kubeconfig) as handle:
-        document = yaml.safe_load(handle)
-    document["contexts"][0]["context"]["namespace"] = "shop"
-    with open(kubeconfig, "w") as handle:
-        yaml.safe_dump(document, handle)
+    kubeconfig = kubeconfig_in_namespace(api, str(directory / "kubeconfig"), "shop")
     config = directory / "config.yaml"
     config.write_text(
         f"prometheus: {{url: '{prometheus.url}', window: 2m}}\nmetricsServer: {{enabled: false}}\n"
@@ -97,16 +90,9 @@ def setup(tmp_path_factory):
 
 def _rebalance(setup, *args):
     kubeconfig, config, _ = setup
-    env = {
-        **os.environ,
-        "KUBECONFIG": kubeconfig,
-        "NO_COLOR": "1",
-        "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"],
-    }
-    return subprocess.run(
-        [KUBECTL, "nettraffic", "rebalance", *args, "--config", config, "--source", "prometheus"],
-        capture_output=True, text=True, env=env, timeout=60,
-    )  # fmt: skip
+    return kubectl_nettraffic(
+        kubeconfig, "rebalance", *args, "--config", config, "--source", "prometheus"
+    )
 
 
 @pytest.mark.parametrize(

@@ -97,81 +97,47 @@ def hand_made_cluster(mode: str) -> list[dict]:
     return series
 
 
-@pytest.mark.parametrize("mode", ["uname", "internal-ip", "label:node"])
-def test_promtool_unit_tests_for_each_node_mapping(mode, tmp_path):
-    groups = rule_groups(f"prometheus.nodeMatch={mode}")
-    (tmp_path / "rules.yaml").write_text(yaml.safe_dump(groups))
-    expected = {"a": 0.2, "b": 0.3, "c": 1.0}  # b: 3,000 B/s over a's 10,000 B/s
-    tests = {
-        "rule_files": ["rules.yaml"],
-        "evaluation_interval": "1m",
-        "tests": [
-            {
-                "interval": "1m",
-                "input_series": hand_made_cluster(mode),
-                "promql_expr_test": [
-                    {
-                        "expr": RULE,
-                        "eval_time": "5m",
-                        "exp_samples": [
-                            {"labels": _selector(RULE, {"instance": name}), "value": value}
-                            for name, value in expected.items()
-                        ],
-                    }
-                ],
-            },
-            {
-                # No node reports a link speed: no sample at all, so the
-                # descheduler skips its cycle instead of evicting on a guess.
-                "interval": "1m",
-                "input_series": [
-                    s
-                    for s in hand_made_cluster(mode)
-                    if "node_network_speed_bytes" not in s["series"]
-                ],
-                "promql_expr_test": [{"expr": RULE, "eval_time": "5m", "exp_samples": []}],
-            },
-        ],
+def expect(series: list[dict], values: dict[str, float]) -> dict:
+    """One promtool test case: the rule at 5 minutes gives each node its value."""
+    samples = [{"labels": _selector(RULE, {"instance": n}), "value": v} for n, v in values.items()]
+    return {
+        "interval": "1m",
+        "input_series": series,
+        "promql_expr_test": [{"expr": RULE, "eval_time": "5m", "exp_samples": samples}],
     }
+
+
+def promtool_test(tmp_path, groups: dict, cases: list[dict]) -> None:
+    (tmp_path / "rules.yaml").write_text(yaml.safe_dump(groups))
+    tests = {"rule_files": ["rules.yaml"], "evaluation_interval": "1m", "tests": cases}
     (tmp_path / "tests.yaml").write_text(yaml.safe_dump(tests))
     result = subprocess.run(
         ["promtool", "test", "rules", "tests.yaml"],
         cwd=tmp_path, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("mode", ["uname", "internal-ip", "label:node"])
+def test_promtool_unit_tests_for_each_node_mapping(mode, tmp_path):
+    cluster = hand_made_cluster(mode)
+    without_speeds = [s for s in cluster if "node_network_speed_bytes" not in s["series"]]
+    promtool_test(
+        tmp_path,
+        rule_groups(f"prometheus.nodeMatch={mode}"),
+        [
+            expect(cluster, {"a": 0.2, "b": 0.3, "c": 1.0}),  # b: 3,000 B/s over a's 10,000
+            # No node reports a link speed: no sample at all, so the
+            # descheduler skips its cycle instead of evicting on a guess.
+            expect(without_speeds, {}),
+        ],
+    )
 
 
 def test_one_direction_only(tmp_path):
-    groups = rule_groups("prometheus.direction=receive")
-    (tmp_path / "rules.yaml").write_text(yaml.safe_dump(groups))
-    tests = {
-        "rule_files": ["rules.yaml"],
-        "evaluation_interval": "1m",
-        "tests": [
-            {
-                "interval": "1m",
-                "input_series": hand_made_cluster("uname"),
-                "promql_expr_test": [
-                    {
-                        "expr": RULE,
-                        "eval_time": "5m",
-                        # a: its 1,000 B/s received, not the 2,000 sent.
-                        "exp_samples": [
-                            {"labels": _selector(RULE, {"instance": "a"}), "value": 0.1},
-                            {"labels": _selector(RULE, {"instance": "b"}), "value": 0.3},
-                            {"labels": _selector(RULE, {"instance": "c"}), "value": 1.0},
-                        ],
-                    }
-                ],
-            }
-        ],
-    }
-    (tmp_path / "tests.yaml").write_text(yaml.safe_dump(tests))
-    result = subprocess.run(
-        ["promtool", "test", "rules", "tests.yaml"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
-    assert result.returncode == 0, result.stdout + result.stderr
+    # a: its 1,000 B/s received, not the 2,000 sent.
+    cases = [expect(hand_made_cluster("uname"), {"a": 0.1, "b": 0.3, "c": 1.0})]
+    promtool_test(tmp_path, rule_groups("prometheus.direction=receive"), cases)
 
 
 LIVE = [  # node, rx, tx, link speed (None: not reported), all bytes/s
