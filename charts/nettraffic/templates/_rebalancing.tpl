@@ -64,13 +64,8 @@ max by (instance) (label_replace({{ $rx }}, "direction", "receive", "", "") or l
 {{- end -}}
 
 {{/* A DeschedulerPolicy (descheduler/v1alpha2) without apiVersion and kind,
-as the descheduler chart's deschedulerPolicy value takes it. Field names as
-the descheduler's types define them: pkg/api/v1alpha2/types.go
-(DeschedulerPolicy, MetricsProvider, Prometheus, DeschedulerProfile, Plugins,
-PluginSet), pkg/framework/plugins/defaultevictor/types.go
-(DefaultEvictorArgs), pkg/framework/plugins/nodeutilization/types.go
-(LowNodeUtilizationArgs, MetricsUtilization, Prometheus), pkg/api/types.go
-(EvictionLimits, Namespaces). */}}
+as the descheduler chart's deschedulerPolicy value takes it. Each field's
+comment names the descheduler type, and its file, that defines it. */}}
 {{- define "nettraffic.deschedulerPolicy" -}}
 {{- $policy := .Values.rebalancing.deschedulerPolicy -}}
 {{- $url := $policy.prometheusUrl | default .Values.prometheus.url -}}
@@ -80,34 +75,35 @@ PluginSet), pkg/framework/plugins/defaultevictor/types.go
 {{- if ge (float64 $policy.lowThreshold) (float64 $policy.highThreshold) -}}
 {{- fail (printf "rebalancing.deschedulerPolicy.lowThreshold (%v) must be below highThreshold (%v): nodes between them are left alone" $policy.lowThreshold $policy.highThreshold) -}}
 {{- end -}}
-metricsProviders:
-  - source: Prometheus
+# Field names as kubernetes-sigs/descheduler defines them:
+metricsProviders:                    # DeschedulerPolicy, pkg/api/v1alpha2/types.go
+  - source: Prometheus               # MetricsProvider, pkg/api/v1alpha2/types.go
     prometheus:
-      url: {{ $url | quote }}
-maxNoOfPodsToEvictPerNode: {{ $policy.evictionsPerNode }}
-profiles:
+      url: {{ $url | quote }}        # Prometheus, pkg/api/v1alpha2/types.go
+maxNoOfPodsToEvictPerNode: {{ $policy.evictionsPerNode }}  # DeschedulerPolicy, pkg/api/v1alpha2/types.go
+profiles:                            # DeschedulerProfile, pkg/api/v1alpha2/types.go
   - name: nettraffic-rebalancing
-    pluginConfig:
+    pluginConfig:                    # PluginConfig, pkg/api/v1alpha2/types.go
       - name: DefaultEvictor
-        args:
+        args:                        # DefaultEvictorArgs, pkg/framework/plugins/defaultevictor/types.go
           minPodAge: {{ $policy.minPodAge | quote }}
           minReplicas: 2
           nodeFit: true
       - name: LowNodeUtilization
-        args:
-          thresholds:
+        args:                        # LowNodeUtilizationArgs, pkg/framework/plugins/nodeutilization/types.go
+          thresholds:                # ResourceThresholds, pkg/api/types.go
             MetricResource: {{ $policy.lowThreshold }}
           targetThresholds:
             MetricResource: {{ $policy.highThreshold }}
-          metricsUtilization:
+          metricsUtilization:        # MetricsUtilization, pkg/framework/plugins/nodeutilization/types.go
             source: Prometheus
-            prometheus:
+            prometheus:              # Prometheus, pkg/framework/plugins/nodeutilization/types.go
               query: nettraffic:node_network_utilization:ratio
-          evictableNamespaces:
+          evictableNamespaces:       # Namespaces, pkg/api/types.go
             exclude: {{- toYaml (uniq (append $policy.excludedNamespaces .Release.Namespace)) | nindent 14 }}
-          evictionLimits:
+          evictionLimits:            # EvictionLimits, pkg/api/types.go
             node: {{ $policy.evictionsPerNode }}
-    plugins:
+    plugins:                         # Plugins and PluginSet, pkg/api/v1alpha2/types.go
       filter:
         enabled: [DefaultEvictor]
       preevictionfilter:
