@@ -1,5 +1,5 @@
-"""What following bindings costs: the BindingWatch of one replica while its
-webhook steers 1,000 pods/s.
+"""What following bindings costs: the BindingWatch of one replica while the
+webhook's replicas steer 1,000 pods/s between them.
 
 A stand-in API server (another process, plain HTTP on 127.0.0.1) streams
 the watch events those pods cause, paced in real time: per pod, ADDED when
@@ -11,7 +11,9 @@ than their booked one. The pods are shaped as the API server sends a
 Deployment's pod (managedFields, the service-account token volume, status),
 about 5 KB each. The watch runs as in the webhook: the real Reflector,
 BindingWatch and in-flight state, in this process; its CPU is this
-process's CPU over the run.
+process's CPU over the run. With 2 or 3 replicas the same 1,000 pods/s are
+shared among them: the watching replica books its own share at admission
+and the others' from the watch (each pod labelled with its replica's ledger).
 
     python -m bench.binding_watch
 """
@@ -40,7 +42,7 @@ LEDGER_ID = "0123456789"
 BATCH = 0.01  # events are written in 10 ms batches
 
 
-def _pod(index: int) -> dict[str, Any]:
+def _pod(index: int, ledger: str = LEDGER_ID) -> dict[str, Any]:
     """A Deployment's pod as the API server stores it, unbound: the admitted
     pod (harness/reviews.py) as the webhook steered it, plus what the
     API server adds (uid, managedFields, the service-account token volume)."""
@@ -48,13 +50,14 @@ def _pod(index: int) -> dict[str, Any]:
     preferred = ("node-00001", "node-00002", "node-00003")
     pod = pod_object(
         generate_name="web-7d9c4b6f5-",
-        labels={"app": "web", "pod-template-hash": "7d9c4b6f5", STEERED_BY: LEDGER_ID},
+        labels={"app": "web", "pod-template-hash": "7d9c4b6f5", STEERED_BY: ledger},
         annotations={
             "nettraffic.io/preferred-nodes": ",".join(preferred),
             "nettraffic.io/scored-at": stamp,
             "nettraffic.io/source": "prometheus",
             "nettraffic.io/scores": "node-00001=97,node-00002=96,node-00003=96",
             BOOKING: str(index + 1),
+            "nettraffic.io/booked-bandwidth": "1048576",
         },
         spec={
             "serviceAccount": "default",
@@ -164,9 +167,9 @@ def _pod(index: int) -> dict[str, Any]:
     return pod
 
 
-def _lifecycle(index: int) -> list[bytes]:
+def _lifecycle(index: int, ledger: str = LEDGER_ID) -> list[bytes]:
     """The watch events of one pod, encoded, in order."""
-    pod = _pod(index)
+    pod = _pod(index, ledger)
     events = [("ADDED", copy.deepcopy(pod))]
     # Half the pods are bound elsewhere than their booked node (node-00001).
     pod["spec"]["nodeName"] = f"node-{(index % NODES) + 1:05d}" if index % 2 else "node-00001"
@@ -206,7 +209,12 @@ def _lifecycle(index: int) -> list[bytes]:
     return [json.dumps({"type": t, "object": o}, separators=(",", ":")).encode() for t, o in events]
 
 
-def _serve(port_out: "multiprocessing.Queue[int]", rate: int, seconds: int) -> None:
+def _ledger(index: int, replicas: int) -> str:
+    """The replica that steered pod ``index``: the admissions go round them."""
+    return LEDGER_ID if index % replicas == 0 else f"peer{index % replicas:06d}"
+
+
+def _serve(port_out: "multiprocessing.Queue[int]", rate: int, seconds: int, replicas: int) -> None:
     """The stand-in API server: an empty list, then one paced watch stream."""
 
     class Handler(BaseHTTPRequestHandler):
@@ -232,10 +240,15 @@ def _serve(port_out: "multiprocessing.Queue[int]", rate: int, seconds: int) -> N
                 time.sleep(seconds + 30)  # one run only: later watches stay quiet
                 return
             self.server.streamed = True  # type: ignore[attr-defined]
-            # The events of pods 0 (kept) and 1 (moved), with each pod's own booking key.
+            # The events of a kept and a moved pod of each replica, with each
+            # pod's own booking key.
+            period = 2 * replicas
             templates = [
-                [e.split(b'"%s":"%d"' % (BOOKING.encode(), i + 1)) for e in _lifecycle(i)]
-                for i in (0, 1)
+                [
+                    e.split(b'"%s":"%d"' % (BOOKING.encode(), i + 1))
+                    for e in _lifecycle(i, _ledger(i, replicas))
+                ]
+                for i in range(period)
             ]
             total, started, sent = rate * seconds, time.monotonic(), 0
             while sent < total:
@@ -243,7 +256,7 @@ def _serve(port_out: "multiprocessing.Queue[int]", rate: int, seconds: int) -> N
                 chunk = bytearray()
                 for index in range(sent, due):
                     key = b'"%s":"%d"' % (BOOKING.encode(), index + 1)
-                    for before, after in templates[index % 2]:
+                    for before, after in templates[index % period]:
                         chunk += before + key + after + b"\n"
                 sent = due
                 if chunk:
@@ -259,10 +272,10 @@ def _serve(port_out: "multiprocessing.Queue[int]", rate: int, seconds: int) -> N
     server.serve_forever()
 
 
-def run(rate: int, seconds: int, workdir: str) -> dict[str, float]:
+def run(rate: int, seconds: int, workdir: str, replicas: int = 1) -> dict[str, float]:
     context = multiprocessing.get_context("spawn")
     ports: multiprocessing.Queue[int] = context.Queue()
-    server = context.Process(target=_serve, args=(ports, rate, seconds), daemon=True)
+    server = context.Process(target=_serve, args=(ports, rate, seconds, replicas), daemon=True)
     server.start()
     try:
         port = ports.get(timeout=30)
@@ -283,19 +296,24 @@ def run(rate: int, seconds: int, workdir: str) -> dict[str, float]:
         inflight = InflightState(settings)
         now = time.time()
         total = rate * seconds
-        for index in range(total):  # what the admissions booked
+        for index in range(0, total, replicas):  # what this replica's admissions booked
             inflight.book_at("node-00001", 2**20, now, key=index + 1)
         watch = BindingWatch(api_client(kubeconfig), inflight, LEDGER_ID)
+
+        def settled() -> int:
+            counts = watch.counts()
+            return counts["moved"] + counts["kept"]
+
         cpu_before, wall_before = time.process_time(), time.monotonic()
         watch.start()
         deadline = wall_before + seconds + 60
-        while sum(watch.counts().values()) < total and time.monotonic() < deadline:
+        while settled() < total and time.monotonic() < deadline:
             time.sleep(0.01)
         wall, cpu = time.monotonic() - wall_before, time.process_time() - cpu_before
         watch.stop()
         counts = watch.counts()
-        if sum(counts.values()) < total:
-            raise SystemExit(f"the watch settled {sum(counts.values())} of {total} bookings")
+        if settled() < total:
+            raise SystemExit(f"the watch settled {settled()} of {total} bookings")
         return {
             "pods": total,
             "events": total * len(_lifecycle(0)),
@@ -304,6 +322,7 @@ def run(rate: int, seconds: int, workdir: str) -> dict[str, float]:
             "cpu": cpu,
             "moved": counts["moved"],
             "kept": counts["kept"],
+            "seen": counts["seen"],
         }
     finally:
         server.kill()
@@ -316,32 +335,40 @@ def main(argv: list[str] | None = None) -> int:
     args = bench_parser(__doc__).parse_args(argv)
     # The watch's re-list when the stand-in server stops is not news here.
     logging.getLogger("kubectl_nettraffic.cluster").setLevel(logging.ERROR)
-    with tempfile.TemporaryDirectory() as workdir:
-        result = run(RATE, SECONDS, workdir)
-    events_per_pod = result["events"] / result["pods"]
+    results = {}
+    for replicas in (1, 2, 3):
+        with tempfile.TemporaryDirectory() as workdir:
+            results[replicas] = run(RATE, SECONDS, workdir, replicas)
+    one = results[1]
+    events_per_pod = one["events"] / one["pods"]
     rows = [
-        "| | |",
-        "|---|---|",
-        f"| steered pods | {RATE:,}/s for {SECONDS} s ({result['pods']:,.0f}; "
-        f"{result['moved']:,.0f} moved, {result['kept']:,.0f} kept) |",
-        f"| watch events | {events_per_pod:.0f} per pod, {RATE * events_per_pod:,.0f}/s, "
-        f"{result['event_bytes'] / 1024:.1f} KiB each |",
-        f"| all bookings settled after | {result['wall']:.1f} s (the stream lasts {SECONDS} s) |",
-        f"| CPU of the watch | {result['cpu'] / result['wall']:.0%} of one core |",
-        f"| CPU per steered pod | {result['cpu'] / result['pods'] * 1e6:.0f} µs "
-        f"({result['cpu'] / result['events'] * 1e6:.0f} µs per event) |",
+        f"Steered pods: {RATE:,}/s for {SECONDS} s ({one['pods']:,.0f}; half of them bound "
+        f"elsewhere than their first preference); {events_per_pod:.0f} watch events per pod, "
+        f"{RATE * events_per_pod:,.0f}/s, {one['event_bytes'] / 1024:.1f} KiB each.",
+        "",
+        "| replicas sharing the admissions | booked here at admission | booked here from the watch "
+        "| all bookings settled after | CPU of one replica's watch | per steered pod |",
+        "|---|---|---|---|---|---|",
     ]
+    for replicas, result in results.items():
+        rows.append(
+            f"| {replicas} | {result['pods'] - result['seen']:,.0f} | {result['seen']:,.0f} "
+            f"| {result['wall']:.1f} s | {result['cpu'] / result['wall']:.0%} of one core "
+            f"| {result['cpu'] / result['pods'] * 1e6:.0f} µs |"
+        )
     table = "\n".join(rows)
     print(table)
     if not args.no_write:
         write_section(
             "binding-watch",
-            "Following bindings: the watch's cost at 1,000 admissions/s",
+            "Following bindings and other replicas' pods: the watch's cost at 1,000 admissions/s",
             "python -m bench.binding_watch",
             "One replica's BindingWatch (the real Reflector and in-flight state) reading "
-            "the events of the pods it steered from a stand-in API server in another process: "
+            "the events of every steered pod from a stand-in API server in another process: "
             "per pod ADDED, bound, and two kubelet status updates, shaped as the API server "
-            "sends a Deployment's pod. CPU is the watching process's over the run.\n\n" + table,
+            "sends a Deployment's pod. With several replicas the admissions are shared among "
+            "them and each replica also books the others' pods from the watch. CPU is the "
+            "watching process's over the run.\n\n" + table,
         )
     return 0
 

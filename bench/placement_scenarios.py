@@ -35,6 +35,11 @@ class Scenario:
     # learner's first round, and left out of every figure but the final
     # utilisation.
     running_bursts: int = 0
+    # Webhook replicas, admissions spread over them at random; each books the
+    # others' pods as its binding watch sees them (bindings.py).
+    replicas: int = 1
+    # The running bursts' pod median, when it differs from the new pods'.
+    running_pod_median: float | None = None
 
 
 Seeds = Sequence[int]
@@ -137,4 +142,24 @@ def all_scenarios(seeds_small: Seeds, seeds_large: Seeds) -> list[tuple[Scenario
             for learning, suffix in ((False, ", learning off"), (True, ""))
         ]
     )
-    return [*main_scenarios, *limit_scenarios, *learning_scenarios]
+    heavy_new = {
+        "heavy new workloads among light pods already learned": dict(
+            bursts=12, pod_median=100e6, running_bursts=4, running_pod_median=20e6
+        ),
+        "heavy new workloads, empty cluster": dict(bursts=12, pod_median=100e6, hot_fraction=0.0),
+        "heavy returning workloads": dict(bursts=7, pod_median=100e6, workloads=6),
+    }
+    unknown_scenarios = [
+        (
+            Scenario(
+                f"50 nodes, {name}" + (f", {replicas} replicas" if replicas > 1 else ""),
+                50,
+                replicas=replicas,
+                **fields,
+            ),
+            seeds_small,
+        )
+        for name, fields in heavy_new.items()
+        for replicas in (1, 2, 3)
+    ]
+    return [*main_scenarios, *limit_scenarios, *learning_scenarios, *unknown_scenarios]

@@ -19,9 +19,12 @@ from kubectl_nettraffic.config import settings_from_mapping
 from kubectl_nettraffic.learning import BandwidthLearning
 from kubectl_nettraffic.measurement import Measurer
 from kubectl_nettraffic.nodes import node_from_json
-from kubectl_nettraffic.serving import serving_parts
+from kubectl_nettraffic.pod_bandwidth import expected_bandwidth
+from kubectl_nettraffic.pods import Pod
+from kubectl_nettraffic.serving import Serving, serving_parts
 from kubectl_nettraffic.sources.pod_traffic import PodTrafficReport
 from kubectl_nettraffic.sources.prometheus import NodeTraffic, TrafficReport
+from kubectl_nettraffic.steering import Decision
 from kubectl_nettraffic.tiers import TIER_WEIGHTS, assign_tiers, tier_changes
 from kubectl_nettraffic.workload_bandwidth import PodSample, Workload
 
@@ -30,6 +33,11 @@ REFRESH = 15.0
 STARTUP = 10.0
 HOT = 0.8
 POD_CPU, POD_MEMORY = 0.5, 1.0  # cores, GiB requested by every simulated pod
+# From one replica's admission to the other replicas' watches seeing the pod
+# (the API server persists it, then sends the watch event): 50 ms, more than
+# a watch event usually takes, so that a burst's pods admitted meanwhile by
+# another replica are missed as they would be.
+WATCH_DELAY = 0.05
 STRATEGIES = ("default", "tutorial", "nettraffic", "tiers", "oracle")
 STEERED = ("nettraffic", "tiers")
 
@@ -165,8 +173,11 @@ def simulate(scenario: Scenario, strategy: str, seed: int) -> tuple[Run, np.ndar
         clock=lambda: now[0],
         learning=learning,
     )
-    serving = serving_parts(settings, clock=lambda: now[0])
-    board, steerer = serving.scoreboard, serving.steerer
+    webhooks = [serving_parts(settings, clock=lambda: now[0]) for _ in range(scenario.replicas)]
+    serving = webhooks[0]
+    board = serving.scoreboard
+    replica_rng = np.random.default_rng(seed + 40_000)
+    watched: list[tuple[float, Callable[[], None]]] = []  # (due, the others' bookings)
     committed = background.copy()
     scheduler = KubeScheduler(state, tie_rng)
     run = Run()
@@ -186,9 +197,12 @@ def simulate(scenario: Scenario, strategy: str, seed: int) -> tuple[Run, np.ndar
         installed = burst >= scenario.running_bursts  # else it ran before the install
         acting = strategy if installed else "oracle"
         replicas = int(workload_rng.integers(scenario.burst_sizes[0], scenario.burst_sizes[1] + 1))
+        median = scenario.pod_median
+        if not installed and scenario.running_pod_median is not None:
+            median = scenario.running_pod_median
         if scenario.workloads is None:
             workload = f"workload-{burst}"
-            traffic = workload_rng.lognormal(math.log(scenario.pod_median), 0.5, replicas)
+            traffic = workload_rng.lognormal(math.log(median), 0.5, replicas)
         else:
             # A returning Deployment (a scale-up, or a rollout: a new ReplicaSet),
             # or a brand-new one; its pods send around its own mean.
@@ -210,7 +224,9 @@ def simulate(scenario: Scenario, strategy: str, seed: int) -> tuple[Run, np.ndar
                 if installed and learning is not None and next_refresh >= next_learning:
                     learning.update()  # learning.interval apart, as in the webhook
                     next_learning = next_refresh + settings.learning.interval
-                board.record(measurer.measure())
+                outcome = measurer.measure()
+                for webhook in webhooks:  # each replica measures the same Prometheus
+                    webhook.scoreboard.record(outcome)
                 lowest = int(np.argmin(source.measured(next_refresh)))
                 if installed and strategy == "tiers" and board.snapshot is not None:
                     assigned = assign_tiers(board.snapshot.candidates, tiers)
@@ -239,7 +255,11 @@ def simulate(scenario: Scenario, strategy: str, seed: int) -> tuple[Run, np.ndar
                     labels={"app": workload, "pod-template-hash": template_hash},
                     annotations=annotations or None,
                 )
-                decision = steerer.decide(admitted, None, dry_run=False)
+                if len(webhooks) > 1:
+                    serving = webhooks[int(replica_rng.integers(len(webhooks)))]
+                    while watched and watched[0][0] <= now[0]:
+                        watched.pop(0)[1]()
+                decision = serving.steerer.decide(admitted, None, dry_run=False)
                 preferred = {index[p.node]: p.weight for p in decision.preferences}
                 booking = decision.booking
             if preferred:
@@ -264,6 +284,10 @@ def simulate(scenario: Scenario, strategy: str, seed: int) -> tuple[Run, np.ndar
                 if booking and chosen is not None:
                     # steering.followBindings: the booking moves where the pod was bound.
                     serving.inflight.rebook(booking, names[chosen])
+                    if len(webhooks) > 1:
+                        watched.append((now[0] + WATCH_DELAY, _seen_by_the_others(
+                            webhooks, serving, admitted, decision, names[chosen], now[0]
+                        )))  # fmt: skip
                 if preferred:
                     run.steered += 1
                     run.preferred_scored += bool(set(preferred) & set(scheduler.last_scored))
@@ -297,6 +321,31 @@ def simulate(scenario: Scenario, strategy: str, seed: int) -> tuple[Run, np.ndar
             run.burst_first_max.append(max(firsts.values(), default=0))
             run.burst_sizes.append(replicas)
     return run, committed / links
+
+
+def _seen_by_the_others(
+    webhooks: list[Serving], steering: Serving, admitted: Pod, decision: Decision, bound: str,
+    at: float,
+) -> Callable[[], None]:  # fmt: skip
+    """What the other replicas' binding watches do once they see the pod:
+    each books it at what the steering replica booked, on its first
+    preference, then moves it to the node it was bound to (bindings.py,
+    BindingWatch._upsert_seen)."""
+    snapshot = steering.scoreboard.snapshot
+    bandwidth = expected_bandwidth(
+        admitted,
+        snapshot.learned if snapshot is not None else None,
+        steering.settings.steering.default_pod_bandwidth,
+    )[0]
+    first = decision.preferences[0].node
+
+    def book() -> None:
+        for webhook in webhooks:
+            if webhook is not steering:
+                key = webhook.inflight.book_seen(first, bandwidth, at)
+                webhook.inflight.rebook(key, bound)
+
+    return book
 
 
 @dataclass(frozen=True)

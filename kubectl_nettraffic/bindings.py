@@ -1,4 +1,5 @@
-"""Bookings follow the binding: a watch of the pods this replica steered.
+"""Bookings follow the binding, and every replica books every steered pod:
+a watch of the pods the webhook's replicas steered.
 
 A steered pod is booked in the in-flight ledger on its first preference,
 because that is all the webhook knows at admission. kube-scheduler may bind
@@ -14,8 +15,18 @@ we, from a watch:
 
 The Steerer labels each pod it books with its ledger's id
 (``nettraffic.io/steered-by``, random per process) and annotates the
-booking's key (``nettraffic.io/booking``); the watch selects that label, so
-each replica sees only its own pods and the API server does the filtering.
+booking's key (``nettraffic.io/booking``), what it booked
+(``nettraffic.io/booked-bandwidth``) and its preferred nodes. The watch
+selects every pod carrying the label, whichever replica wrote it; the API
+server is the state the replicas share:
+
+- this process's own pods: their bookings move or drop, as above;
+- another replica's (or this pod's before a restart): booked here too, when
+  first seen, at what that replica booked, on the node it is bound to or
+  else its first preference, as of its creation; then moved or dropped like
+  the rest. Pods created longer ago than ``pod_startup`` plus the rate
+  window are skipped: the measurements show their traffic already.
+
 A booking lives only until a measurement shows its pod's traffic (the
 ledger forgets it then); events about older pods find nothing and cost one
 lookup. After a dropped watch the list that follows replays what was missed
@@ -24,14 +35,17 @@ the ledger forgets it.
 """
 
 import logging
+import math
 import threading
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
+from datetime import datetime
 from typing import Any, Protocol
 
 from kubernetes import client as k8s
 
 from kubectl_nettraffic.cluster import Reflector
-from kubectl_nettraffic.pods import BOOKING, STEERED_BY
+from kubectl_nettraffic.pods import BOOKED_BANDWIDTH, BOOKING, PREFERRED_NODES, STEERED_BY
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +54,7 @@ _FINISHED = ("Failed", "Succeeded")
 
 
 class BookingKeeper(Protocol):
+    def book_seen(self, node: str, bandwidth: float, at: float) -> int: ...
     def is_pending(self, key: int) -> bool: ...
     def rebook(self, key: int, node: str) -> str | None: ...
     def release(self, key: int) -> bool: ...
@@ -58,6 +73,16 @@ def booking_key(pod: Mapping[str, Any]) -> int:
 # like Python's, writes the key's "/" unescaped). Inside another annotation's
 # value (kubectl's last-applied-configuration) its quotes are escaped: no match.
 _BOOKING_IN_JSON = b'"' + BOOKING.encode() + b'":"'
+_STEERED_BY_IN_JSON = b'"' + STEERED_BY.encode() + b'":"'
+
+
+def _raw_value(line: bytes, marker: bytes) -> bytes:
+    """The string value after ``marker`` in a raw JSON line; b"" when absent."""
+    at = line.find(marker)
+    if at < 0:
+        return b""
+    start = at + len(marker)
+    return line[start : line.find(b'"', start)]
 
 
 def _bound_node(pod: Mapping[str, Any]) -> str:
@@ -65,16 +90,51 @@ def _bound_node(pod: Mapping[str, Any]) -> str:
     return node if isinstance(node, str) else ""
 
 
-class BindingWatch(Reflector):
-    """Moves or drops bookings as the pods labelled ``steered-by=<ledger_id>`` are bound or go."""
+def _seen_booking(pod: Mapping[str, Any]) -> tuple[str, float, float] | None:
+    """(first preferred node, booked bytes/s, creation time) from another
+    replica's annotations; None when they do not make a booking."""
+    metadata = pod.get("metadata") or {}
+    annotations = metadata.get("annotations") or {}
+    try:
+        bandwidth = float(annotations.get(BOOKED_BANDWIDTH, ""))
+        created = datetime.fromisoformat(str(metadata.get("creationTimestamp"))).timestamp()
+    except ValueError:
+        return None
+    node = str(annotations.get(PREFERRED_NODES) or "").split(",")[0]
+    if not node or not math.isfinite(bandwidth) or bandwidth <= 0:
+        return None
+    return node, bandwidth, created
 
-    def __init__(self, api: k8s.ApiClient, keeper: BookingKeeper, ledger_id: str) -> None:
-        super().__init__(api, "/api/v1/pods", "steered pods", f"{STEERED_BY}={ledger_id}")
+
+class BindingWatch(Reflector):
+    """Moves or drops the bookings of this process's pods (labelled
+    ``steered-by=<ledger_id>``) as they are bound or go, and books the other
+    replicas' steered pods (any other ``steered-by``) as they appear.
+
+    ``horizon``: seconds after its creation a pod's traffic is fully
+    measured (pod_startup + the rate window); older pods are not booked."""
+
+    def __init__(
+        self,
+        api: k8s.ApiClient,
+        keeper: BookingKeeper,
+        ledger_id: str,
+        horizon: float = math.inf,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        super().__init__(api, "/api/v1/pods", "steered pods", STEERED_BY)
         self.keeper = keeper
+        self._own = ledger_id
+        self._own_raw = ledger_id.encode()
+        self._horizon, self._clock = horizon, clock
+        # (the other ledger's id, its booking key) -> (our key, creation time)
+        self._seen: dict[tuple[str, int], tuple[int, float]] = {}
+        self._upserts = 0
         self._counts_lock = threading.Lock()
         # outcome -> bookings: moved (bound elsewhere), kept (bound to the
-        # first preference), dropped (went unbound).
-        self._counts = {"moved": 0, "kept": 0, "dropped": 0}
+        # first preference), dropped (went unbound), seen (another replica's
+        # pod, booked here).
+        self._counts = {"moved": 0, "kept": 0, "dropped": 0, "seen": 0}
 
     def counts(self) -> dict[str, int]:
         with self._counts_lock:
@@ -89,26 +149,43 @@ class BindingWatch(Reflector):
 
         A pod's events go on after its binding (the kubelet's status updates
         until it ends), and decoding them was most of the watch's cost. Its
-        booking key is found in the raw line; once the ledger no longer holds
-        it, nothing in the event can matter. A skipped event's
-        resourceVersion is not recorded: a watch resumed after one gets it
-        again, or a 410 and a list, either way harmless.
+        ledger and booking key are found in the raw line; once this ledger no
+        longer holds the booking, nothing in the event can matter. A skipped
+        event's resourceVersion is not recorded: a watch resumed after one
+        gets it again, or a 410 and a list, either way harmless.
         """
-        at = line.find(_BOOKING_IN_JSON)
-        if at >= 0:
-            start = at + len(_BOOKING_IN_JSON)
-            digits = line[start : line.find(b'"', start)]
-            if digits.isdigit() and len(digits) < 19 and not self.keeper.is_pending(int(digits)):
-                return None
+        digits = _raw_value(line, _BOOKING_IN_JSON)
+        if digits.isdigit() and len(digits) < 19:
+            ledger = _raw_value(line, _STEERED_BY_IN_JSON)
+            if ledger == self._own_raw:
+                if not self.keeper.is_pending(int(digits)):
+                    return None
+            else:
+                seen = self._seen.get((ledger.decode(errors="replace"), int(digits)))
+                if seen is not None and not self.keeper.is_pending(seen[0]):
+                    return None
         return super()._decode(line)
 
     def _replace(self, objects: list[Mapping[str, Any]]) -> None:
+        self._forget_measured()
         for pod in objects:
             self._upsert(pod)
+
+    def _forget_measured(self) -> None:
+        """Drop the other replicas' pods the measurements show by now: the
+        ledger has forgotten their bookings, and their events are skipped by
+        age once looked at again."""
+        oldest = self._clock() - self._horizon
+        self._seen = {k: v for k, v in self._seen.items() if v[1] >= oldest}
 
     def _upsert(self, pod: Mapping[str, Any]) -> None:
         key = booking_key(pod)
         if not key:
+            return
+        labels = (pod.get("metadata") or {}).get("labels") or {}
+        ledger = labels.get(STEERED_BY) if isinstance(labels, dict) else None
+        if ledger != self._own:
+            self._upsert_seen(str(ledger), key, pod)
             return
         node = _bound_node(pod)
         if node:
@@ -118,7 +195,37 @@ class BindingWatch(Reflector):
         elif (pod.get("status") or {}).get("phase") in _FINISHED and self.keeper.release(key):
             self._count("dropped")
 
+    def _upsert_seen(self, ledger: str, their_key: int, pod: Mapping[str, Any]) -> None:
+        self._upserts += 1
+        if self._upserts % 10_000 == 0:
+            self._forget_measured()
+        finished = (pod.get("status") or {}).get("phase") in _FINISHED
+        node = _bound_node(pod)
+        seen = self._seen.get((ledger, their_key))
+        if seen is None:
+            booking = None if finished else _seen_booking(pod)
+            if booking is None or booking[2] < self._clock() - self._horizon:
+                return
+            first, bandwidth, created = booking
+            ours = self.keeper.book_seen(first, bandwidth, created)
+            self._seen[(ledger, their_key)] = (ours, created)
+            self._count("seen")
+            seen = (ours, created)
+        if node:
+            outcome = self.keeper.rebook(seen[0], node)
+            if outcome:
+                self._count(outcome)
+        elif finished and self.keeper.release(seen[0]):
+            self._count("dropped")
+
     def _remove(self, pod: Mapping[str, Any]) -> None:
         key = booking_key(pod)
-        if key and not _bound_node(pod) and self.keeper.release(key):
+        if not key or _bound_node(pod):
+            return
+        labels = (pod.get("metadata") or {}).get("labels") or {}
+        ledger = labels.get(STEERED_BY) if isinstance(labels, dict) else None
+        if ledger != self._own:
+            seen = self._seen.pop((str(ledger), key), None)
+            key = seen[0] if seen is not None else 0
+        if key and self.keeper.release(key):
             self._count("dropped")

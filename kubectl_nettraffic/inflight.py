@@ -10,8 +10,10 @@ InflightState:
   measurement time and the heap is rebuilt from its candidates;
 - ``steering``: an admission chooses its nodes and books its pod, holding
   the lock throughout, so concurrent admissions see each other's bookings;
-- ``rebook`` / ``release``: the binding watch (bindings.py) moves a booking
-  to the node its pod was bound to, or drops it for a pod that will not run;
+- ``book_seen``: the binding watch (bindings.py) books a pod another
+  replica steered;
+- ``rebook`` / ``release``: the binding watch moves a booking to the node
+  its pod was bound to, or drops it for a pod that will not run;
 - ``view``: readers (/scores, the extender) get the ledger's figures.
 """
 
@@ -96,6 +98,15 @@ class InflightState:
             if self._heap is not None:
                 self._heap.book(dropped[0], -dropped[1])
             return True
+
+    def book_seen(self, node: str, bandwidth: float, at: float) -> int:
+        """Book a pod this process did not admit (another replica steered it,
+        or this one before a restart), seen in the watch; returns the
+        booking's key here, for ``rebook`` and ``release``."""
+        with self._lock:
+            key = next(self._keys)
+            self._book(node, bandwidth, at, key)
+            return key
 
     def book_at(self, node: str, bandwidth: float, at: float, key: int = 0) -> None:
         """Book a pod admitted at ``at`` outside an admission (benchmarks

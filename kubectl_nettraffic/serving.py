@@ -57,6 +57,8 @@ def start_serving(settings: Settings) -> Serving:
         api = api_client(settings.kubeconfig)
         serving.namespaces = namespace_cache(api).start()
         if ledger_label is not None:
-            serving.bindings = BindingWatch(api, serving.inflight, ledger_label)
+            # A pod's traffic is fully in the measurements this long after its creation.
+            horizon = settings.steering.pod_startup + settings.prometheus.window
+            serving.bindings = BindingWatch(api, serving.inflight, ledger_label, horizon)
             serving.bindings.start()
     return serving

@@ -81,7 +81,7 @@ def test_a_pod_bound_elsewhere_moves_its_booking_and_the_next_choice_sees_it(
     second["spec"]["nodeName"] = "a"  # bound where it was booked
     fake_api.put(second)
     wait_for(lambda: watch.counts()["kept"] == 1)
-    assert watch.counts() == {"moved": 1, "kept": 1, "dropped": 0}
+    assert watch.counts() == {"moved": 1, "kept": 1, "dropped": 0, "seen": 0}
     assert _inflight(steerer)["c"] == (HEAVY, 1)
 
 
@@ -105,34 +105,77 @@ def test_a_pod_deleted_or_failed_before_binding_drops_its_booking(fake_api, stee
     )
 
 
-def test_pods_of_another_ledger_are_not_selected(fake_api, steerer, watch):
-    mine, _ = _steer(steerer, "p1")
-    theirs = dict(mine, metadata=dict(mine["metadata"], name="p2"))
+def _watch(fake_api, kubeconfig, board, ledger, horizon=150.0):
+    watch = BindingWatch(api_client(kubeconfig), board.inflight, ledger, horizon)
+    watch.start()
+    assert watch.synced.wait(10)
+    return watch
+
+
+def test_a_pod_another_replica_steered_is_booked_here_moves_and_drops(
+    fake_api, kubeconfig, steerer, watch
+):
+    other = FixedBoard({"a": 0.0, "b": 1e6, "c": 2e6}, ledger_label="ledger2")
+    theirs = _watch(fake_api, kubeconfig, other, "ledger2")
+    try:
+        first, decision = _steer(steerer, "p1")  # steered by replica 1
+        assert decision.preferences[0].node == "a"
+        fake_api.put(first)
+        wait_for(lambda: theirs.counts()["seen"] == 1)
+        # Replica 2 books it where replica 1 did, at what replica 1 booked ...
+        assert _inflight(other.steerer) == {"a": (HEAVY, 1)}
+        # ... so its own next pod goes elsewhere.
+        assert other.steerer.decide(pod(), {}, dry_run=True).preferences[0].node == "b"
+        first["spec"]["nodeName"] = "c"
+        fake_api.put(first)
+        wait_for(lambda: theirs.counts()["moved"] == 1)
+        assert _inflight(other.steerer) == {"c": (HEAVY, 1)}
+        second, _ = _steer(steerer, "p2")
+        fake_api.put(second)
+        wait_for(lambda: theirs.counts()["seen"] == 2)
+        fake_api.delete(PODS, "p2")
+        wait_for(lambda: theirs.counts()["dropped"] == 1)
+        assert _inflight(other.steerer) == {"c": (HEAVY, 1)}
+        # Replica 1 books its own pods once: what it sees of them is its own.
+        wait_for(lambda: watch.counts()["moved"] == 1)
+        assert watch.counts()["seen"] == 0
+    finally:
+        theirs.stop()
+        fake_api.close_watches()
+
+
+def test_a_restarted_replica_rebuilds_its_bookings_from_the_pods(fake_api, kubeconfig, steerer):
+    bound, _ = _steer(steerer, "p1")
+    bound["spec"]["nodeName"] = "b"
+    fake_api.put(bound)
+    unbound, decision = _steer(steerer, "p2", bandwidth=1000)
+    fake_api.put(unbound)
+    old, _ = _steer(steerer, "p3")
+    old["metadata"]["creationTimestamp"] = "2020-01-01T00:00:00Z"  # measured long since
+    fake_api.put(old)
+    # The same webhook pod after a restart: a new process, a new ledger id.
+    restarted = FixedBoard({"a": 0.0, "b": 1e6, "c": 2e6}, ledger_label="ledger9")
+    watch = _watch(fake_api, kubeconfig, restarted, "ledger9")
+    try:
+        assert watch.counts()["seen"] == 2
+        # p1 where it was bound; p2 on its first preference (b as well: p1
+        # was booked on a when p2 was steered).
+        assert decision.preferences[0].node == "b"
+        assert _inflight(restarted.steerer) == {"b": (HEAVY + 1000.0, 2)}
+    finally:
+        watch.stop()
+        fake_api.close_watches()
+
+
+def test_pods_without_a_usable_booking_are_left_alone(fake_api, kubeconfig, steerer, watch):
+    theirs, _ = _steer(steerer, "p1")
     theirs["metadata"]["labels"] = {STEERED_BY: "ledger2"}
-    theirs["spec"] = dict(mine["spec"], nodeName="c")  # the same key, in another replica's ledger
+    theirs["metadata"]["annotations"]["nettraffic.io/booked-bandwidth"] = "NaN"
     fake_api.put(theirs)
+    mine, _ = _steer(steerer, "p2")
     mine["spec"]["nodeName"] = "b"
     fake_api.put(mine)
-    wait_for(lambda: watch.counts()["moved"] == 1)
-    assert set(_inflight(steerer)) == {"b"}
+    wait_for(lambda: watch.counts()["moved"] + watch.counts()["kept"] == 1)
+    assert watch.counts()["seen"] == 0
     watch_requests = [r for r in fake_api.requests if r.path == "/api/v1/pods"]
-    assert {r.query["labelSelector"][0] for r in watch_requests} == {f"{STEERED_BY}=ledger1"}
-
-
-def test_a_dropped_watch_resumes_and_a_compacted_one_relists(fake_api, steerer, watch):
-    first, _ = _steer(steerer, "p1")
-    second, _ = _steer(steerer, "p2")
-    fake_api.put(first)
-    fake_api.put(second)
-    fake_api.close_watches()  # resumes from its resourceVersion: no list
-    first["spec"]["nodeName"] = "c"
-    fake_api.put(first)
-    wait_for(lambda: watch.counts()["moved"] == 1)
-    assert watch.relists == 1
-    fake_api.compact()  # etcd forgot the history: 410 Gone, then a list
-    fake_api.close_watches()
-    second["spec"]["nodeName"] = "c"
-    fake_api.put(second)
-    wait_for(lambda: watch.counts()["moved"] == 2 and watch.relists == 2)
-    assert fake_api.gone_sent >= 1
-    assert _inflight(steerer) == {"c": (2 * HEAVY, 2)}
+    assert {r.query["labelSelector"][0] for r in watch_requests} == {STEERED_BY}

@@ -71,7 +71,8 @@ class WebhookMetrics:
                 Reading(
                     "nettraffic_bookings_followed_total",
                     "Bookings of steered pods settled by the binding watch: moved to "
-                    "the node bound, kept (bound where booked), dropped (gone unbound).",
+                    "the node bound, kept (bound where booked), dropped (gone unbound), "
+                    "seen (another replica's pod, booked here).",
                     "counter",
                     ("outcome",),
                     lambda: {(k,): float(v) for k, v in watch.counts().items()},
