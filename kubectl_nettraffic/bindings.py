@@ -74,6 +74,8 @@ def booking_key(pod: Mapping[str, Any]) -> int:
 # value (kubectl's last-applied-configuration) its quotes are escaped: no match.
 _BOOKING_IN_JSON = b'"' + BOOKING.encode() + b'":"'
 _STEERED_BY_IN_JSON = b'"' + STEERED_BY.encode() + b'":"'
+# The pod's own: managedFields and owner references carry no creationTimestamp.
+_CREATED_IN_JSON = b'"creationTimestamp":"'
 
 
 def _raw_value(line: bytes, marker: bytes) -> bytes:
@@ -164,7 +166,16 @@ class BindingWatch(Reflector):
                 seen = self._seen.get((ledger.decode(errors="replace"), int(digits)))
                 if seen is not None and not self.keeper.is_pending(seen[0]):
                     return None
+                if seen is None and self._measured_already(_raw_value(line, _CREATED_IN_JSON)):
+                    return None  # another replica's pod, too old to book
         return super()._decode(line)
+
+    def _measured_already(self, created: bytes) -> bool:
+        try:
+            at = datetime.fromisoformat(created.decode()).timestamp()
+        except ValueError:
+            return False
+        return at < self._clock() - self._horizon
 
     def _replace(self, objects: list[Mapping[str, Any]]) -> None:
         self._forget_measured()

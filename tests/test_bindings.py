@@ -27,7 +27,7 @@ def steerer(board):
 
 @pytest.fixture
 def watch(fake_api, kubeconfig, board):
-    watch = BindingWatch(api_client(kubeconfig), board.inflight, "ledger1")
+    watch = BindingWatch(api_client(kubeconfig), board.inflight, "ledger1", horizon=150.0)
     watch.start()
     assert watch.synced.wait(10)
     yield watch
@@ -172,6 +172,10 @@ def test_pods_without_a_usable_booking_are_left_alone(fake_api, kubeconfig, stee
     theirs["metadata"]["labels"] = {STEERED_BY: "ledger2"}
     theirs["metadata"]["annotations"]["nettraffic.io/booked-bandwidth"] = "NaN"
     fake_api.put(theirs)
+    old, _ = _steer(steerer, "p3")  # measured long since: skipped in the raw line
+    old["metadata"]["labels"] = {STEERED_BY: "ledger2"}
+    old["metadata"]["creationTimestamp"] = "2020-01-01T00:00:00Z"
+    fake_api.put(old)
     mine, _ = _steer(steerer, "p2")
     mine["spec"]["nodeName"] = "b"
     fake_api.put(mine)
