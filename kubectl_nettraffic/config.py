@@ -166,9 +166,15 @@ class LearningSettings:
     # How often the learner reads per-pod traffic, at least: on its own thread,
     # so a slow query never delays the scores. 15s, as refresh.interval: a new
     # workload is known one round after its first pods have sent for a whole
-    # window. Its query grows with the pods (docs/benchmarks.md, "Learning at
-    # scale", python -m bench.learning); at 150,000 pods raise it to 1m.
+    # window.
     interval: float = key(15.0, values.duration)
+    # The most of one Prometheus core the learner's query may take, averaged:
+    # a round whose query took d seconds waits d / share before the next, if
+    # that is longer than the interval. The query grows with the pods
+    # (python -m bench.learning: at 150,000 pods, back to back every 15s, it
+    # took two thirds of a core); the learned figures halve in weight daily,
+    # so fewer rounds lose little.
+    prometheus_share: float = key(0.05, values.share)
     timeout: float = key(30.0, values.duration)
 
 

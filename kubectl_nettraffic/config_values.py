@@ -69,6 +69,15 @@ def ratio(key: str, value: Any) -> float:
     return number
 
 
+def share(key: str, value: Any) -> float:
+    number = weight(key, value)
+    if not 0 < number <= 1:
+        raise ConfigError(
+            f"config key {key}: {value!r} is a share of one core; use above 0, up to 1"
+        )
+    return number
+
+
 def positive(key: str, value: Any) -> float:
     number = weight(key, value)
     if number <= 0:

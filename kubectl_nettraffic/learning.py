@@ -1,4 +1,5 @@
-"""The learner on a thread of its own: every ``learning.interval`` it reads
+"""The learner on a thread of its own: every ``learning.interval`` (or less
+often, when its query is slow: ``learning.prometheusShare``) it reads
 per-pod traffic (sources/pod_traffic.py) and updates the per-workload
 figures (workload_bandwidth.py); the scoreboard puts the latest figures in
 each snapshot. Its query is large in large clusters (bench.learning), so it
@@ -24,6 +25,7 @@ class BandwidthLearning:
 
     def __init__(self, settings: Settings, fetch: Callable[[], PodTrafficReport]) -> None:
         self.interval = settings.learning.interval
+        self.prometheus_share = settings.learning.prometheus_share
         self.learner = BandwidthLearner.for_settings(
             settings.learning, settings.prometheus.direction
         )
@@ -62,7 +64,14 @@ class BandwidthLearning:
     def stop(self) -> None:
         self._stop.set()
 
+    def pause(self) -> float:
+        """Seconds until the next round: the interval, or longer when the last
+        query's time would take more than learning.prometheusShare of a
+        Prometheus core (its query's wall time stands for Prometheus's CPU:
+        the evaluation runs on one core for most of it)."""
+        return max(self.interval, self.last_round_seconds / self.prometheus_share)
+
     def _run(self) -> None:
         while not self._stop.is_set():
             self.update()
-            self._stop.wait(self.interval)
+            self._stop.wait(self.pause())
