@@ -35,6 +35,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from kubectl_nettraffic.rebalance_plan import percent
+
 
 @dataclass(frozen=True)
 class LoopPolicy:
@@ -57,8 +59,9 @@ class RunningPod:
 
 
 def reading(utilisation: float) -> int:
-    """The percent the descheduler reads from one sample."""
-    return int(min(1.0, max(0.0, utilisation)) * 100)
+    """The percent the descheduler reads from one sample of the recording
+    rule, which clamps to 0..1 (the rule the plugin's plan reads with too)."""
+    return percent(min(1.0, max(0.0, utilisation)))
 
 
 def classify(readings: Sequence[int], policy: LoopPolicy) -> tuple[list[int], list[int]]:

@@ -87,6 +87,13 @@ def _raw_value(line: bytes, marker: bytes) -> bytes:
     return line[start : line.find(b'"', start)]
 
 
+def _ledger_of(pod: Mapping[str, Any]) -> str | None:
+    """The steered-by label: the id of the ledger that booked the pod."""
+    labels = (pod.get("metadata") or {}).get("labels") or {}
+    ledger = labels.get(STEERED_BY) if isinstance(labels, dict) else None
+    return str(ledger) if ledger is not None else None
+
+
 def _bound_node(pod: Mapping[str, Any]) -> str:
     node = (pod.get("spec") or {}).get("nodeName")
     return node if isinstance(node, str) else ""
@@ -175,7 +182,11 @@ class BindingWatch(Reflector):
             at = datetime.fromisoformat(created.decode()).timestamp()
         except ValueError:
             return False
-        return at < self._clock() - self._horizon
+        return self._before_horizon(at)
+
+    def _before_horizon(self, created: float) -> bool:
+        """A pod created then sends in the measurements already: not booked."""
+        return created < self._clock() - self._horizon
 
     def _replace(self, objects: list[Mapping[str, Any]]) -> None:
         self._forget_measured()
@@ -193,8 +204,7 @@ class BindingWatch(Reflector):
         key = booking_key(pod)
         if not key:
             return
-        labels = (pod.get("metadata") or {}).get("labels") or {}
-        ledger = labels.get(STEERED_BY) if isinstance(labels, dict) else None
+        ledger = _ledger_of(pod)
         if ledger != self._own:
             self._upsert_seen(str(ledger), key, pod)
             return
@@ -215,7 +225,7 @@ class BindingWatch(Reflector):
         seen = self._seen.get((ledger, their_key))
         if seen is None:
             booking = None if finished else _seen_booking(pod)
-            if booking is None or booking[2] < self._clock() - self._horizon:
+            if booking is None or self._before_horizon(booking[2]):
                 return
             first, bandwidth, created = booking
             ours = self.keeper.book_seen(first, bandwidth, created)
@@ -233,8 +243,7 @@ class BindingWatch(Reflector):
         key = booking_key(pod)
         if not key or _bound_node(pod):
             return
-        labels = (pod.get("metadata") or {}).get("labels") or {}
-        ledger = labels.get(STEERED_BY) if isinstance(labels, dict) else None
+        ledger = _ledger_of(pod)
         if ledger != self._own:
             seen = self._seen.pop((str(ledger), key), None)
             key = seen[0] if seen is not None else 0

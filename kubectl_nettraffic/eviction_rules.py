@@ -28,8 +28,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from kubectl_nettraffic.pods import MIRROR_ANNOTATION
+
 SYSTEM_CRITICAL_PRIORITY = 2000000000  # k8s.io/api/scheduling/v1, SystemCriticalPriority
-MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
 _QOS_ORDER = {"BestEffort": 0, "Burstable": 1, "Guaranteed": 2}
 
 

@@ -34,6 +34,7 @@ from kubectl_nettraffic.eviction_rules import (
     not_evictable,
     owner_counts,
 )
+from kubectl_nettraffic.scoring import busiest_direction
 
 MAX_CYCLES = 20  # a plan, not a simulation of the rest of the day
 
@@ -84,14 +85,6 @@ def percent(utilization: float) -> int:
     return int(utilization * 100)
 
 
-def busiest(receive: float, transmit: float, direction: str) -> float:
-    if direction == "receive":
-        return receive
-    if direction == "transmit":
-        return transmit
-    return max(receive, transmit)
-
-
 class _Loads:
     """Each node's receive and transmit as pods move, and its utilisation."""
 
@@ -107,7 +100,9 @@ class _Loads:
         speed = self.speed[node]
         if not speed:
             return 0.0
-        load = busiest(max(0.0, self.rx[node] + rx), max(0.0, self.tx[node] + tx), self.direction)
+        load = busiest_direction(
+            max(0.0, self.rx[node] + rx), max(0.0, self.tx[node] + tx), self.direction
+        )
         return min(1.0, load / speed)
 
     def move(self, pod: PodLoad, source: str, target: str) -> None:

@@ -102,15 +102,21 @@ def directional_load(traffic: Directions, direction: str) -> float:
     return traffic.receive + traffic.transmit
 
 
+def busiest_direction(receive: float, transmit: float, direction: str) -> float:
+    """Bytes/s in the busier selected direction: NICs are full duplex, so a
+    link fills one direction at a time."""
+    if direction == "receive":
+        return receive
+    if direction == "transmit":
+        return transmit
+    return max(receive, transmit)
+
+
 def link_utilization(traffic: NodeTraffic, direction: str, speed: float | None) -> float | None:
-    """Busiest selected direction over link speed: NICs are full duplex."""
+    """Busiest selected direction over link speed."""
     if not speed:
         return None
-    if direction == "receive":
-        return traffic.receive / speed
-    if direction == "transmit":
-        return traffic.transmit / speed
-    return max(traffic.receive, traffic.transmit) / speed
+    return busiest_direction(traffic.receive, traffic.transmit, direction) / speed
 
 
 def effective_weights(weights: Weights, have_traffic: bool) -> Weights:

@@ -45,15 +45,9 @@ def run_top(args: argparse.Namespace) -> int:
             raise NetTrafficError(
                 f"top {args.nodes[0]} takes no names; select with -n NAMESPACE, -A or -l SELECTOR"
             )
-        from kubectl_nettraffic.cli.explain import context_namespace
         from kubectl_nettraffic.cli.top_pods import run_top_pods
 
-        namespace = (
-            None
-            if args.all_namespaces
-            else (args.namespace or context_namespace(settings, args.context))
-        )
-        return run_top_pods(args, args.nodes[0], settings, namespace)
+        return run_top_pods(args, args.nodes[0], settings, _namespace(args, settings))
     if args.sort_by in ("learned", "pods"):
         raise NetTrafficError(f"--sort-by {args.sort_by} is for top pods and top workloads")
     location = WebhookLocation(args.webhook_namespace, args.webhook_service, args.webhook_port)
@@ -111,17 +105,20 @@ def run_top(args: argparse.Namespace) -> int:
         time.sleep(args.interval)
 
 
-def run_rebalance(args: argparse.Namespace) -> int:
+def _namespace(args: argparse.Namespace, settings: Settings) -> str | None:
+    """-n, else the context's namespace, as kubectl; None with -A (every namespace)."""
     from kubectl_nettraffic.cli.explain import context_namespace
+
+    if args.all_namespaces:
+        return None
+    return str(args.namespace or context_namespace(settings, args.context))
+
+
+def run_rebalance(args: argparse.Namespace) -> int:
     from kubectl_nettraffic.cli.rebalance import run_rebalance as run
 
     settings = _settings(args)
-    namespace = (
-        None
-        if args.all_namespaces
-        else (args.namespace or context_namespace(settings, args.context))
-    )
-    return run(args, settings, namespace)
+    return run(args, settings, _namespace(args, settings))
 
 
 def run_version(args: argparse.Namespace) -> int:
