@@ -90,6 +90,10 @@ class _Pods:
         sending = self.alive[:n] & (now >= self.started[:n] + STARTUP)
         return np.where(sending, self.base[:n] * grown, 0.0)
 
+    def per_node(self, now: float, nodes: int) -> np.ndarray:
+        """Bytes/s the pods send at ``now``, summed per node."""
+        return np.bincount(self.node[: self.size], self.traffic(now), nodes)
+
 
 class _WindowedTraffic:
     """What Prometheus answers: each node's rate over the window, as of the sim clock."""
@@ -176,16 +180,14 @@ def simulate(scenario: DriftScenario, policy: LoopPolicy | None, seed: int) -> L
     scheduler = KubeScheduler(state, np.random.default_rng(seed + 20_000))
     run = LoopRun()
     for t in np.arange(-WINDOW, 0.0, STEP):  # a full window of history before the start
-        source.history.append(
-            background + np.bincount(pods.node[: pods.size], pods.traffic(float(t)), n)
-        )
+        source.history.append(background + pods.per_node(float(t), n))
     next_cycle = float(loop_rng.uniform(0, policy.interval)) if policy else math.inf
     tiers: dict[str, str] = {}
     label_weights = np.zeros(n, dtype=np.int64)
     replaced = 0
     for t in np.arange(0.0, scenario.duration, STEP):
         now = source.now = float(t)
-        load = background + np.bincount(pods.node[: pods.size], pods.traffic(now), n)
+        load = background + pods.per_node(now, n)
         source.history.append(load)
         learning.update()
         serving.scoreboard.record(measurer.measure())
@@ -220,11 +222,12 @@ def simulate(scenario: DriftScenario, policy: LoopPolicy | None, seed: int) -> L
         )
         if not any(reading(u) > policy.high for u in utilisation):
             run.evictions_with_no_node_over += len(evicted)
+        traffic = pods.traffic(now)
         for victim in evicted:
             run.evictions += 1
             k = victim.key
             workload = pods.workload[k]
-            sending = float(pods.traffic(now)[k]) or float(pods.base[k])
+            sending = float(traffic[k]) or float(pods.base[k])
             pods.alive[k] = False
             state.unbind(victim.node, workload, POD_CPU, POD_MEMORY)
             # The ReplicaSet's replacement: admitted by the webhook, bound by kube-scheduler.

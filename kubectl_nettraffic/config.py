@@ -172,7 +172,7 @@ class LearningSettings:
     # a round whose query took d seconds waits d / share before the next, if
     # that is longer than the interval. The query grows with the pods
     # (python -m bench.learning: at 150,000 pods, back to back every 15s, it
-    # took two thirds of a core); the learned figures halve in weight daily,
+    # took about 60% of a core); the learned figures halve in weight daily,
     # so fewer rounds lose little.
     prometheus_share: float = key(0.05, values.share)
     timeout: float = key(30.0, values.duration)
