@@ -195,12 +195,8 @@ def test_the_descheduler_chart_values_carry_the_same_policy():
 
 
 def test_the_policy_queries_the_rule_the_chart_records():
-    objects = render("helm", "--set", "rebalancing.recordingRule.enabled=true")
-    rule = next(
-        o
-        for o in by_kind(objects, "PrometheusRule")
-        if o["metadata"]["name"].endswith("-rebalancing")
-    )
+    objects = render("helm", "--set", "rebalancing.enabled=true")
+    (rule,) = by_kind(objects, "PrometheusRule")
     recorded = {r["record"] for g in rule["spec"]["groups"] for r in g["rules"]}
     policy = yaml.safe_load(rendered()["policy.yaml"])
     query = policy["profiles"][0]["pluginConfig"][1]["args"]["metricsUtilization"]["prometheus"][

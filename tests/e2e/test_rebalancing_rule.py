@@ -28,12 +28,26 @@ RULE = "nettraffic:node_network_utilization:ratio"
 
 
 def rule_groups(*values: str) -> dict:
+    """The rule file of the chart's rebalancing group, rendered with ``values``."""
     sets = [arg for value in values for arg in ("--set", value)]
-    objects = render("helm", "--set", "rebalancing.recordingRule.enabled=true", *sets)
-    rule = next(
-        o for o in by_kind(objects, "PrometheusRule") if "rebalancing" in o["metadata"]["name"]
+    objects = render("helm", "--set", "rebalancing.enabled=true", *sets)
+    (rule,) = by_kind(objects, "PrometheusRule")
+    return {"groups": [g for g in rule["spec"]["groups"] if g["name"] == "nettraffic-rebalancing"]}
+
+
+def test_the_group_joins_the_alerts_prometheus_rule_when_there_is_one():
+    alone = by_kind(render("helm", "--set", "rebalancing.enabled=true"), "PrometheusRule")
+    assert [r["metadata"]["name"] for r in alone] == ["nt-nettraffic-rebalancing"]
+    both = by_kind(
+        render("helm", "--set", "rebalancing.enabled=true", "--set", "prometheusRule.enabled=true"),
+        "PrometheusRule",
     )
-    return dict(rule["spec"])
+    assert [r["metadata"]["name"] for r in both] == ["nt-nettraffic"]
+    assert [g["name"] for g in both[0]["spec"]["groups"]] == [
+        "nettraffic",
+        "nettraffic-rebalancing",
+    ]
+    assert not by_kind(render("helm"), "PrometheusRule")  # off by default
 
 
 def counter(per_second: float) -> str:

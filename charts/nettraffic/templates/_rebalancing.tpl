@@ -111,3 +111,32 @@ profiles:                            # DeschedulerProfile, pkg/api/v1alpha2/type
       balance:
         enabled: [LowNodeUtilization]
 {{- end -}}
+
+{{/* The rule group the descheduler reads (docs/operations.md, "Rebalancing"),
+as one entry of a PrometheusRule's spec.groups. No node is left out for an
+unknown link speed: the descheduler skips its whole cycle when a node has
+no sample. */}}
+{{- define "nettraffic.rebalancingGroup" -}}
+- name: nettraffic-rebalancing
+  {{- with .Values.rebalancing.interval }}
+  interval: {{ . }}
+  {{- end }}
+  rules:
+    - record: nettraffic:node_network_busiest:bytes_per_second
+      expr: {{ include "nettraffic.busiestExpr" . | quote }}
+    - record: nettraffic:node_network_speed:bytes
+      expr: {{ include "nettraffic.speedExpr" . | quote }}
+    # Unknown link speed: the slowest known one. Above 1 (a burst over the
+    # reported speed): 1, since the descheduler rejects samples outside 0..1.
+    # No speed known anywhere: no sample (NaN fails ">= 0"), and the
+    # descheduler skips its cycle rather than act on nonsense.
+    - record: nettraffic:node_network_utilization:ratio
+      expr: >-
+        clamp_max(
+          nettraffic:node_network_busiest:bytes_per_second
+            / on (instance) nettraffic:node_network_speed:bytes
+          or nettraffic:node_network_busiest:bytes_per_second
+            / scalar(min(nettraffic:node_network_speed:bytes)),
+          1
+        ) >= 0
+{{- end -}}
