@@ -77,6 +77,12 @@ def setup(tmp_path_factory):
     pending = pod(name="pending-1", namespace="shop")  # not bound: not a node's load
     pending["status"] = {"phase": "Pending"}
     api.put(pending, plural="pods")
+    # Bound but finished: listed away by the status.phase=Running field selector.
+    done = pod(name="done-1", namespace="batch", owner_kind="Job")
+    done["metadata"]["creationTimestamp"] = OLD
+    done["spec"]["nodeName"] = "hot"
+    done["status"] = {"phase": "Succeeded", "qosClass": "BestEffort"}
+    api.put(done, plural="pods")
     directory = tmp_path_factory.mktemp("rebalance")
     kubeconfig = kubeconfig_in_namespace(api, str(directory / "kubeconfig"), "shop")
     config = directory / "config.yaml"
