@@ -13,6 +13,7 @@ import numpy as np
 
 from bench.placement_scenarios import Scenario
 from bench.scheduler_model import ClusterState, KubeScheduler
+from bench.simulated_pod_traffic import SimulatedPodTraffic
 from harness.fakeapi import node
 from harness.reviews import pod as pod_object
 from kubectl_nettraffic.config import settings_from_mapping
@@ -163,7 +164,16 @@ def simulate(scenario: Scenario, strategy: str, seed: int) -> tuple[Run, np.ndar
     )
     # The learner, answered from the simulation's own pods.
     learning = (
-        BandwidthLearning(settings, lambda: source.pod_rates(now[0])) if scenario.learning else None
+        BandwidthLearning(
+            settings,
+            SimulatedPodTraffic(
+                lambda: source.pod_rates(now[0]),
+                lambda: {f"pod-{i}": p.start - STARTUP for i, p in enumerate(source.placements)},
+                settings.learning.young_pod_age,
+            ),
+        )
+        if scenario.learning
+        else None
     )
     measurer = Measurer(
         settings,

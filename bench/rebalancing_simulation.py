@@ -13,6 +13,7 @@ import numpy as np
 from bench.descheduler_model import LoopPolicy, RunningPod, cycle, reading
 from bench.placement_scenarios import LINK
 from bench.scheduler_model import ClusterState, KubeScheduler
+from bench.simulated_pod_traffic import SimulatedPodTraffic
 from harness.fakeapi import node
 from harness.reviews import pod as pod_object
 from kubectl_nettraffic.config import settings_from_mapping
@@ -170,7 +171,14 @@ def simulate(scenario: DriftScenario, policy: LoopPolicy | None, seed: int) -> L
         )
         return PodTrafficReport(samples, (), 0, source.now)
 
-    learning = BandwidthLearning(settings, pod_rates)
+    learning = BandwidthLearning(
+        settings,
+        SimulatedPodTraffic(
+            pod_rates,
+            lambda: {f"pod-{k}": float(pods.started[k]) for k in np.flatnonzero(pods.alive)},
+            settings.learning.young_pod_age,
+        ),
+    )
     node_objects = [node_from_json(node(name)) for name in names]
     measurer = Measurer(
         settings, lambda: node_objects, source, None,  # type: ignore[arg-type]

@@ -154,6 +154,7 @@ class LearningSettings:
         "kube_replicaset_owner", values.metric_name, name="replicaSetOwnerMetric"
     )
     pod_info_metric: str = key("kube_pod_info", values.metric_name)
+    pod_created_metric: str = key("kube_pod_created", values.metric_name)
     namespace_label: str = key("namespace", values.metric_name)
     pod_label: str = key("pod", values.metric_name)
     # The Vertical Pod Autoscaler's: p90 of a histogram whose samples halve in
@@ -175,6 +176,9 @@ class LearningSettings:
     # took about 60% of a core); the learned figures halve in weight daily,
     # so fewer rounds lose little.
     prometheus_share: float = key(0.05, values.share)
+    # Pods created this recently are read on their own between the slices
+    # of a large cluster, so a new workload is learned within a round or two.
+    young_pod_age: float = key(300.0, values.duration)
     timeout: float = key(30.0, values.duration)
 
 

@@ -108,7 +108,7 @@ def build_engine(
     if prometheus is not None and settings.learning.enabled and learn:
         learning = BandwidthLearning(
             settings,
-            PodTrafficSource(prometheus, settings.learning).samples,
+            PodTrafficSource(prometheus, settings.learning),
         ).start()
     measurer = Measurer(settings, nodes, prometheus, metrics, learning=learning)
     return Engine(measurer, Scoreboard(settings), api, watch)

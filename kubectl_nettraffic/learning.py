@@ -1,61 +1,135 @@
-"""The learner on a thread of its own: every ``learning.interval`` (or less
-often, when its query is slow: ``learning.prometheusShare``) it reads
-per-pod traffic (sources/pod_traffic.py) and updates the per-workload
-figures (workload_bandwidth.py); the scoreboard puts the latest figures in
-each snapshot. Its query is large in large clusters (bench.learning), so it
-never runs inside a refresh and never delays the scores. A failed round is
-logged and costs that round only: what was learned stays.
+"""The learner on a thread of its own: it reads per-pod traffic
+(sources/pod_traffic.py) and updates the per-workload figures
+(workload_bandwidth.py); the scoreboard puts the latest figures in each
+snapshot. Its query is large in large clusters (bench.learning), so it
+never runs inside a refresh and never delays the scores, and it reads a
+large cluster a slice of the pods at a time (pod_slices.py), paced to
+``learning.prometheusShare`` of a Prometheus core, with the pods created
+in the last ``learning.youngPodAge`` read between slices
+(learning_schedule.py). A failed round is logged and costs that round
+only: what was learned stays.
 """
 
 import logging
 import threading
 import time
 from collections.abc import Callable
+from typing import Protocol
 
 from kubectl_nettraffic.config import Settings
 from kubectl_nettraffic.errors import NetTrafficError
+from kubectl_nettraffic.learning_schedule import SLICE, YOUNG, LearningSchedule
+from kubectl_nettraffic.pod_slices import WHOLE, PodSlice, slices_for
 from kubectl_nettraffic.sources.pod_traffic import PodTrafficReport
 from kubectl_nettraffic.workload_bandwidth import BandwidthLearner, LearnedBandwidth
 
 log = logging.getLogger(__name__)
 
+# Pods per slice before anything was measured: a guess on the safe side
+# (bench.learning read about 15,000 pods a second); the first full pass
+# over the cluster replaces it with what this Prometheus does.
+FIRST_PODS_PER_SLICE = 5000.0
+
+
+class PodTrafficReader(Protocol):
+    """Where the learner's samples come from (PodTrafficSource in the webhook)."""
+
+    def pod_count(self) -> int:
+        """How many pods the cluster runs (a cheap query, to size the slices)."""
+        ...
+
+    def samples(self, pods: PodSlice = WHOLE) -> PodTrafficReport:
+        """One slice's samples; what is missing, when nothing came back."""
+        ...
+
+    def young_samples(self) -> PodTrafficReport:
+        """The samples of the pods created within learning.youngPodAge."""
+        ...
+
 
 class BandwidthLearning:
-    """``fetch`` gives one round's samples (PodTrafficSource.samples in the webhook)."""
-
-    def __init__(self, settings: Settings, fetch: Callable[[], PodTrafficReport]) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        reader: PodTrafficReader,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.interval = settings.learning.interval
-        self.prometheus_share = settings.learning.prometheus_share
+        self.schedule = LearningSchedule(
+            settings.learning.interval, settings.learning.prometheus_share
+        )
         self.learner = BandwidthLearner.for_settings(
             settings.learning, settings.prometheus.direction
         )
-        self._fetch = fetch
+        self.reader = reader
+        self.clock = clock
         self._latest: LearnedBandwidth | None = None
         self.missing: tuple[str, ...] = ()
         self.last_error: str | None = None
         self.last_round_seconds = 0.0
+        # The slices of the pass under way, and what the last pass measured.
+        self.slices = 1
+        self.next_slice = 0
+        self.pods_per_slice = FIRST_PODS_PER_SLICE
+        self._pass_pods = 0
+        self._pass_seconds = 0.0
         self._stop = threading.Event()
 
     def latest(self) -> LearnedBandwidth | None:
         return self._latest
 
-    def update(self) -> None:
-        """One round: read, learn, publish (a reference swap readers see whole)."""
-        started = time.perf_counter()
+    def update(self) -> str:
+        """The next round, whenever its time (the benchmarks call this on
+        their own clock): read, learn, publish (a reference swap readers see
+        whole). Returns the round's kind."""
+        kind, _ = self.schedule.next_round(self.slices > 1)
+        started = self.clock()
         try:
-            report = self._fetch()
+            if kind == YOUNG:
+                report = self.reader.young_samples()
+            else:
+                report = self.reader.samples(self._slice())
         except NetTrafficError as error:
             self.last_error = str(error)
             log.warning("learning: per-pod traffic unavailable this round: %s", error)
-            return
+            return kind
         finally:
-            self.last_round_seconds = time.perf_counter() - started
+            self.last_round_seconds = self.clock() - started
+            self.schedule.finished(kind, started, self.last_round_seconds)
         self.last_error = None
-        self.missing = report.missing
+        if kind == SLICE:
+            self._slice_done(len(report.samples), self.last_round_seconds)
+            self.missing = report.missing
         if report.missing:
-            return
+            return kind
         self.learner.observe(report.samples, report.evaluated_at)
         self._latest = self.learner.learned(report.evaluated_at)
+        return kind
+
+    def _slice(self) -> PodSlice:
+        """This round's slice; a pass starts by sizing its slices."""
+        if self.next_slice == 0:
+            try:
+                pods = self.reader.pod_count()
+            except NetTrafficError as error:
+                log.warning("learning: could not count the pods, slices kept: %s", error)
+            else:
+                self.slices = slices_for(pods, self.pods_per_slice)
+        return PodSlice(self.next_slice, self.slices)
+
+    def _slice_done(self, pods: int, seconds: float) -> None:
+        self._pass_pods += pods
+        self._pass_seconds += seconds
+        self.next_slice += 1
+        if self.next_slice < self.slices:
+            return
+        # A pass is done: size the next one's slices so that each takes
+        # about one interval's share of Prometheus, at this pass's speed.
+        if self._pass_pods and self._pass_seconds > 0:
+            speed = self._pass_pods / self._pass_seconds
+            self.pods_per_slice = speed * self.interval * self.schedule.share
+        self.next_slice = self._pass_pods = 0
+        self._pass_seconds = 0.0
 
     def start(self) -> "BandwidthLearning":
         threading.Thread(target=self._run, name="learning", daemon=True).start()
@@ -64,14 +138,9 @@ class BandwidthLearning:
     def stop(self) -> None:
         self._stop.set()
 
-    def pause(self) -> float:
-        """Seconds until the next round: the interval, or longer when the last
-        query's time would take more than learning.prometheusShare of a
-        Prometheus core (its query's wall time stands for Prometheus's CPU:
-        the evaluation runs on one core for most of it)."""
-        return max(self.interval, self.last_round_seconds / self.prometheus_share)
-
     def _run(self) -> None:
         while not self._stop.is_set():
+            _, at = self.schedule.next_round(self.slices > 1)
+            if self._stop.wait(max(0.0, at - self.clock())):
+                return
             self.update()
-            self._stop.wait(self.pause())

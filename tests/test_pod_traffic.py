@@ -10,6 +10,7 @@ import pytest
 
 from harness.prometheus import PrometheusServer, prometheus_with_history
 from kubectl_nettraffic.config import settings_from_mapping
+from kubectl_nettraffic.pod_slices import PodSlice
 from kubectl_nettraffic.sources.pod_traffic import PodTrafficSource
 from kubectl_nettraffic.sources.prometheus import PrometheusSource
 from kubectl_nettraffic.workload_bandwidth import Workload
@@ -28,10 +29,15 @@ PODS = [
     ),
     # A ReplicaSet no Deployment owns.
     PodSeries("shop", "lone-rs-c3", 1e5, 1e5, "ReplicaSet", "lone-rs"),
+    # Created 90 s ago; a pod of the same name in another namespace is not.
+    PodSeries("shop", "api-6c8d9f-k2", 8e6, 8e6, "ReplicaSet", "api-6c8d9f", age=90),
+    PodSeries("batch", "api-6c8d9f-k2", 1e3, 1e3, "ReplicaSet", "api-6c8d9f"),
+    PodSeries("shop", "cfg.v2", 1e3, 1e3, age=60),  # a dot in the name, created 60 s ago
 ]
 REPLICASETS = [
     ReplicaSetSeries("shop", "web-7d9c4b", "web"),
     ReplicaSetSeries("shop", "web-5f6a7b", "web"),
+    ReplicaSetSeries("shop", "api-6c8d9f", "api"),
 ]
 
 
@@ -61,6 +67,8 @@ def test_every_pod_gets_its_rates_and_its_workload(prometheus):
         "etl-x9",
         "debug",
         "lone-rs-c3",
+        "api-6c8d9f-k2",
+        "cfg.v2",
     }
     assert report.host_network_pods == 1  # kube-proxy's series are the node's interfaces
     # Both ReplicaSets of the rollout roll up to the Deployment, whichever runtime.
@@ -109,3 +117,30 @@ def test_the_learner_s_query_joins_in_prometheus(prometheus):
 def test_an_empty_learner_answer_says_what_is_missing(prometheus):
     report = _source(prometheus, podOwnerMetric="ksm_kube_pod_owner").samples()
     assert report.samples == () and report.missing == ("kube-state-metrics",)
+
+
+@pytest.mark.parametrize("count", [2, 5, 27])
+def test_the_slices_together_are_every_pod_once(prometheus, count):
+    source = _source(prometheus)
+    whole = {(s.namespace, s.pod): s for s in source.samples().samples}
+    seen = []
+    for index in range(count):
+        part = source.samples(PodSlice(index, count)).samples
+        assert all(PodSlice(index, count).holds(s.pod) for s in part)
+        seen.extend((s.namespace, s.pod) for s in part)
+    assert sorted(seen) == sorted(whole)
+
+
+def test_young_pods_are_read_on_their_own(prometheus):
+    report = _source(prometheus).young_samples()
+    by_pod = {(s.namespace, s.pod): s for s in report.samples}
+    assert set(by_pod) == {("shop", "api-6c8d9f-k2"), ("shop", "cfg.v2")}
+    young = by_pod["shop", "api-6c8d9f-k2"]
+    assert young.workload == Workload("shop", "Deployment", "api")
+    # rate() over the 2m window of a pod that has sent for 90 s: about 90/120 of it.
+    assert young.receive + young.transmit == pytest.approx(16e6 * 90 / 120, rel=0.15)
+    assert _source(prometheus, youngPodAge="30s").young_samples().samples == ()
+
+
+def test_the_pod_count_is_kube_state_metrics_pods(prometheus):
+    assert _source(prometheus).pod_count() == len(PODS)

@@ -1,15 +1,11 @@
 """The per-workload bandwidth model: VPA's decaying histogram, its p90 plus
 margin, and a pod's workload from its controller reference."""
 
-import time
-
 import pytest
 
 from harness.reviews import pod
 from kubectl_nettraffic.config import settings_from_mapping
 from kubectl_nettraffic.errors import ConfigError
-from kubectl_nettraffic.learning import BandwidthLearning
-from kubectl_nettraffic.sources.pod_traffic import PodTrafficReport
 from kubectl_nettraffic.workload_bandwidth import (
     GROWTH,
     BandwidthLearner,
@@ -107,31 +103,6 @@ def test_a_pod_without_a_controller_has_no_workload():
     orphan = pod()
     orphan["metadata"]["ownerReferences"][0]["controller"] = False
     assert pod_workload(orphan) is None
-
-
-def _learning_with_query_taking(seconds: float, share: float) -> BandwidthLearning:
-    settings = settings_from_mapping(
-        {
-            "prometheus": {"url": "http://unused"},
-            "learning": {"interval": "1s", "prometheusShare": share},
-        }
-    )
-
-    def query() -> PodTrafficReport:
-        time.sleep(seconds)  # the learner's query, as slow as a large cluster's
-        return PodTrafficReport((), (), 0, time.time())
-
-    learning = BandwidthLearning(settings, query)
-    learning.update()
-    return learning
-
-
-def test_the_learner_paces_itself_to_its_share_of_prometheus():
-    # A query of 0.2 s at a 10% share: 2 s before the next round, over the 1 s interval.
-    slow = _learning_with_query_taking(0.2, 0.1)
-    assert slow.pause() >= 2.0 and slow.pause() == slow.last_round_seconds / 0.1
-    # A quick query: the interval.
-    assert _learning_with_query_taking(0.0, 0.1).pause() == 1.0
 
 
 @pytest.mark.parametrize(

@@ -22,11 +22,13 @@ The five parts come back in one answer, each tagged with a
 series at all: the report says which is missing, and nothing is learned.
 """
 
-from collections.abc import Mapping
+import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from kubectl_nettraffic.config import LearningSettings
+from kubectl_nettraffic.pod_slices import WHOLE, PodSlice
 from kubectl_nettraffic.sources.prometheus import PrometheusSource
 from kubectl_nettraffic.units import promql_duration
 from kubectl_nettraffic.workload_bandwidth import PodSample, Workload
@@ -89,29 +91,34 @@ def _ksm(settings: LearningSettings, selector: str) -> str:
     return expression
 
 
-def build_learner_query(settings: LearningSettings, window: float, direction: str) -> str:
+def build_learner_query(
+    settings: LearningSettings, window: float, direction: str, pods: str = ""
+) -> str:
     """The learner's query: one series per pod, its bandwidth in ``direction``
     with its controller joined on, plus one per ReplicaSet for the roll-up to
     its Deployment. The joins run in Prometheus, so the answer has a series
-    per pod instead of three (bench.learning: 150,000 pods)."""
+    per pod instead of three (bench.learning: 150,000 pods). ``pods``: a
+    regular expression the pods' names must match (a slice, or the young
+    pods); empty for every pod."""
     names = {
         "receive": settings.receive_metric,
         "transmit": settings.transmit_metric,
     }
     wanted = [names[direction]] if direction in names else list(names.values())
     rate_window = promql_duration(window)
+    cadvisor = settings.pod_selector + (f',pod=~"{pods}"' if pods else "")
+    ksm = f',{settings.pod_label}=~"{pods}"' if pods else ""
     # One sum per counter, then added: rate() over both names at once would
     # give two series with one labelset per pod, which Prometheus refuses.
     bandwidth = " + ".join(
-        f"sum by (namespace, pod) (rate({name}{{{settings.pod_selector}}}[{rate_window}]))"
-        for name in wanted
+        f"sum by (namespace, pod) (rate({name}{{{cadvisor}}}[{rate_window}]))" for name in wanted
     )
     owners = _ksm(
         settings,
-        f'{settings.pod_owner_metric}{{owner_is_controller="true"}} '
-        f'or {settings.pod_owner_metric}{{owner_kind="{_NONE}"}}',
+        f'{settings.pod_owner_metric}{{owner_is_controller="true"{ksm}}} '
+        f'or {settings.pod_owner_metric}{{owner_kind="{_NONE}"{ksm}}}',
     )
-    host_network = _ksm(settings, f'{settings.pod_info_metric}{{host_network="true"}}')
+    host_network = _ksm(settings, f'{settings.pod_info_metric}{{host_network="true"{ksm}}}')
     replicasets = _ksm(settings, settings.replicaset_owner_metric)
     return (
         f"label_replace(({bandwidth})"
@@ -219,21 +226,61 @@ def _workload(
     return Workload(namespace, kind, name)
 
 
+def build_young_pods_query(settings: LearningSettings, age: float) -> str:
+    """The pods created within ``age``, each with its creation time:
+    kube-state-metrics' creation timestamp, an instant read of one sample
+    per pod (no range), so cheap beside the learner's query."""
+    created = _ksm(settings, settings.pod_created_metric)
+    return f"max by (namespace, pod) ({created}) > time() - {age:g}"
+
+
+def build_pod_count_query(settings: LearningSettings) -> str:
+    return f"count({settings.pod_info_metric})"
+
+
+# The most young pods one round reads: Prometheus looks a list of names up
+# in its index directly up to 256 of them (FastRegexMatcher's maxSetMatches,
+# model/labels/regexp.go), beyond which it matches every pod name in turn.
+# More young pods than that (a large rollout) wait for their slice.
+MOST_YOUNG_PODS = 256
+_POD_NAME = re.compile(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?")
+
+
+def young_pods_from(result: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    """The young pods' (namespace, name), the most recently created first."""
+    pods = []
+    for series in result:
+        metric: Mapping[str, str] = series.get("metric") or {}
+        name = metric.get("pod", "")
+        try:
+            created = float(series["value"][1])
+        except (KeyError, IndexError, TypeError, ValueError):
+            continue
+        if _POD_NAME.fullmatch(name):
+            pods.append((created, metric.get("namespace", ""), name))
+    pods.sort(reverse=True)
+    return [(namespace, name) for _, namespace, name in pods[:MOST_YOUNG_PODS]]
+
+
+def names_pattern(names: Iterable[str]) -> str:
+    """A PromQL regular expression (in a double-quoted string) for exactly these names."""
+    return "|".join(sorted({name.replace(".", "\\\\.") for name in names}))
+
+
 class PodTrafficSource:
     """Per-pod traffic through the node source's client (auth, TLS).
 
-    ``samples``: the learner's one query (joined in Prometheus, one series per
-    pod); ``fetch``: receive and transmit apart, and what is missing (for
-    ``top pods`` and ``doctor``).
+    ``samples``: the learner's query (joined in Prometheus, one series per
+    pod) over every pod or a slice of them; ``young_samples``: the same for
+    the pods created within learning.youngPodAge; ``fetch``: receive and
+    transmit apart, and what is missing (for ``top pods`` and ``doctor``).
     """
 
     def __init__(self, prometheus: PrometheusSource, settings: LearningSettings) -> None:
         self.prometheus = prometheus
         self.settings = settings
         self.query = build_pod_query(settings, prometheus.settings.window)
-        self.learner_query = build_learner_query(
-            settings, prometheus.settings.window, prometheus.settings.direction
-        )
+        self.young_pods_query = build_young_pods_query(settings, settings.young_pod_age)
 
     def fetch(self) -> PodTrafficReport:
         evaluated_at = self.prometheus.clock()
@@ -242,14 +289,44 @@ class PodTrafficSource:
         )
         return samples_from(result, self.settings, evaluated_at)
 
-    def samples(self) -> PodTrafficReport:
-        """The learner's samples. An empty answer is looked into with the
-        detailed query, once, to say what is missing."""
-        evaluated_at = self.prometheus.clock()
+    def pod_count(self) -> int:
         result = self.prometheus.query_vector(
-            self.learner_query, at=evaluated_at, timeout=self.settings.timeout
+            build_pod_count_query(self.settings), timeout=self.settings.timeout
         )
-        samples = learner_samples_from(result, self.prometheus.settings.direction, evaluated_at)
-        if samples:
-            return PodTrafficReport(samples, (), 0, evaluated_at)
+        try:
+            return int(float(result[0]["value"][1])) if result else 0
+        except (KeyError, IndexError, TypeError, ValueError):
+            return 0
+
+    def samples(self, pods: PodSlice = WHOLE) -> PodTrafficReport:
+        """The learner's samples of one slice of the pods. An empty answer
+        for the first slice is looked into with the detailed query, once, to
+        say what is missing (another slice may simply hold no pod)."""
+        report = self._learner_samples(pods.pattern)
+        if report.samples or pods.index != 0:
+            return report
         return self.fetch()
+
+    def young_samples(self) -> PodTrafficReport:
+        """The learner's samples of the pods created within learning.youngPodAge."""
+        young = young_pods_from(
+            self.prometheus.query_vector(self.young_pods_query, timeout=self.settings.timeout)
+        )
+        if not young:
+            return PodTrafficReport((), (), 0, self.prometheus.clock())
+        report = self._learner_samples(names_pattern(name for _, name in young))
+        wanted = set(young)  # the same name in another namespace is not young
+        samples = tuple(s for s in report.samples if (s.namespace, s.pod) in wanted)
+        return PodTrafficReport(samples, (), 0, report.evaluated_at)
+
+    def _learner_samples(self, pods: str) -> PodTrafficReport:
+        evaluated_at = self.prometheus.clock()
+        query = build_learner_query(
+            self.settings,
+            self.prometheus.settings.window,
+            self.prometheus.settings.direction,
+            pods,
+        )
+        result = self.prometheus.query_vector(query, at=evaluated_at, timeout=self.settings.timeout)
+        samples = learner_samples_from(result, self.prometheus.settings.direction, evaluated_at)
+        return PodTrafficReport(samples, (), 0, evaluated_at)

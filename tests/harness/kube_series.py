@@ -23,6 +23,7 @@ class PodSeries:
     node: str = "n1"
     interfaces: tuple[str, ...] = ("eth0",)  # the rates split evenly over these
     reset_at: float | None = None  # the counter restarts this long before the end
+    age: float | None = None  # created this long before the end; None: before the series start
 
 
 @dataclass(frozen=True)
@@ -65,6 +66,8 @@ def kube_lines(
                 }
                 rate = getattr(pod, attribute) / len(pod.interfaces)
                 for t in times:
+                    if pod.age is not None and t < end - pod.age:
+                        continue  # not created yet
                     if pod.reset_at is not None and t > end - pod.reset_at:
                         value = rate * (t - (end - pod.reset_at))
                     else:
@@ -115,3 +118,10 @@ def kube_lines(
             series = f"{family}{_labels({**ksm, **labels})}"
             for t in times:
                 yield f"{series} 1 {t:.3f}"
+    # kube-state-metrics' kube_pod_created: the pod's creation, in Unix seconds.
+    yield "# TYPE kube_pod_created gauge"
+    for pod in pods:
+        created = end - (pod.age if pod.age is not None else duration + 3600)
+        labels = {**ksm, "namespace": pod.namespace, "pod": pod.pod, "uid": f"uid-{pod.pod}"}
+        for t in times:
+            yield f"kube_pod_created{_labels(labels)} {created:.0f} {t:.3f}"

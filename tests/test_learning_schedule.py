@@ -1,0 +1,107 @@
+"""When the learner reads Prometheus: hand-computed cases, and the learner
+itself reading a synthetic cluster a slice at a time."""
+
+import pytest
+
+from kubectl_nettraffic.config import settings_from_mapping
+from kubectl_nettraffic.learning import BandwidthLearning
+from kubectl_nettraffic.learning_schedule import SLICE, YOUNG, LearningSchedule
+from kubectl_nettraffic.pod_slices import WHOLE, PodSlice
+from kubectl_nettraffic.sources.pod_traffic import PodTrafficReport
+from kubectl_nettraffic.workload_bandwidth import PodSample, Workload
+
+
+def test_a_slow_round_waits_its_query_time_over_the_share():
+    schedule = LearningSchedule(interval=1.0, share=0.1)
+    assert schedule.next_round(sliced=False) == (SLICE, 0.0)
+    schedule.finished(SLICE, started=0.0, seconds=0.2)
+    assert schedule.next_round(sliced=False) == (SLICE, 0.2 + 2.0)  # 0.2 / 0.1 after its end
+    schedule.finished(SLICE, started=2.2, seconds=0.01)
+    assert schedule.next_round(sliced=False) == (SLICE, 3.2)  # quick: the interval
+
+
+def test_young_rounds_go_between_the_slices():
+    schedule = LearningSchedule(interval=15.0, share=0.05)
+    assert schedule.next_round(sliced=True) == (YOUNG, 0.0)
+    schedule.finished(YOUNG, started=0.0, seconds=0.1)
+    # The slice is due; nothing starts within 0.1 / 0.05 = 2 s of the young round's end.
+    assert schedule.next_round(sliced=True) == (SLICE, 2.1)
+    schedule.finished(SLICE, started=2.1, seconds=0.5)
+    # Young due at 15, the next slice at 17.1; the slice's quiet time ends at 12.6.
+    assert schedule.next_round(sliced=True) == (YOUNG, 15.0)
+    schedule.finished(YOUNG, started=15.0, seconds=0.5)
+    assert schedule.next_round(sliced=True) == (SLICE, 25.5)  # 15.5 + 0.5 / 0.05
+
+
+class SyntheticCluster:
+    """A reader answering from a list of pods (name, workload, bytes/s,
+    created), on a clock the test moves; each query takes ``seconds``."""
+
+    def __init__(self, pods, clock, seconds_per_pod):
+        self.pods = pods
+        self.clock = clock
+        self.seconds_per_pod = seconds_per_pod
+        self.read: list[str] = []
+
+    def _report(self, chosen):
+        self.clock[0] += self.seconds_per_pod * len(chosen)  # the query's time
+        self.read.extend(name for name, *_ in chosen)
+        samples = tuple(
+            PodSample("ns", name, rate, 0.0, Workload("ns", "Deployment", workload))
+            for name, workload, rate, _ in chosen
+        )
+        return PodTrafficReport(samples, (), 0, self.clock[0])
+
+    def pod_count(self):
+        return len(self.pods)
+
+    def samples(self, pods: PodSlice = WHOLE):
+        return self._report([p for p in self.pods if pods.holds(p[0])])
+
+    def young_samples(self):
+        return self._report([p for p in self.pods if self.clock[0] - p[3] < 300])
+
+
+def _learning(cluster, clock):
+    settings = settings_from_mapping({"prometheus": {"url": "http://unused"}})
+    return BandwidthLearning(settings, cluster, clock=lambda: clock[0])
+
+
+def test_a_large_cluster_is_read_a_slice_at_a_time_each_pod_once_a_pass():
+    clock = [0.0]
+    alphabet = "bcdfghjklmnpqrstvwxz2456789"
+    pods = [
+        (f"app-{i // 10}-{alphabet[i % 27]}{alphabet[(i // 27) % 27]}", f"app-{i // 10}", 1e6, -1e6)
+        for i in range(12_000)
+    ]
+    cluster = SyntheticCluster(pods, clock, seconds_per_pod=1e-5)  # 100,000 pods/s
+    learning = _learning(cluster, clock)
+    kinds = []
+    while len([k for k in kinds if k == SLICE]) < 3:  # 12,000 pods at 5,000 a slice: 3
+        _, at = learning.schedule.next_round(learning.slices > 1)
+        clock[0] = max(clock[0], at)
+        kinds.append(learning.update())
+    # The pass read 100,000 pods/s: one interval's share (0.75 s) holds 75,000,
+    # so the next pass reads the whole cluster at once.
+    assert learning.pods_per_slice == pytest.approx(75_000)
+    assert sorted(cluster.read) == sorted(name for name, *_ in pods)  # each pod once
+    assert YOUNG in kinds  # between the slices (no pod is young here: nothing read)
+    assert len(learning.latest().workloads) == 1200
+
+
+def test_a_new_workload_is_learned_from_a_young_round_before_its_slice_comes():
+    clock = [0.0]
+    old = [(f"old-{i}-{'bcdfg'[i % 5]}", f"old-{i // 10}", 1e6, -1e6) for i in range(20_000)]
+    cluster = SyntheticCluster(old, clock, seconds_per_pod=1e-4)  # 10,000 pods/s
+    learning = _learning(cluster, clock)
+    _, at = learning.schedule.next_round(learning.slices > 1)
+    learning.update()  # the first slice of four
+    assert learning.slices == 4
+    cluster.pods = old + [(f"new-{i}-x", "new", 50e6, clock[0]) for i in range(3)]
+    new = Workload("ns", "Deployment", "new")
+    while new not in (learning.latest().workloads if learning.latest() else {}):
+        _, at = learning.schedule.next_round(learning.slices > 1)
+        clock[0] = max(clock[0], at)
+        assert learning.update() == YOUNG  # learned before another slice
+    assert learning.next_slice == 1
+    assert learning.latest().workloads[new] >= 50e6
