@@ -104,9 +104,11 @@ def test_one_query_per_fetch(prometheus):
 def test_the_learner_s_query_joins_in_prometheus(prometheus):
     source = _source(prometheus)
     report = source.samples()
-    by_pod = {s.pod: s for s in report.samples}
-    # The same pods and workloads as the detailed query, one series each.
-    detailed = {s.pod: s for s in source.fetch().samples}
+    by_pod = {(s.namespace, s.pod): s for s in report.samples}
+    # The same pods and workloads as the detailed query, one series each
+    # (keyed by namespace too: two namespaces hold a pod of the same name).
+    detailed = {(s.namespace, s.pod): s for s in source.fetch().samples}
+    assert len(by_pod) == len(report.samples)
     assert set(by_pod) == set(detailed)
     for name, sample in by_pod.items():
         assert sample.workload == detailed[name].workload
