@@ -44,16 +44,16 @@ def process_cpu_seconds(pid: int) -> float:
 
 def cpu_per_minute(
     pid: int, minutes: int, during: Callable[[int], None] | None = None
-) -> list[float]:
-    """The Prometheus process's CPU seconds in each of ``minutes`` minutes;
-    ``during(minute)`` is called at the start of each."""
+) -> list[tuple[float, float]]:
+    """(start on the monotonic clock, the Prometheus process's CPU seconds)
+    of each of ``minutes`` minutes; ``during(minute)`` is called at the start of each."""
     shares = []
     for minute in range(minutes):
         if during is not None:
             during(minute)
         before, started = process_cpu_seconds(pid), time.monotonic()
         time.sleep(MINUTE - (time.monotonic() - started))
-        shares.append(process_cpu_seconds(pid) - before)
+        shares.append((started, process_cpu_seconds(pid) - before))
     return shares
 
 
@@ -67,7 +67,7 @@ class LearnerRun:
     ) -> None:
         self.source = source
         self.exporter = exporter
-        self.rounds: list[tuple[str, float]] = []
+        self.rounds: list[tuple[str, float, float]] = []  # kind, start (monotonic), seconds
         self.added_at: float | None = None
         self.learned_after: float | None = None
         self.new = Workload("ns-new", "Deployment", "arrival")
@@ -75,7 +75,11 @@ class LearnerRun:
         self.kind = ""
 
     def pod_count(self) -> int:
-        return self.source.pod_count()
+        started = time.monotonic()
+        try:
+            return self.source.pod_count()
+        finally:
+            self.rounds.append(("count", started, time.monotonic() - started))
 
     def samples(self, pods: PodSlice = WHOLE) -> PodTrafficReport:
         return self._timed("slice", lambda: self.source.samples(pods))
@@ -84,11 +88,11 @@ class LearnerRun:
         return self._timed("young", self.source.young_samples)
 
     def _timed(self, kind: str, read: Callable[[], PodTrafficReport]) -> PodTrafficReport:
-        started = time.perf_counter()
+        started = time.monotonic()
         try:
             return read()
         finally:
-            self.rounds.append((kind, time.perf_counter() - started))
+            self.rounds.append((kind, started, time.monotonic() - started))
             threading.Thread(target=self._check, daemon=True).start()
 
     def _check(self) -> None:
@@ -133,7 +137,8 @@ class PodSeriesExporter:
         replicaset = f"{deployment}-5f6a7b"
         static = [
             f'kube_replicaset_owner{{namespace="{namespace}",replicaset="{replicaset}",'
-            f'owner_kind="Deployment",owner_name="{deployment}",owner_is_controller="true"}} 1'
+            f'owner_kind="Deployment",owner_name="{deployment}",owner_is_controller="true"}} 1',
+            f'kube_replicaset_created{{namespace="{namespace}",replicaset="{replicaset}"}} {created:.0f}',
         ]
         mean = self.rng.lognormal(np.log(2e6), 1.0)
         names, rates = [], []
@@ -150,7 +155,6 @@ class PodSeriesExporter:
                 f'kube_pod_owner{{{labels},owner_kind="ReplicaSet",'
                 f'owner_name="{replicaset}",owner_is_controller="true"}} 1',
                 f'kube_pod_info{{{labels},node="{node}",host_network="false"}} 1',
-                f"kube_pod_created{{{labels}}} {created:.0f}",
             ]
         with self.lock:
             self.names += names
@@ -241,10 +245,15 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         prometheus.stop()
         exporter.stop()
-    idle_mean = statistics.mean(idle) / MINUTE
-    extra = [c / MINUTE - idle_mean for c in learning]
-    slices = [seconds for kind, seconds in run.rounds if kind == "slice"]
-    young = [seconds for kind, seconds in run.rounds if kind == "young"]
+    idle_mean = statistics.mean(cpu for _, cpu in idle) / MINUTE
+    extra = [cpu / MINUTE - idle_mean for _, cpu in learning]
+    # The learner's query time within each minute: what its budget bounds.
+    queried = [
+        sum(max(0.0, min(s + d, m + MINUTE) - max(s, m)) for _, s, d in run.rounds)
+        for m, _ in learning
+    ]
+    slices = [seconds for kind, _, seconds in run.rounds if kind == "slice"]
+    young = [seconds for kind, _, seconds in run.rounds if kind == "young"]
     learned = "not within the run" if run.learned_after is None else f"{run.learned_after:.0f} s"
     rows = [
         "| cost at 5,000 nodes, 150,000 pods, 15,000 Deployments | figure |",
@@ -255,10 +264,12 @@ def main(argv: list[str] | None = None) -> int:
         f"| the learner's histograms in the refresher process | {held / 2**20:.1f} MiB |",
         f"| the learned table as sent to the serving process after each learning round | {wire / 2**20:.2f} MiB ({len(table.workloads):,} workloads) |",
         f"| pickling and loading it | {roundtrip * 1e3:.0f} ms |",
-        f"| the Prometheus process's CPU per minute, scraping alone ({IDLE_MINUTES} minutes) | {min(idle) / MINUTE:.1%} to {max(idle) / MINUTE:.1%} of one core |",
-        f"| the learner as the webhook runs it ({LEARNING_MINUTES} minutes): slices of the pods, and rounds of young pods between them | {run.learning.slices} slices; {len(slices)} slice rounds (median {statistics.median(slices) if slices else 0:.2f} s), {len(young)} young rounds (median {statistics.median(young) if young else 0:.2f} s) |",
+        f"| the Prometheus process's CPU per minute, scraping alone ({IDLE_MINUTES} minutes) | {min(c for _, c in idle) / MINUTE:.1%} to {max(c for _, c in idle) / MINUTE:.1%} of one core |",
+        f"| the learner as the webhook runs it ({LEARNING_MINUTES} minutes): slices of the pods, and rounds of the new workloads' pods between them | {run.learning.slices} slices; {len(slices)} slice rounds (median {statistics.median(slices) if slices else 0:.2f} s), {len(young)} young rounds (median {statistics.median(young) if young else 0:.2f} s) |",
+        f"| ... the learner's query time in each minute (its budget: {settings.learning.prometheus_share * MINUTE:g} s) | {', '.join(f'{q:.1f}' for q in queried)} s |",
         f"| ... the Prometheus process's CPU per minute, less scraping's mean: each minute | {', '.join(f'{e:.1%}' for e in extra)} of one core |",
         f"| ... the busiest minute, and the mean | {max(extra):.1%} and {statistics.mean(extra):.1%} of one core |",
+        f"| ... Prometheus's CPU per second of the learner's query time (the budget counts the latter) | {sum(extra) * MINUTE / max(1e-9, sum(queried)):.2f} |",
         f"| a new Deployment (10 pods) added in the second minute: learned after its pods started sending | {learned} |",
     ]
     body = "\n".join(rows)

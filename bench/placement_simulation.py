@@ -169,7 +169,7 @@ def simulate(scenario: Scenario, strategy: str, seed: int) -> tuple[Run, np.ndar
             SimulatedPodTraffic(
                 lambda: source.pod_rates(now[0]),
                 lambda: {f"pod-{i}": p.start - STARTUP for i, p in enumerate(source.placements)},
-                settings.learning.young_pod_age,
+                settings.learning.young_workload_age,
             ),
         )
         if scenario.learning

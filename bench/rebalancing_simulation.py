@@ -176,7 +176,7 @@ def simulate(scenario: DriftScenario, policy: LoopPolicy | None, seed: int) -> L
         SimulatedPodTraffic(
             pod_rates,
             lambda: {f"pod-{k}": float(pods.started[k]) for k in np.flatnonzero(pods.alive)},
-            settings.learning.young_pod_age,
+            settings.learning.young_workload_age,
         ),
     )
     node_objects = [node_from_json(node(name)) for name in names]

@@ -1,12 +1,15 @@
 """The learner's reader (kubectl_nettraffic.learning.PodTrafficReader) for
 the simulations: every pod's sample from the simulation, and each pod's
 creation time, answered the way PodTrafficSource answers from Prometheus
-(a slice by the pod name's last character, the young pods by age)."""
+(a slice by the pod name's last character; young rounds read the pods of
+the workloads whose first pod was created within the age, as the
+controllers' creation times give them, at most MOST_YOUNG pods, an equal
+share each)."""
 
 from collections.abc import Callable, Mapping
 
 from kubectl_nettraffic.pod_slices import WHOLE, PodSlice
-from kubectl_nettraffic.sources.pod_traffic import MOST_YOUNG_PODS, PodTrafficReport
+from kubectl_nettraffic.sources.pod_traffic import MOST_YOUNG, PodTrafficReport
 
 
 class SimulatedPodTraffic:
@@ -14,11 +17,11 @@ class SimulatedPodTraffic:
         self,
         rates: Callable[[], PodTrafficReport],
         created: Callable[[], Mapping[str, float]],
-        young_pod_age: float,
+        young_workload_age: float,
     ) -> None:
         self.rates = rates
         self.created = created  # pod name -> when it was created, on the simulation's clock
-        self.young_pod_age = young_pod_age
+        self.young_workload_age = young_workload_age
 
     def pod_count(self) -> int:
         return len(self.created())
@@ -31,11 +34,17 @@ class SimulatedPodTraffic:
     def young_samples(self) -> PodTrafficReport:
         report = self.rates()
         created = self.created()
-        young = sorted(
-            (at, pod)
-            for pod, at in created.items()
-            if report.evaluated_at - at < self.young_pod_age
-        )
-        names = {pod for _, pod in young[-MOST_YOUNG_PODS:]}
-        kept = tuple(s for s in report.samples if s.pod in names)
-        return PodTrafficReport(kept, (), 0, report.evaluated_at)
+        born: dict[object, float] = {}  # a workload is as old as its first pod
+        for sample in report.samples:
+            at = created.get(sample.pod)
+            if sample.workload is not None and at is not None:
+                born[sample.workload] = min(at, born.get(sample.workload, at))
+        young = {w for w, at in born.items() if report.evaluated_at - at < self.young_workload_age}
+        each = max(1, MOST_YOUNG // max(1, len(young)))
+        taken: dict[object, int] = {}
+        kept = []
+        for sample in report.samples:
+            if sample.workload in young and taken.get(sample.workload, 0) < each:
+                taken[sample.workload] = taken.get(sample.workload, 0) + 1
+                kept.append(sample)
+        return PodTrafficReport(tuple(kept[:MOST_YOUNG]), (), 0, report.evaluated_at)

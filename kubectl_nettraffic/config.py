@@ -154,7 +154,6 @@ class LearningSettings:
         "kube_replicaset_owner", values.metric_name, name="replicaSetOwnerMetric"
     )
     pod_info_metric: str = key("kube_pod_info", values.metric_name)
-    pod_created_metric: str = key("kube_pod_created", values.metric_name)
     namespace_label: str = key("namespace", values.metric_name)
     pod_label: str = key("pod", values.metric_name)
     # The Vertical Pod Autoscaler's: p90 of a histogram whose samples halve in
@@ -169,16 +168,19 @@ class LearningSettings:
     # workload is known one round after its first pods have sent for a whole
     # window.
     interval: float = key(15.0, values.duration)
-    # The most of one Prometheus core the learner's query may take, averaged:
-    # a round whose query took d seconds waits d / share before the next, if
-    # that is longer than the interval. The query grows with the pods
-    # (python -m bench.learning: at 150,000 pods, back to back every 15s, it
-    # took about 60% of a core); the learned figures halve in weight daily,
-    # so fewer rounds lose little.
+    # The most of one Prometheus core the learner's queries may take in any
+    # minute (learning_schedule.py): 5%, 3 s of query time a minute. Reading
+    # every pod at once took about 60% of a core at 150,000 pods, back to back
+    # every 15s (python -m bench.learning), so a large cluster is read in
+    # slices; the learned figures halve in weight daily, so a pass of many
+    # minutes loses little.
     prometheus_share: float = key(0.05, values.share)
-    # Pods created this recently are read on their own between the slices
-    # of a large cluster, so a new workload is learned within a round or two.
-    young_pod_age: float = key(300.0, values.duration)
+    # The pods of controllers (ReplicaSets, StatefulSets, Jobs) created this
+    # recently are read on their own every interval, between the slices of a
+    # large cluster, so a new workload is learned within a round or two of its
+    # pods sending. 5m: a workload's pods start within it, and its figure,
+    # once learned, stays.
+    young_workload_age: float = key(300.0, values.duration)
     timeout: float = key(30.0, values.duration)
 
 

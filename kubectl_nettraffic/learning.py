@@ -4,10 +4,10 @@
 snapshot. Its query is large in large clusters (bench.learning), so it
 never runs inside a refresh and never delays the scores, and it reads a
 large cluster a slice of the pods at a time (pod_slices.py), paced to
-``learning.prometheusShare`` of a Prometheus core, with the pods created
-in the last ``learning.youngPodAge`` read between slices
-(learning_schedule.py). A failed round is logged and costs that round
-only: what was learned stays.
+``learning.prometheusShare`` of a Prometheus core in any minute, with the
+pods of the workloads created in the last ``learning.youngWorkloadAge``
+read between slices (learning_schedule.py). A failed round is logged and
+costs that round only: what was learned stays.
 """
 
 import logging
@@ -29,6 +29,11 @@ log = logging.getLogger(__name__)
 # (bench.learning read about 15,000 pods a second); the first full pass
 # over the cluster replaces it with what this Prometheus does.
 FIRST_PODS_PER_SLICE = 5000.0
+# A slice is sized to take this share of what slices may use of a minute:
+# a slice's time varies from one to the next by a third or so
+# (bench.learning), and one that takes longer than expected overruns the
+# minute it ends in.
+SLICE_OF_BUDGET = 0.5
 
 
 class PodTrafficReader(Protocol):
@@ -43,7 +48,8 @@ class PodTrafficReader(Protocol):
         ...
 
     def young_samples(self) -> PodTrafficReport:
-        """The samples of the pods created within learning.youngPodAge."""
+        """The samples of the pods of the workloads created within
+        learning.youngWorkloadAge."""
         ...
 
 
@@ -54,7 +60,6 @@ class BandwidthLearning:
         reader: PodTrafficReader,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.interval = settings.learning.interval
         self.schedule = LearningSchedule(
             settings.learning.interval, settings.learning.prometheus_share
         )
@@ -73,6 +78,7 @@ class BandwidthLearning:
         self.pods_per_slice = FIRST_PODS_PER_SLICE
         self._pass_pods = 0
         self._pass_seconds = 0.0
+        self._last_pass_pods = 0  # counts the next pass's pods without a query
         self._stop = threading.Event()
 
     def latest(self) -> LearnedBandwidth | None:
@@ -107,10 +113,11 @@ class BandwidthLearning:
         return kind
 
     def _slice(self) -> PodSlice:
-        """This round's slice; a pass starts by sizing its slices."""
+        """This round's slice; a pass starts by sizing its slices, from the
+        pods the last pass read (counting them is a query over every pod)."""
         if self.next_slice == 0:
             try:
-                pods = self.reader.pod_count()
+                pods = self._last_pass_pods or self.reader.pod_count()
             except NetTrafficError as error:
                 log.warning("learning: could not count the pods, slices kept: %s", error)
             else:
@@ -124,10 +131,12 @@ class BandwidthLearning:
         if self.next_slice < self.slices:
             return
         # A pass is done: size the next one's slices so that each takes
-        # about one interval's share of Prometheus, at this pass's speed.
+        # SLICE_OF_BUDGET of what slices may use of a minute, at this pass's speed.
         if self._pass_pods and self._pass_seconds > 0:
             speed = self._pass_pods / self._pass_seconds
-            self.pods_per_slice = speed * self.interval * self.schedule.share
+            budget = self.schedule.slice_budget(sliced=self.slices > 1)
+            self.pods_per_slice = speed * budget * SLICE_OF_BUDGET
+        self._last_pass_pods = self._pass_pods
         self.next_slice = self._pass_pods = 0
         self._pass_seconds = 0.0
 

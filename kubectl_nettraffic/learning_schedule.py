@@ -2,41 +2,79 @@
 
 Two kinds of round. A *slice* round reads one slice of the pods
 (pod_slices.py; the whole cluster when it is small). A *young* round reads
-only the pods created within ``learning.youngPodAge``, so that a new
-workload is learned within a round or two however long the slices take to
-go round a large cluster; it runs only while the cluster is read in several
-slices (a whole-cluster round already holds every young pod).
+only the pods of the workloads created within ``learning.youngWorkloadAge``,
+so that a new workload is learned within a round or two however long the
+slices take to go round a large cluster; it runs only while the cluster is
+read in several slices (a whole-cluster round already holds every pod).
 
-The budget is ``learning.prometheusShare`` of one Prometheus core: after a
-round whose query took d seconds, no round of either kind starts for
-d / share seconds, so however the rounds fall, Prometheus spends at most
-that share of its time on them. Within it, a young round is due every
-``learning.interval``, and a slice round every interval too, young rounds
-going first when both are due.
+The budget is ``learning.prometheusShare`` of one Prometheus core in any
+minute: the rounds' query time within any 60 s stays at most share x 60 s.
+A round starts only once the query time of the last minute, plus what the
+round is expected to take (the last round of its kind), fits. Young rounds
+are small and due every ``learning.interval``; slice rounds may use only
+what the young rounds of a minute leave, so a slow slice never holds up a
+new workload. A round slower than expected overruns once; the next waits.
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 SLICE, YOUNG = "slice", "young"
+MINUTE = 60.0  # the budget's window: the goal is a share of a core per minute
 
 
 @dataclass
 class LearningSchedule:
     interval: float
     share: float
-    quiet_until: float = 0.0  # the last round's d / share: nothing starts before
     slice_due: float = 0.0
     young_due: float = 0.0
+    # (kind, start, seconds) of the rounds that may still be within a minute
+    rounds: list[tuple[str, float, float]] = field(default_factory=list)
+    expected: dict[str, float] = field(default_factory=dict)  # the last round of each kind
+
+    @property
+    def budget(self) -> float:
+        """Query seconds allowed in any minute."""
+        return self.share * MINUTE
+
+    def slice_budget(self, sliced: bool) -> float:
+        """What slice rounds may use of a minute: what the young rounds due
+        in it (one every interval) are expected to leave."""
+        if not sliced:
+            return self.budget
+        young_rounds = -(-MINUTE // self.interval)  # started within any minute, at most
+        return max(0.0, self.budget - young_rounds * self.expected.get(YOUNG, 0.0))
 
     def next_round(self, sliced: bool) -> tuple[str, float]:
-        """The next round's kind, and when it may start."""
-        if sliced and self.young_due <= self.slice_due:
-            return YOUNG, max(self.young_due, self.quiet_until)
-        return SLICE, max(self.slice_due, self.quiet_until)
+        """The next round's kind, and when it may start: whichever kind may
+        start first, a young round on a tie (a slice waiting for room never
+        holds one up)."""
+        at = self._room(SLICE, self.slice_due, self.slice_budget(sliced), counted=SLICE)
+        if sliced:
+            young_at = self._room(YOUNG, self.young_due, self.budget, counted=None)
+            if young_at <= at:
+                return YOUNG, young_at
+        return SLICE, at
+
+    def _room(self, kind: str, due: float, budget: float, counted: str | None) -> float:
+        """The first time from ``due`` on when the query time of the minute
+        before it (of rounds of ``counted`` kind; None: every round), plus
+        this round's expected time, fits ``budget``. Past rounds only leave
+        the window, so every minute that ends during this round fits too."""
+        cost = self.expected.get(kind, 0.0)
+        mine = [(s, d) for k, s, d in self.rounds if counted is None or k == counted]
+        # The spent time only falls as rounds leave: try each such moment in turn.
+        for at in sorted({due, *(s + d + MINUTE for s, d in mine if s + d + MINUTE > due)}):
+            spent = sum(max(0.0, min(s + d, at) - max(s, at - MINUTE)) for s, d in mine)
+            if spent + cost <= budget + 1e-9:
+                return at
+        return max([due, *(s + d + MINUTE for s, d in mine)])  # over the budget alone: alone
 
     def finished(self, kind: str, started: float, seconds: float) -> None:
         """A round of ``kind`` that started at ``started`` took ``seconds``."""
-        self.quiet_until = started + seconds + seconds / self.share
+        self.expected[kind] = seconds
+        self.rounds = [r for r in self.rounds if r[1] + r[2] + MINUTE > started]
+        self.rounds.append((kind, started, seconds))
         if kind == YOUNG:
             self.young_due = started + self.interval
         else:

@@ -11,26 +11,49 @@ from kubectl_nettraffic.sources.pod_traffic import PodTrafficReport
 from kubectl_nettraffic.workload_bandwidth import PodSample, Workload
 
 
-def test_a_slow_round_waits_its_query_time_over_the_share():
-    schedule = LearningSchedule(interval=1.0, share=0.1)
-    assert schedule.next_round(sliced=False) == (SLICE, 0.0)
-    schedule.finished(SLICE, started=0.0, seconds=0.2)
-    assert schedule.next_round(sliced=False) == (SLICE, 0.2 + 2.0)  # 0.2 / 0.1 after its end
-    schedule.finished(SLICE, started=2.2, seconds=0.01)
-    assert schedule.next_round(sliced=False) == (SLICE, 3.2)  # quick: the interval
-
-
-def test_young_rounds_go_between_the_slices():
+def test_a_round_starts_once_the_last_minute_leaves_room_for_it():
+    # 5% of a core: 3 s of query time in any minute.
     schedule = LearningSchedule(interval=15.0, share=0.05)
-    assert schedule.next_round(sliced=True) == (YOUNG, 0.0)
-    schedule.finished(YOUNG, started=0.0, seconds=0.1)
-    # The slice is due; nothing starts within 0.1 / 0.05 = 2 s of the young round's end.
-    assert schedule.next_round(sliced=True) == (SLICE, 2.1)
-    schedule.finished(SLICE, started=2.1, seconds=0.5)
-    # Young due at 15, the next slice at 17.1; the slice's quiet time ends at 12.6.
-    assert schedule.next_round(sliced=True) == (YOUNG, 15.0)
-    schedule.finished(YOUNG, started=15.0, seconds=0.5)
-    assert schedule.next_round(sliced=True) == (SLICE, 25.5)  # 15.5 + 0.5 / 0.05
+    assert schedule.next_round(sliced=False) == (SLICE, 0.0)
+    schedule.finished(SLICE, started=0.0, seconds=2.0)
+    # Due at 15, but 2 s spent and 2 s expected is 4 > 3: once [0, 2] has
+    # left the minute, at 62.
+    assert schedule.next_round(sliced=False) == (SLICE, 62.0)
+    schedule.finished(SLICE, started=62.0, seconds=0.5)
+    # 0.5 s spent, 0.5 s expected: on time.
+    assert schedule.next_round(sliced=False) == (SLICE, 77.0)
+
+
+def test_a_round_longer_than_the_budget_runs_alone():
+    schedule = LearningSchedule(interval=15.0, share=0.05)
+    schedule.finished(SLICE, started=0.0, seconds=5.0)
+    assert schedule.next_round(sliced=False) == (SLICE, 65.0)  # the minute after it, empty
+
+
+def test_young_rounds_keep_their_interval_while_slices_wait_for_room():
+    schedule = LearningSchedule(interval=15.0, share=0.05)
+    assert schedule.next_round(sliced=True) == (YOUNG, 0.0)  # young first on a tie
+    schedule.finished(YOUNG, started=0.0, seconds=0.2)
+    # Slices may use 3 - 4 young rounds x 0.2 = 2.2 s of a minute.
+    assert schedule.slice_budget(sliced=True) == pytest.approx(2.2)
+    assert schedule.next_round(sliced=True) == (SLICE, 0.0)
+    schedule.finished(SLICE, started=0.2, seconds=2.0)
+    # The next slice (2 s spent + 2 s expected > 2.2) waits for [0.2, 2.2]
+    # to leave the minute, at 62.2; the young rounds go on meanwhile, the
+    # minute's total staying within 3 s: 0.2 + 2.0 + 0.2 x 4 = 3.0 at 60.
+    for due in (15.0, 30.0, 45.0, 60.0):
+        assert schedule.next_round(sliced=True) == (YOUNG, due)
+        schedule.finished(YOUNG, started=due, seconds=0.2)
+    assert schedule.next_round(sliced=True) == (SLICE, 62.2)
+
+
+def test_a_young_round_waits_when_the_minute_is_full():
+    schedule = LearningSchedule(interval=15.0, share=0.05)
+    schedule.finished(YOUNG, started=0.0, seconds=0.5)
+    schedule.finished(SLICE, started=1.0, seconds=2.4)  # slower than its room
+    # Young due at 15: 0.5 + 2.4 spent, 0.5 expected: 3.4 > 3. At 60.5 the
+    # first young round has left: 2.4 + 0.5 fits.
+    assert schedule.next_round(sliced=True) == (YOUNG, 60.5)
 
 
 class SyntheticCluster:
@@ -42,6 +65,7 @@ class SyntheticCluster:
         self.clock = clock
         self.seconds_per_pod = seconds_per_pod
         self.read: list[str] = []
+        self.counted = 0
 
     def _report(self, chosen):
         self.clock[0] += self.seconds_per_pod * len(chosen)  # the query's time
@@ -53,6 +77,7 @@ class SyntheticCluster:
         return PodTrafficReport(samples, (), 0, self.clock[0])
 
     def pod_count(self):
+        self.counted += 1
         return len(self.pods)
 
     def samples(self, pods: PodSlice = WHOLE):
@@ -81,12 +106,21 @@ def test_a_large_cluster_is_read_a_slice_at_a_time_each_pod_once_a_pass():
         _, at = learning.schedule.next_round(learning.slices > 1)
         clock[0] = max(clock[0], at)
         kinds.append(learning.update())
-    # The pass read 100,000 pods/s: one interval's share (0.75 s) holds 75,000,
-    # so the next pass reads the whole cluster at once.
-    assert learning.pods_per_slice == pytest.approx(75_000)
+    # The pass read 100,000 pods/s; the young rounds read nothing, so slices
+    # may use the whole 3 s of a minute, and a slice is sized to half of it:
+    # 150,000 pods, so the next pass reads the whole cluster at once.
+    assert learning.pods_per_slice == pytest.approx(150_000)
     assert sorted(cluster.read) == sorted(name for name, *_ in pods)  # each pod once
     assert YOUNG in kinds  # between the slices (no pod is young here: nothing read)
     assert len(learning.latest().workloads) == 1200
+    # The next pass is sized from the pods this one read, without counting again.
+    assert cluster.counted == 1
+    while True:
+        _, at = learning.schedule.next_round(learning.slices > 1)
+        clock[0] = max(clock[0], at)
+        if learning.update() == SLICE:
+            break
+    assert cluster.counted == 1 and learning.slices == 1
 
 
 def test_a_new_workload_is_learned_from_a_young_round_before_its_slice_comes():

@@ -11,7 +11,11 @@ import pytest
 from harness.prometheus import PrometheusServer, prometheus_with_history
 from kubectl_nettraffic.config import settings_from_mapping
 from kubectl_nettraffic.pod_slices import PodSlice
-from kubectl_nettraffic.sources.pod_traffic import PodTrafficSource
+from kubectl_nettraffic.sources.pod_traffic import (
+    PodTrafficSource,
+    build_learner_query,
+    owned_pods_from,
+)
 from kubectl_nettraffic.sources.prometheus import PrometheusSource
 from kubectl_nettraffic.workload_bandwidth import Workload
 from tests.harness.kube_series import PodSeries, ReplicaSetSeries, kube_lines
@@ -33,6 +37,8 @@ PODS = [
     PodSeries("shop", "api-6c8d9f-k2", 8e6, 8e6, "ReplicaSet", "api-6c8d9f", age=90),
     PodSeries("batch", "api-6c8d9f-k2", 1e3, 1e3, "ReplicaSet", "api-6c8d9f"),
     PodSeries("shop", "cfg.v2", 1e3, 1e3, age=60),  # a dot in the name, created 60 s ago
+    # A Job created 60 s ago, dots in its name and its pod's.
+    PodSeries("batch", "etl.v2-x7k2p", 2e6, 2e6, "Job", "etl.v2", age=60),
 ]
 REPLICASETS = [
     ReplicaSetSeries("shop", "web-7d9c4b", "web"),
@@ -69,6 +75,7 @@ def test_every_pod_gets_its_rates_and_its_workload(prometheus):
         "lone-rs-c3",
         "api-6c8d9f-k2",
         "cfg.v2",
+        "etl.v2-x7k2p",
     }
     assert report.host_network_pods == 1  # kube-proxy's series are the node's interfaces
     # Both ReplicaSets of the rollout roll up to the Deployment, whichever runtime.
@@ -133,16 +140,74 @@ def test_the_slices_together_are_every_pod_once(prometheus, count):
     assert sorted(seen) == sorted(whole)
 
 
-def test_young_pods_are_read_on_their_own(prometheus):
-    report = _source(prometheus).young_samples()
+def test_the_pods_of_young_workloads_are_read_on_their_own(prometheus):
+    session = CountingSession()
+    report = _source(prometheus, session=session).young_samples()
     by_pod = {(s.namespace, s.pod): s for s in report.samples}
-    assert set(by_pod) == {("shop", "api-6c8d9f-k2"), ("shop", "cfg.v2")}
+    # The young ReplicaSet's pod (not its namesake's in batch, whose
+    # ReplicaSet is old) and the young Job's; a bare pod has no workload to learn.
+    assert set(by_pod) == {("shop", "api-6c8d9f-k2"), ("batch", "etl.v2-x7k2p")}
     young = by_pod["shop", "api-6c8d9f-k2"]
-    assert young.workload == Workload("shop", "Deployment", "api")
+    assert young.workload == Workload("shop", "Deployment", "api")  # rolled up
+    assert by_pod["batch", "etl.v2-x7k2p"].workload == Workload("batch", "Job", "etl.v2")
     # rate() over the 2m window of a pod that has sent for 90 s: about 90/120 of it.
     assert young.receive + young.transmit == pytest.approx(16e6 * 90 / 120, rel=0.15)
-    assert _source(prometheus, youngPodAge="30s").young_samples().samples == ()
+    assert session.calls == 3  # young controllers, their pods, the pods' samples
+
+
+def test_no_young_workload_is_one_small_query(prometheus):
+    session = CountingSession()
+    assert (
+        _source(prometheus, session=session, youngWorkloadAge="30s").young_samples().samples == ()
+    )
+    assert session.calls == 1
+
+
+def test_a_large_new_workload_leaves_room_for_the_others():
+    workloads = [("ns", "ReplicaSet", "big-5f6a7b"), ("ns", "Job", "small")]
+    answer = [
+        {
+            "metric": {
+                "namespace": "ns",
+                "pod": f"big-5f6a7b-{i:05d}",
+                "owner_kind": "ReplicaSet",
+                "owner_name": "big-5f6a7b",
+            }
+        }
+        for i in range(1000)
+    ] + [
+        {
+            "metric": {
+                "namespace": "ns",
+                "pod": "small-x",
+                "owner_kind": "Job",
+                "owner_name": "small",
+            }
+        }
+    ]
+    pods = owned_pods_from(answer, workloads)
+    assert len(pods) == 129  # 128 of the big one (256 shared by two), the small one's one
+    assert ("ns", "small-x") in pods
 
 
 def test_the_pod_count_is_kube_state_metrics_pods(prometheus):
     assert _source(prometheus).pod_count() == len(PODS)
+
+
+@pytest.mark.parametrize(
+    ("selector", "kept"),
+    [
+        ('pod!=""', ""),
+        ('job="kubelet",pod!=""', 'job="kubelet",'),
+        ('pod!="",job="kubelet"', 'job="kubelet",'),
+    ],
+)
+def test_named_pods_are_selected_without_the_any_pod_matcher(selector, kept):
+    # Prometheus resolves pod!="" over every pod name; a list of names needs none of it.
+    learning = settings_from_mapping({"learning": {"podSelector": selector}}).learning
+    query = build_learner_query(learning, 120.0, "both", "a|b")
+    assert 'pod!=""' not in query
+    assert f'container_network_receive_bytes_total{{{kept}pod=~"a|b"}}' in query
+    assert f"container_network_receive_bytes_total{{{selector}}}" in build_learner_query(
+        learning, 120.0, "both"
+    )

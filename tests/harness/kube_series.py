@@ -118,10 +118,26 @@ def kube_lines(
             series = f"{family}{_labels({**ksm, **labels})}"
             for t in times:
                 yield f"{series} 1 {t:.3f}"
-    # kube-state-metrics' kube_pod_created: the pod's creation, in Unix seconds.
-    yield "# TYPE kube_pod_created gauge"
+    # kube-state-metrics' creation time of each controller, in Unix seconds:
+    # as old as its oldest pod (a pod without an age: from before the series).
+    created: dict[tuple[str, str, str], float] = {}
     for pod in pods:
-        created = end - (pod.age if pod.age is not None else duration + 3600)
-        labels = {**ksm, "namespace": pod.namespace, "pod": pod.pod, "uid": f"uid-{pod.pod}"}
-        for t in times:
-            yield f"kube_pod_created{_labels(labels)} {created:.0f} {t:.3f}"
+        if pod.owner_kind in _CREATED:
+            at = end - (pod.age if pod.age is not None else duration + 3600)
+            owner = (pod.namespace, pod.owner_kind, pod.owner_name)
+            created[owner] = min(at, created.get(owner, at))
+    for kind, (family, label) in _CREATED.items():
+        yield f"# TYPE {family} gauge"
+        for (namespace, owner_kind, name), at in created.items():
+            if owner_kind == kind:
+                labels = {**ksm, "namespace": namespace, label: name}
+                for t in times:
+                    yield f"{family}{_labels(labels)} {at:.0f} {t:.3f}"
+
+
+# kube-state-metrics' family and name label of each controller's creation time.
+_CREATED = {
+    "ReplicaSet": ("kube_replicaset_created", "replicaset"),
+    "StatefulSet": ("kube_statefulset_created", "statefulset"),
+    "Job": ("kube_job_created", "job_name"),
+}
