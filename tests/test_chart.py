@@ -3,6 +3,7 @@ lint, render every values file, validate every object against Kubernetes
 1.27..1.33 schemas, and assert what the install must guarantee."""
 
 import glob
+import json
 import os
 import shutil
 import subprocess
@@ -10,6 +11,8 @@ import subprocess
 import kubernetes_validate
 import pytest
 import yaml
+
+from kubectl_nettraffic.config import config_keys
 
 CHART = os.path.join(os.path.dirname(__file__), "..", "charts", "nettraffic")
 VALUES_FILES = sorted(glob.glob(os.path.join(CHART, "ci", "*.yaml")))
@@ -460,3 +463,35 @@ def test_without_an_image_the_install_fails_early_naming_the_value(helm):
         if "nettraffic" in container["image"]
     }
     assert images == {"registry.example/nettraffic:0.1.0"}
+
+
+# Keys the chart sets itself (the mounted certificate, the service's port, the
+# in-cluster client, the Lease it creates) or that make no sense in a cluster.
+CHART_MANAGED = {
+    "kubeconfig",
+    "nodes.file",
+    "tierLabels.leaseName",
+    "tierLabels.leaseNamespace",
+    "server.address",
+    "server.port",
+    "server.certFile",
+    "server.keyFile",
+    "server.maxRequestBytes",
+}
+
+
+def test_every_config_key_can_be_set_through_the_chart_s_values():
+    """The schema refuses keys it does not list, so a config key missing from
+    it cannot be set at install (learning.interval was, once)."""
+    with open(os.path.join(CHART, "values.schema.json")) as handle:
+        schema = json.load(handle)["properties"]
+    missing = []
+    for key in config_keys():
+        node = {"properties": schema}
+        for part in key.split("."):
+            node = (node.get("properties") or {}).get(part)
+            if node is None:
+                break
+        if node is None and key not in CHART_MANAGED:
+            missing.append(key)
+    assert missing == []
