@@ -3,7 +3,10 @@ Deployments of 10 pods). The learner's one query against a real
 Prometheus that scraped cAdvisor- and kube-state-metrics-shaped series for
 all of them (from a stand-in exporter on 127.0.0.1), the learner's update
 from its answer, and the learned table's memory, in the refresher process
-and as sent to the serving process with every refresh.
+and as sent to the serving process with every refresh; then what the
+product's queries (the refresh's node query and the learner's rounds, with
+the defaults) cost that Prometheus, minute by minute, and how soon a new
+Deployment is learned.
 
     python -m bench.learning
 """
@@ -11,6 +14,7 @@ and as sent to the serving process with every refresh.
 import os
 import pickle
 import statistics
+import tempfile
 import threading
 import time
 import tracemalloc
@@ -18,11 +22,15 @@ from collections.abc import Callable
 
 import numpy as np
 
+from bench.fixtures import exporters as node_exporters
+from bench.fixtures import write_node_file
 from bench.report import bench_parser, write_section
-from harness.exporter import serve_metrics
+from harness.exporter import LiveExporter, serve_metrics
 from harness.prometheus import PrometheusServer
 from kubectl_nettraffic.config import Settings, settings_from_mapping
+from kubectl_nettraffic.engine import FileNodes
 from kubectl_nettraffic.learning import BandwidthLearning
+from kubectl_nettraffic.measurement import Measurer
 from kubectl_nettraffic.pod_slices import WHOLE, PodSlice
 from kubectl_nettraffic.sources.pod_traffic import PodTrafficReport, PodTrafficSource
 from kubectl_nettraffic.sources.prometheus import PrometheusSource
@@ -32,7 +40,7 @@ NODES, DEPLOYMENTS, PODS_EACH = 5000, 15000, 10
 SCRAPE = "15s"
 ALPHANUMS = "bcdfghjklmnpqrstvwxz2456789"  # k8s.io/apimachinery/pkg/util/rand/rand.go
 MINUTE = 60.0
-IDLE_MINUTES, LEARNING_MINUTES = 3, 6
+IDLE_MINUTES, NODE_MINUTES, LEARNING_MINUTES = 3, 2, 6
 
 
 def process_cpu_seconds(pid: int) -> float:
@@ -55,6 +63,37 @@ def cpu_per_minute(
         time.sleep(MINUTE - (time.monotonic() - started))
         shares.append((started, process_cpu_seconds(pid) - before))
     return shares
+
+
+class Refreshes:
+    """The refresh's node query every refresh.interval on a thread, through
+    the Measurer the refresher process runs (which reports each query to its
+    learner, once one is set), each query's start and time recorded."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.measurer = Measurer(
+            settings, FileNodes(settings.nodes.file), PrometheusSource(settings.prometheus)
+        )
+        self.interval = settings.refresh.interval
+        self.queries: list[tuple[str, float, float]] = []  # kind, start (monotonic), seconds
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def minute(self, index: int) -> None:
+        if index == 0:
+            self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            started = time.monotonic()
+            outcome = self.measurer.measure()
+            assert outcome.snapshot is not None, outcome.errors
+            self.queries.append(("nodes", started, time.monotonic() - started))
+            self._stop.wait(max(0.0, started + self.interval - time.monotonic()))
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
 
 
 class LearnerRun:
@@ -185,20 +224,27 @@ class PodSeriesExporter:
 def main(argv: list[str] | None = None) -> int:
     args = bench_parser(__doc__).parse_args(argv)
     exporter = PodSeriesExporter()
+    node_exporter = LiveExporter(node_exporters(NODES))
     prometheus = PrometheusServer(
         scrape_configs=[
             {
-                "job_name": "pods",
+                "job_name": job,
                 "honor_labels": True,
                 "scrape_interval": SCRAPE,
                 "scrape_timeout": SCRAPE,
-                "static_configs": [{"targets": [exporter.target]}],
+                "static_configs": [{"targets": [target]}],
             }
+            for job, target in (("pods", exporter.target), ("nodes", node_exporter.target))
         ]
     )
+    directory = tempfile.TemporaryDirectory()
     try:
         settings = settings_from_mapping(
-            {"prometheus": {"url": prometheus.url, "window": "1m", "timeout": "60s"}}
+            {
+                "prometheus": {"url": prometheus.url, "window": "1m", "timeout": "60s"},
+                "metricsServer": {"enabled": False},
+                "nodes": {"file": write_node_file(f"{directory.name}/nodes.json", NODES)},
+            }
         )
         source = PodTrafficSource(PrometheusSource(settings.prometheus), settings.learning)
         deadline = time.monotonic() + 300
@@ -239,17 +285,30 @@ def main(argv: list[str] | None = None) -> int:
         # minute by minute, with scraping alone, then with the learner.
         pid = prometheus.process.pid
         idle = cpu_per_minute(pid, IDLE_MINUTES)
+        # The refresh's node query every refresh.interval, as the refresher
+        # process runs it: alone, then beside the learner, which counts it
+        # in its budget.
+        refreshes = Refreshes(settings)
+        nodes_only = cpu_per_minute(pid, NODE_MINUTES, refreshes.minute)
         run = LearnerRun(settings, source, exporter)
+        refreshes.measurer.learning = run.learning
         learning = cpu_per_minute(pid, LEARNING_MINUTES, run.minute)
         run.learning.stop()
+        refreshes.stop()
     finally:
         prometheus.stop()
         exporter.stop()
+        node_exporter.stop()
+        directory.cleanup()
     idle_mean = statistics.mean(cpu for _, cpu in idle) / MINUTE
     extra = [cpu / MINUTE - idle_mean for _, cpu in learning]
+    node_extra = [cpu / MINUTE - idle_mean for _, cpu in nodes_only]
     # The learner's query time within each minute: what its budget bounds.
     queried = [
-        sum(max(0.0, min(s + d, m + MINUTE) - max(s, m)) for _, s, d in run.rounds)
+        sum(
+            max(0.0, min(s + d, m + MINUTE) - max(s, m))
+            for _, s, d in [*run.rounds, *refreshes.queries]
+        )
         for m, _ in learning
     ]
     slices = [seconds for kind, _, seconds in run.rounds if kind == "slice"]
@@ -266,10 +325,11 @@ def main(argv: list[str] | None = None) -> int:
         f"| pickling and loading it | {roundtrip * 1e3:.0f} ms |",
         f"| the Prometheus process's CPU per minute, scraping alone ({IDLE_MINUTES} minutes) | {min(c for _, c in idle) / MINUTE:.1%} to {max(c for _, c in idle) / MINUTE:.1%} of one core |",
         f"| the learner as the webhook runs it ({LEARNING_MINUTES} minutes): slices of the pods, and rounds of the new workloads' pods between them | {run.learning.slices} slices; {len(slices)} slice rounds (median {statistics.median(slices) if slices else 0:.2f} s), {len(young)} young rounds (median {statistics.median(young) if young else 0:.2f} s) |",
-        f"| ... the learner's query time in each minute (its budget: {settings.learning.prometheus_share * MINUTE:g} s) | {', '.join(f'{q:.1f}' for q in queried)} s |",
+        f"| the refresh's node query ({NODES:,} nodes) every {settings.refresh.interval:g} s, alone ({NODE_MINUTES} minutes): its time, median; the Prometheus process's CPU per minute, less scraping's mean | {statistics.median(d for _, _, d in refreshes.queries):.2f} s; {', '.join(f'{e:.1%}' for e in node_extra)} of one core |",
+        f"| the product's queries, the node query and the learner, in each minute (their budget: {settings.learning.prometheus_share * MINUTE:g} s) | {', '.join(f'{q:.1f}' for q in queried)} s |",
         f"| ... the Prometheus process's CPU per minute, less scraping's mean: each minute | {', '.join(f'{e:.1%}' for e in extra)} of one core |",
         f"| ... the busiest minute, and the mean | {max(extra):.1%} and {statistics.mean(extra):.1%} of one core |",
-        f"| ... Prometheus's CPU per second of the learner's query time (the budget counts the latter) | {sum(extra) * MINUTE / max(1e-9, sum(queried)):.2f} |",
+        f"| ... Prometheus's CPU per second of the product's query time (the budget counts the latter) | {sum(extra) * MINUTE / max(1e-9, sum(queried)):.2f} |",
         f"| a new Deployment (10 pods) added in the second minute: learned after its pods started sending | {learned} |",
     ]
     body = "\n".join(rows)
@@ -284,11 +344,14 @@ def main(argv: list[str] | None = None) -> int:
             "stand-in exporter in this process, rendering 300,000 counters on the same 2 cores, "
             "so the times are pessimistic). The learner runs on its own thread in the refresher "
             "process, off the admission path and outside the node refresh. The Prometheus "
-            "process's CPU is read from /proc minute by minute, with scraping alone, then with "
-            "the learner running with the defaults as the webhook runs it; less scraping's mean, "
-            "that is what learning costs the user's Prometheus (scraping's own load moves by "
-            "about a point from minute to minute, so a minute's figure carries that noise). "
-            "In the learner's second minute a new Deployment starts sending.\n\n" + body,
+            "process's CPU is read from /proc minute by minute: with scraping alone (the pods' "
+            f"series and node_exporter's for {NODES:,} nodes), then with the refresh's node query "
+            "every refresh.interval, then with the learner beside it, both with the defaults "
+            "as the refresher process runs them (the learner counts the node query in its "
+            "budget); less scraping's mean, that is what the product costs the user's "
+            "Prometheus (scraping's own load moves by a point or two from minute to minute, so "
+            "a minute's figure carries that noise). In the learner's second minute a new "
+            "Deployment starts sending.\n\n" + body,
         )
     return 0
 
