@@ -286,12 +286,10 @@ def main(argv: list[str] | None = None) -> int:
         pid = prometheus.process.pid
         idle = cpu_per_minute(pid, IDLE_MINUTES)
         # The refresh's node query every refresh.interval, as the refresher
-        # process runs it: alone, then beside the learner, which counts it
-        # in its budget.
+        # process runs it: alone, then beside the learner.
         refreshes = Refreshes(settings)
         nodes_only = cpu_per_minute(pid, NODE_MINUTES, refreshes.minute)
         run = LearnerRun(settings, source, exporter)
-        refreshes.measurer.learning = run.learning
         learning = cpu_per_minute(pid, LEARNING_MINUTES, run.minute)
         run.learning.stop()
         refreshes.stop()
@@ -303,12 +301,10 @@ def main(argv: list[str] | None = None) -> int:
     idle_mean = statistics.mean(cpu for _, cpu in idle) / MINUTE
     extra = [cpu / MINUTE - idle_mean for _, cpu in learning]
     node_extra = [cpu / MINUTE - idle_mean for _, cpu in nodes_only]
+    learner_extra = [e - statistics.mean(node_extra) for e in extra]
     # The learner's query time within each minute: what its budget bounds.
     queried = [
-        sum(
-            max(0.0, min(s + d, m + MINUTE) - max(s, m))
-            for _, s, d in [*run.rounds, *refreshes.queries]
-        )
+        sum(max(0.0, min(s + d, m + MINUTE) - max(s, m)) for _, s, d in run.rounds)
         for m, _ in learning
     ]
     slices = [seconds for kind, _, seconds in run.rounds if kind == "slice"]
@@ -326,10 +322,10 @@ def main(argv: list[str] | None = None) -> int:
         f"| the Prometheus process's CPU per minute, scraping alone ({IDLE_MINUTES} minutes) | {min(c for _, c in idle) / MINUTE:.1%} to {max(c for _, c in idle) / MINUTE:.1%} of one core |",
         f"| the learner as the webhook runs it ({LEARNING_MINUTES} minutes): slices of the pods, and rounds of the new workloads' pods between them | {run.learning.slices} slices; {len(slices)} slice rounds (median {statistics.median(slices) if slices else 0:.2f} s), {len(young)} young rounds (median {statistics.median(young) if young else 0:.2f} s) |",
         f"| the refresh's node query ({NODES:,} nodes) every {settings.refresh.interval:g} s, alone ({NODE_MINUTES} minutes): its time, median; the Prometheus process's CPU per minute, less scraping's mean | {statistics.median(d for _, _, d in refreshes.queries):.2f} s; {', '.join(f'{e:.1%}' for e in node_extra)} of one core |",
-        f"| the product's queries, the node query and the learner, in each minute (their budget: {settings.learning.prometheus_share * MINUTE:g} s) | {', '.join(f'{q:.1f}' for q in queried)} s |",
-        f"| ... the Prometheus process's CPU per minute, less scraping's mean: each minute | {', '.join(f'{e:.1%}' for e in extra)} of one core |",
-        f"| ... the busiest minute, and the mean | {max(extra):.1%} and {statistics.mean(extra):.1%} of one core |",
-        f"| ... Prometheus's CPU per second of the product's query time (the budget counts the latter) | {sum(extra) * MINUTE / max(1e-9, sum(queried)):.2f} |",
+        f"| the learner beside it ({LEARNING_MINUTES} minutes): its query time in each minute (its budget, learning.prometheusShare: {settings.learning.prometheus_share * MINUTE:g} s) | {', '.join(f'{q:.1f}' for q in queried)} s |",
+        f"| ... the Prometheus process's CPU per minute, less scraping's mean: the product (node query and learner), each minute | {', '.join(f'{e:.1%}' for e in extra)} of one core |",
+        f"| ... the learner's part (less the node query's mean too): each minute; the busiest, and the mean | {', '.join(f'{e:.1%}' for e in learner_extra)}; {max(learner_extra):.1%} and {statistics.mean(learner_extra):.1%} of one core |",
+        f"| ... Prometheus's CPU per second of the learner's query time (the budget counts the latter) | {sum(learner_extra) * MINUTE / max(1e-9, sum(queried)):.2f} |",
         f"| a new Deployment (10 pods) added in the second minute: learned after its pods started sending | {learned} |",
     ]
     body = "\n".join(rows)
@@ -347,9 +343,9 @@ def main(argv: list[str] | None = None) -> int:
             "process's CPU is read from /proc minute by minute: with scraping alone (the pods' "
             f"series and node_exporter's for {NODES:,} nodes), then with the refresh's node query "
             "every refresh.interval, then with the learner beside it, both with the defaults "
-            "as the refresher process runs them (the learner counts the node query in its "
-            "budget); less scraping's mean, that is what the product costs the user's "
-            "Prometheus (scraping's own load moves by a point or two from minute to minute, so "
+            "as the refresher process runs them; less scraping's mean, that is what the product "
+            "costs the user's Prometheus, and less the node query's mean too, what learning "
+            "costs it (scraping's own load moves by a point or two from minute to minute, so "
             "a minute's figure carries that noise). In the learner's second minute a new "
             "Deployment starts sending.\n\n" + body,
         )

@@ -18,7 +18,7 @@ from typing import Protocol
 
 from kubectl_nettraffic.config import Settings
 from kubectl_nettraffic.errors import NetTrafficError
-from kubectl_nettraffic.learning_schedule import NODES, SLICE, YOUNG, LearningSchedule
+from kubectl_nettraffic.learning_schedule import SLICE, YOUNG, LearningSchedule
 from kubectl_nettraffic.pod_slices import WHOLE, PodSlice, slices_for
 from kubectl_nettraffic.sources.pod_traffic import PodTrafficReport
 from kubectl_nettraffic.workload_bandwidth import BandwidthLearner, LearnedBandwidth
@@ -61,11 +61,8 @@ class BandwidthLearning:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.schedule = LearningSchedule(
-            settings.learning.interval,
-            settings.learning.prometheus_share,
-            settings.refresh.interval,
+            settings.learning.interval, settings.learning.prometheus_share
         )
-        self._schedule_lock = threading.Lock()  # the refresh records its query from its thread
         self.learner = BandwidthLearner.for_settings(
             settings.learning, settings.prometheus.direction
         )
@@ -88,14 +85,8 @@ class BandwidthLearning:
         return self._latest
 
     def next_round(self) -> tuple[str, float]:
-        with self._schedule_lock:
-            return self.schedule.next_round(self.slices > 1, self.clock())
-
-    def node_query(self, started: float, seconds: float) -> None:
-        """The refresh's node query took ``seconds`` from ``started`` (on
-        this learner's clock): it counts against the same budget."""
-        with self._schedule_lock:
-            self.schedule.finished(NODES, started, seconds)
+        """The next round's kind, and when it may start (now at the earliest)."""
+        return self.schedule.next_round(self.slices > 1, self.clock())
 
     def update(self) -> str:
         """The next round, whenever its time (the benchmarks call this on
@@ -114,8 +105,7 @@ class BandwidthLearning:
             return kind
         finally:
             self.last_round_seconds = self.clock() - started
-            with self._schedule_lock:
-                self.schedule.finished(kind, started, self.last_round_seconds)
+            self.schedule.finished(kind, started, self.last_round_seconds)
         self.last_error = None
         if kind == SLICE:
             self._slice_done(len(report.samples), self.last_round_seconds)
@@ -148,8 +138,7 @@ class BandwidthLearning:
         # SLICE_OF_BUDGET of what slices may use of a minute, at this pass's speed.
         if self._pass_pods and self._pass_seconds > 0:
             speed = self._pass_pods / self._pass_seconds
-            with self._schedule_lock:
-                budget = self.schedule.slice_budget(sliced=self.slices > 1)
+            budget = self.schedule.slice_budget(sliced=self.slices > 1)
             self.pods_per_slice = speed * budget * SLICE_OF_BUDGET
         self._last_pass_pods = self._pass_pods
         self.next_slice = self._pass_pods = 0
@@ -166,8 +155,7 @@ class BandwidthLearning:
         while not self._stop.is_set():
             _, at = self.next_round()
             if at > self.clock():
-                # Looked at again on waking, an interval at most: node queries
-                # come and go meanwhile.
+                # Looked at again on waking, an interval at most.
                 if self._stop.wait(min(at - self.clock(), self.schedule.interval)):
                     return
                 continue

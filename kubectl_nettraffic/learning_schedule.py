@@ -8,21 +8,21 @@ slices take to go round a large cluster; it runs only while the cluster is
 read in several slices (a whole-cluster round already holds every pod).
 
 The budget is ``learning.prometheusShare`` of one Prometheus core in any
-minute for all of the product's queries: the refresh's node query (every
-``refresh.interval``, recorded here as it happens; it is never held back),
-and the learner's rounds. Their query time within any 60 s stays at most
-share x 60 s: a round starts only once the query time of the last minute,
-plus what the round is expected to take (the last one of its kind), fits.
-Young rounds are small and due every ``learning.interval``; slice rounds may
-use only what the node queries and young rounds of a minute leave, so a
-slow slice never holds up a new workload. A round slower than expected
-overruns once; the next waits.
+minute: the rounds' query time within any 60 s stays at most share x 60 s.
+A round starts only once the query time of the last minute, plus what the
+round is expected to take (the last one of its kind), fits. Young rounds
+are small and due every ``learning.interval``; slice rounds may use what
+the young rounds of a minute leave, and half the budget at least, so that
+a slow slice never holds up a new workload and a wave of new workloads
+never stops the rest of the cluster being read. A round slower than
+expected overruns once; the next waits. The refresh's node query is not
+counted here: it is the product's fixed cost, set by the number of nodes
+and refresh.interval (bench.learning reports it beside the learner's).
 """
 
-import math
 from dataclasses import dataclass, field
 
-SLICE, YOUNG, NODES = "slice", "young", "nodes"  # NODES: the refresh's query
+SLICE, YOUNG = "slice", "young"
 MINUTE = 60.0  # the budget's window: the goal is a share of a core per minute
 
 
@@ -30,7 +30,6 @@ MINUTE = 60.0  # the budget's window: the goal is a share of a core per minute
 class LearningSchedule:
     interval: float
     share: float
-    refresh_interval: float = 0.0  # how often a NODES query comes; 0: never
     slice_due: float = 0.0
     young_due: float = 0.0
     # (kind, start, seconds) of the rounds that may still be within a minute
@@ -43,28 +42,21 @@ class LearningSchedule:
         return self.share * MINUTE
 
     def slice_budget(self, sliced: bool) -> float:
-        """What slice rounds may use of a minute: what the node queries and,
-        while sliced, the young rounds due in it (each one every its interval)
-        are expected to leave."""
-        others = self._per_minute(NODES, self.refresh_interval)
-        if sliced:
-            others += self._per_minute(YOUNG, self.interval)
-        return max(0.0, self.budget - others)
-
-    def _per_minute(self, kind: str, interval: float) -> float:
-        if interval <= 0:
-            return 0.0
-        return -(-MINUTE // interval) * self.expected.get(kind, 0.0)  # started within a minute
+        """What slice rounds may use of a minute: what the young rounds due
+        in it (one every interval) are expected to leave, half at least."""
+        if not sliced:
+            return self.budget
+        young_rounds = -(-MINUTE // self.interval)  # started within any minute, at most
+        young = young_rounds * self.expected.get(YOUNG, 0.0)
+        return max(self.budget / 2, self.budget - young)
 
     def next_round(self, sliced: bool, now: float = 0.0) -> tuple[str, float]:
         """The next round's kind, and when it may start (``now`` at the
         earliest): whichever kind may start first, a young round on a tie (a
-        slice waiting for room never holds one up). Infinity: no room while
-        the node queries take the whole budget."""
-        slice_due = max(self.slice_due, now)
-        at = self._room(SLICE, slice_due, self.slice_budget(sliced), counted=SLICE)
+        slice waiting for room never holds one up)."""
+        at = self._room(SLICE, max(self.slice_due, now), self.slice_budget(sliced), SLICE)
         if sliced:
-            young_at = self._room(YOUNG, max(self.young_due, now), self.budget, counted=None)
+            young_at = self._room(YOUNG, max(self.young_due, now), self.budget, None)
             if young_at <= at:
                 return YOUNG, young_at
         return SLICE, at
@@ -74,8 +66,6 @@ class LearningSchedule:
         before it (of rounds of ``counted`` kind; None: every round), plus
         this round's expected time, fits ``budget``. Past rounds only leave
         the window, so every minute that ends during this round fits too."""
-        if budget <= 0:
-            return math.inf
         cost = self.expected.get(kind, 0.0)
         mine = [(s, d) for k, s, d in self.rounds if counted is None or k == counted]
         # The spent time only falls as rounds leave: try each such moment in turn.
@@ -92,5 +82,5 @@ class LearningSchedule:
         self.rounds.append((kind, started, seconds))
         if kind == YOUNG:
             self.young_due = started + self.interval
-        elif kind == SLICE:
+        else:
             self.slice_due = started + self.interval

@@ -134,8 +134,6 @@ class Measurer:
     ) -> TrafficReport | None:
         if self.prometheus is None:
             return None
-        learning = self.learning
-        started = learning.clock() if learning else 0.0
         try:
             return self.prometheus.fetch(nodes)
         except NetTrafficError as error:
@@ -143,9 +141,6 @@ class Measurer:
             errors.append(f"prometheus: {error}")
             log.warning("prometheus refresh failed: %s", error)
             return None
-        finally:
-            if learning:  # the learner keeps the product's queries to one budget
-                learning.node_query(started, learning.clock() - started)
 
     def _fetch_usage(self, errors: list[str], failed: list[str]) -> Mapping[str, NodeUsage] | None:
         if self.metrics_server is None:

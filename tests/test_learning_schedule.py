@@ -1,20 +1,14 @@
 """When the learner reads Prometheus: hand-computed cases, and the learner
 itself reading a synthetic cluster a slice at a time."""
 
-import time
 
 import pytest
 
-from harness.fakeapi import node
-from harness.prometheus import Device, Exporter, prometheus_with_history
 from kubectl_nettraffic.config import settings_from_mapping
 from kubectl_nettraffic.learning import BandwidthLearning
-from kubectl_nettraffic.learning_schedule import NODES, SLICE, YOUNG, LearningSchedule
-from kubectl_nettraffic.measurement import Measurer
-from kubectl_nettraffic.nodes import node_from_json
+from kubectl_nettraffic.learning_schedule import SLICE, YOUNG, LearningSchedule
 from kubectl_nettraffic.pod_slices import WHOLE, PodSlice
 from kubectl_nettraffic.sources.pod_traffic import PodTrafficReport
-from kubectl_nettraffic.sources.prometheus import PrometheusSource
 from kubectl_nettraffic.workload_bandwidth import PodSample, Workload
 
 
@@ -148,49 +142,24 @@ def test_a_new_workload_is_learned_from_a_young_round_before_its_slice_comes():
     assert learning.latest().workloads[new] >= 50e6
 
 
-def test_the_node_queries_count_against_the_same_budget():
-    # Refreshes every 15 s whose node query took 0.4 s: 4 a minute, 1.6 s.
-    schedule = LearningSchedule(interval=15.0, share=0.05, refresh_interval=15.0)
-    for at in (0.0, 15.0, 30.0, 45.0):
-        schedule.finished(NODES, started=at, seconds=0.4)
-    schedule.finished(SLICE, started=1.0, seconds=0.6)
-    schedule.finished(YOUNG, started=46.0, seconds=0.2)
-    # Slices get 3 - 4 x 0.4 - 4 x 0.2 = 0.6 s of a minute: the next once
-    # the one at 1 has left, at 61.6. The young round due at 61 counts the
-    # node queries too: [1, 61] holds 0.4 x 3 + 0.6 + 0.2; with 0.2 more, 2.2 fits.
-    assert schedule.slice_budget(sliced=True) == pytest.approx(0.6)
-    assert schedule.next_round(sliced=True, now=47.0) == (YOUNG, 61.0)
-    for at in (60.0, 75.0):  # Prometheus slows down: 1.2 s node queries
-        schedule.finished(NODES, started=at, seconds=1.2)
-    # At 76.2 the minute holds 0.4 x 2 + 0.2 + 1.2 x 2 = 3.4 s. At 90.4 (the
-    # query at 30 gone) 3.0 s, at 105.4 (the one at 45 gone) 2.6 s: room for
-    # 0.2. No slice fits while the node queries alone are expected to take
-    # 4 x 1.2 s a minute.
-    kind, at = schedule.next_round(sliced=True, now=76.2)
-    assert kind == YOUNG and at == pytest.approx(105.4)
-    assert schedule.slice_budget(sliced=True) == 0.0
+def test_a_round_is_placed_from_now_not_from_when_it_fell_due():
+    schedule = LearningSchedule(interval=15.0, share=0.05)
+    schedule.finished(SLICE, started=0.0, seconds=1.0)
+    schedule.finished(SLICE, started=15.0, seconds=1.0)
+    # Due at 30 and fitting then (2 s spent, 1 s expected), but asked at 40
+    # after the thread was held up: at 40, not at 30.
+    assert schedule.next_round(sliced=False, now=40.0) == (SLICE, 40.0)
 
 
-def test_the_refresh_reports_its_node_query_to_the_learner():
-    end = float(int(time.time()) // 60 * 60 - 120)
-    server = prometheus_with_history(
-        [Exporter("10.0.0.1:9100", "n1", [Device("eth0", 1e6, 1e6)])], end
-    )
-    try:
-        settings = settings_from_mapping(
-            {"prometheus": {"url": server.url}, "metricsServer": {"enabled": False}}
-        )
-        clock = [100.0]
-        learning = BandwidthLearning(
-            settings, SyntheticCluster([], clock, 0.0), clock=lambda: clock[0]
-        )
-        measurer = Measurer(
-            settings,
-            lambda: [node_from_json(node("n1", ip="10.0.0.1"))],
-            PrometheusSource(settings.prometheus, clock=lambda: end),
-            learning=learning,
-        )
-        assert measurer.measure().snapshot is not None
-        assert [(kind, start) for kind, start, _ in learning.schedule.rounds] == [(NODES, 100.0)]
-    finally:
-        server.stop()
+def test_slices_keep_half_the_budget_when_young_rounds_would_take_it_all():
+    schedule = LearningSchedule(interval=15.0, share=0.05)
+    schedule.finished(YOUNG, started=0.0, seconds=0.9)  # a wave of new workloads
+    # 4 young rounds x 0.9 s would leave nothing of 3 s: slices keep 1.5 s.
+    assert schedule.slice_budget(sliced=True) == pytest.approx(1.5)
+    assert schedule.next_round(sliced=True, now=1.0) == (SLICE, 1.0)
+    schedule.finished(SLICE, started=1.0, seconds=1.2)
+    # The young round due at 15 counts everything: 0.9 + 1.2 + 0.9 fits 3 s.
+    assert schedule.next_round(sliced=True, now=2.2) == (YOUNG, 15.0)
+    schedule.finished(YOUNG, started=15.0, seconds=0.9)
+    # The next at 30 would make 3.9 s: once the first has left, at 60.9.
+    assert schedule.next_round(sliced=True, now=16.0) == (YOUNG, 60.9)
