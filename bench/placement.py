@@ -29,6 +29,7 @@ Model, per seed:
 import math
 import os
 import time
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -97,6 +98,62 @@ def plot(per_strategy: dict[str, np.ndarray], path: str, title: str) -> None:
     plt.close(figure)
 
 
+COLD_START_TWIN = ", installed after 1 burst"
+
+
+@dataclass(frozen=True)
+class UnknownRow:
+    """(e)'s figures in one row of the table of heavy pods not known yet."""
+
+    base: str  # the scenario's name without its replica count
+    replicas: int
+    hot: float
+    first_burst_hot: float | None
+    gap: float  # max utilisation minus the oracle's
+    oracle_hot: float
+
+    def meets(self) -> bool:
+        return self.hot <= 0.005 and self.gap <= 0.02
+
+    def close_to(self, one: "UnknownRow") -> bool:
+        return self.hot - one.hot <= 0.002 and self.gap - one.gap <= 0.01
+
+
+def unknown_table_rows(rows: list[UnknownRow]) -> list[str]:
+    """The table's lines: each row against the goals and against 1 replica.
+    A row that misses them where its twin installed after one burst meets
+    them is labelled a cold start, the limit it shows."""
+    found = {(row.base, row.replicas): row for row in rows}
+
+    def verdict(row: UnknownRow) -> bool:
+        one = found.get((row.base, 1))
+        return row.meets() and (one is None or row is one or row.close_to(one))
+
+    lines = []
+    for row in rows:
+        one = found.get((row.base, 1))
+        versus = "-"
+        if one is not None and row is not one:
+            versus = f"{row.hot - one.hot:+.2%} hot, {row.gap - one.gap:+.1%} max: " + (
+                "yes" if row.close_to(one) else "no"
+            )
+        twin = found.get((row.base + COLD_START_TWIN, row.replicas))
+        if row.oracle_hot > 0:
+            label = "oracle places hot too"
+        elif verdict(row):
+            label = "yes"
+        elif twin is not None and twin.oracle_hot == 0 and verdict(twin):
+            label = "cold start: its twin installed after 1 burst meets them"
+        else:
+            label = "no"
+        first = "-" if row.first_burst_hot is None else f"{row.first_burst_hot:.2%}"
+        lines.append(
+            f"| {row.base} | {row.replicas} | {row.hot:.2%} | {first} | {row.gap:+.1%} | "
+            f"{'yes' if row.meets() else 'no'} | {versus} | {label} |"
+        )
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = bench_parser(__doc__)
     parser.add_argument("--quick", action="store_true", help="fewer seeds (for a smoke run)")
@@ -120,8 +177,7 @@ def main(argv: list[str] | None = None) -> int:
     verdicts = []
     plots: dict[str, dict[str, np.ndarray]] = {}
     learning_rows = []
-    replica_rows = []
-    one_replica: dict[str, tuple[float, float]] = {}  # base name -> (hot, max minus oracle)
+    unknown_rows: list[UnknownRow] = []
     scenarios = all_scenarios(seeds_small, seeds_large)
     if args.only:
         scenarios = [(s, seeds) for s, seeds in scenarios if args.only in s.name]
@@ -166,23 +222,16 @@ def main(argv: list[str] | None = None) -> int:
             )
         if "heavy new workloads" in scenario.name or "heavy returning" in scenario.name:
             ours = results["tiers"]
-            gap = ours.max_utilisation - oracle.max_utilisation
             base = scenario.name.split(f", {scenario.replicas} replicas")[0]
-            met = ours.hot_share <= 0.005 and gap <= 0.02
-            versus = "-"
-            if scenario.replicas == 1:
-                one_replica[base] = (ours.hot_share, gap)
-            elif base in one_replica:
-                hot_1, gap_1 = one_replica[base]
-                close = ours.hot_share - hot_1 <= 0.002 and gap - gap_1 <= 0.01
-                versus = f"{ours.hot_share - hot_1:+.2%} hot, {gap - gap_1:+.1%} max: " + (
-                    "yes" if close else "no"
+            unknown_rows.append(
+                UnknownRow(
+                    base,
+                    scenario.replicas,
+                    ours.hot_share,
+                    ours.first_burst_hot_share,
+                    ours.max_utilisation - oracle.max_utilisation,
+                    oracle.hot_share,
                 )
-            replica_rows.append(
-                f"| {base} | {scenario.replicas} | {ours.hot_share:.2%} | "
-                f"{share(ours.first_burst_hot_share, 2)} | {gap:+.1%} | "
-                f"{'oracle places hot too' if oracle.hot_share > 0 else 'yes' if met else 'no'} "
-                f"| {versus} |"
             )
         writes = results["tiers"].label_writes_per_minute
         row += [f"{oracle.hot_share:.2%}", "-" if writes is None else f"{writes:.1f}"]
@@ -205,9 +254,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     replica_table = "\n".join(
         [
-            "| scenario | replicas | (e) hot, every burst | (e) hot, first bursts | (e) max util minus (d) | at most 0.5% hot and within 2% of (d) | against 1 replica: within 0.2 points hot and 1 point max |",
-            "|---|---|---|---|---|---|---|",
-            *replica_rows,
+            "| scenario | replicas | (e) hot, every burst | (e) hot, first bursts | (e) max util minus (d) | at most 0.5% hot and within 2% of (d) | against 1 replica: within 0.2 points hot and 1 point max | meets the goals |",
+            "|---|---|---|---|---|---|---|---|",
+            *unknown_table_rows(unknown_rows),
         ]
     )
     print(table)
@@ -249,7 +298,11 @@ def main(argv: list[str] | None = None) -> int:
             "install, so the cluster-wide figure pods of a new workload are booked at is a "
             "light pod's; 'empty cluster': no node starts hot. Goals, counting every burst: "
             "at most 0.5% hot and max utilisation within 2% of the oracle's; with 2 and 3 "
-            f"replicas, within 0.2 points of hot and 1 point of max of 1 replica:\n\n{replica_table}\n\n"
+            "replicas, within 0.2 points of hot and 1 point of max of 1 replica. A row that "
+            "misses them is labelled 'cold start' where its twin 'installed after 1 burst' (the "
+            "same, with one burst running, placed as the oracle would, before the install) "
+            "meets them: what it misses is the bursts booked at steering.defaultPodBandwidth "
+            f"before anything at all is learned:\n\n{replica_table}\n\n"
             + "\n\n".join(images)
             + f"\n\nRun time: {elapsed:.0f} s.",
         )

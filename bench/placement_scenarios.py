@@ -148,6 +148,14 @@ def all_scenarios(seeds_small: Seeds, seeds_large: Seeds) -> list[tuple[Scenario
         ),
         "heavy new workloads, empty cluster": dict(bursts=12, pod_median=100e6, hot_fraction=0.0),
         "heavy returning workloads": dict(bursts=7, pod_median=100e6, workloads=6),
+        # The same two with one burst running when the webhook is installed:
+        # what they do once anything at all has been learned (the cold start apart).
+        "heavy new workloads, empty cluster, installed after 1 burst": dict(
+            bursts=12, pod_median=100e6, hot_fraction=0.0, running_bursts=1
+        ),
+        "heavy returning workloads, installed after 1 burst": dict(
+            bursts=7, pod_median=100e6, workloads=6, running_bursts=1
+        ),
     }
     unknown_scenarios = [
         (

@@ -157,3 +157,30 @@ def test_pods_running_before_the_install_are_placed_alike_and_not_counted():
         run = simulate(after, strategy, 0)[0]
         assert len(run.burst_sizes) == 2
         assert len(run.placements) + run.pending == sum(run.burst_sizes)
+
+
+def test_a_row_is_labelled_a_cold_start_only_where_its_twin_meets_the_goals():
+    from bench.placement import COLD_START_TWIN, UnknownRow, unknown_table_rows
+
+    def row(base, replicas, hot, gap, oracle_hot=0.0):
+        return UnknownRow(base, replicas, hot, None, gap, oracle_hot)
+
+    rows = [
+        row("cold", 1, 0.002, 0.030),  # busiest link 3 points over the oracle's
+        row("cold" + COLD_START_TWIN, 1, 0.001, 0.005),
+        row("worse", 1, 0.002, 0.030),
+        row("worse" + COLD_START_TWIN, 1, 0.001, 0.025),
+        row("fine", 1, 0.001, 0.010),
+        row("fine", 2, 0.004, 0.015),  # within the goals, but 0.3 points hotter than 1 replica
+        row("crowded", 1, 0.010, 0.0, oracle_hot=0.003),
+    ]
+    labels = [line.rsplit("|", 2)[1].strip() for line in unknown_table_rows(rows)]
+    assert labels == [
+        "cold start: its twin installed after 1 burst meets them",
+        "yes",
+        "no",
+        "no",
+        "yes",
+        "no",
+        "oracle places hot too",
+    ]
