@@ -40,7 +40,7 @@ NODES, DEPLOYMENTS, PODS_EACH = 5000, 15000, 10
 SCRAPE = "15s"
 ALPHANUMS = "bcdfghjklmnpqrstvwxz2456789"  # k8s.io/apimachinery/pkg/util/rand/rand.go
 MINUTE = 60.0
-IDLE_MINUTES, NODE_MINUTES, LEARNING_MINUTES = 3, 2, 6
+IDLE_MINUTES, NODE_MINUTES, LEARNING_MINUTES, QUIET_LEARNING_MINUTES = 2, 2, 6, 4
 
 
 def process_cpu_seconds(pid: int) -> float:
@@ -65,14 +65,29 @@ def cpu_per_minute(
     return shares
 
 
+def query_time(
+    rounds: list[tuple[str, float, float]], minutes: list[tuple[float, float]]
+) -> list[float]:
+    """The query time within each minute: what the learner's budget bounds."""
+    return [
+        sum(max(0.0, min(s + d, m + MINUTE) - max(s, m)) for _, s, d in rounds) for m, _ in minutes
+    ]
+
+
+def shares(values: list[float]) -> str:
+    return ", ".join(f"{v:.1%}" for v in values)
+
+
 class Refreshes:
     """The refresh's node query every refresh.interval on a thread, through
-    the Measurer the refresher process runs (which reports each query to its
-    learner, once one is set), each query's start and time recorded."""
+    the Measurer the refresher process runs, each query's start and time
+    recorded; ``at``: the time its queries are evaluated at."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, at: Callable[[], float] = time.time) -> None:
         self.measurer = Measurer(
-            settings, FileNodes(settings.nodes.file), PrometheusSource(settings.prometheus)
+            settings,
+            FileNodes(settings.nodes.file),
+            PrometheusSource(settings.prometheus, clock=at),
         )
         self.interval = settings.refresh.interval
         self.queries: list[tuple[str, float, float]] = []  # kind, start (monotonic), seconds
@@ -102,10 +117,13 @@ class LearnerRun:
     in its second minute: how long until the learner knows it."""
 
     def __init__(
-        self, settings: Settings, source: PodTrafficSource, exporter: "PodSeriesExporter"
+        self,
+        settings: Settings,
+        source: PodTrafficSource,
+        exporter: "PodSeriesExporter | None" = None,
     ) -> None:
         self.source = source
-        self.exporter = exporter
+        self.exporter = exporter  # None: no new Deployment
         self.rounds: list[tuple[str, float, float]] = []  # kind, start (monotonic), seconds
         self.added_at: float | None = None
         self.learned_after: float | None = None
@@ -148,7 +166,7 @@ class LearnerRun:
     def minute(self, index: int) -> None:
         if index == 0:
             self.learning.start()
-        if index == 1:
+        if index == 1 and self.exporter is not None:
             self.added_at = time.time()
             self.exporter.add_deployment(self.new.namespace, self.new.name, self.added_at)
 
@@ -281,35 +299,51 @@ def main(argv: list[str] | None = None) -> int:
         for _ in range(5):
             pickle.loads(pickle.dumps(learned, protocol=pickle.HIGHEST_PROTOCOL))
         roundtrip = (time.perf_counter() - started) / 5
-        # What the learner costs the user's Prometheus: its process's CPU,
-        # minute by minute, with scraping alone, then with the learner.
+        # Live: the learner and the node refresh as the refresher process
+        # runs them, a new Deployment added in the second minute.
         pid = prometheus.process.pid
-        idle = cpu_per_minute(pid, IDLE_MINUTES)
-        # The refresh's node query every refresh.interval, as the refresher
-        # process runs it: alone, then beside the learner.
         refreshes = Refreshes(settings)
-        nodes_only = cpu_per_minute(pid, NODE_MINUTES, refreshes.minute)
         run = LearnerRun(settings, source, exporter)
-        learning = cpu_per_minute(pid, LEARNING_MINUTES, run.minute)
+
+        def both(minute: int) -> None:
+            refreshes.minute(minute)
+            run.minute(minute)
+
+        live = cpu_per_minute(pid, LEARNING_MINUTES, both)
         run.learning.stop()
         refreshes.stop()
+        # Quiet: scraping stopped (it moved Prometheus's CPU by up to four
+        # points from minute to minute, more than the 5% to be measured), the
+        # same queries evaluated at a moment before it stopped, so that the
+        # Prometheus process's CPU is theirs: alone, the node query, the learner.
+        at = time.time() - 1
+        exporter.stop()
+        node_exporter.stop()
+        time.sleep(2 * float(SCRAPE.rstrip("s")))  # the failed scrapes' staleness written
+        idle = cpu_per_minute(pid, IDLE_MINUTES)
+        quiet_source = PodTrafficSource(
+            PrometheusSource(settings.prometheus, clock=lambda: at), settings.learning
+        )
+        quiet_refreshes = Refreshes(settings, at=lambda: at)
+        nodes_only = cpu_per_minute(pid, NODE_MINUTES, quiet_refreshes.minute)
+        quiet_refreshes.stop()
+        quiet_run = LearnerRun(settings, quiet_source)
+        learning = cpu_per_minute(pid, QUIET_LEARNING_MINUTES, quiet_run.minute)
+        quiet_run.learning.stop()
     finally:
         prometheus.stop()
         exporter.stop()
         node_exporter.stop()
         directory.cleanup()
     idle_mean = statistics.mean(cpu for _, cpu in idle) / MINUTE
-    extra = [cpu / MINUTE - idle_mean for _, cpu in learning]
     node_extra = [cpu / MINUTE - idle_mean for _, cpu in nodes_only]
-    learner_extra = [e - statistics.mean(node_extra) for e in extra]
-    # The learner's query time within each minute: what its budget bounds.
-    queried = [
-        sum(max(0.0, min(s + d, m + MINUTE) - max(s, m)) for _, s, d in run.rounds)
-        for m, _ in learning
-    ]
+    learner_extra = [cpu / MINUTE - idle_mean for _, cpu in learning]
+    queried = query_time(run.rounds, live)
+    quiet_queried = query_time(quiet_run.rounds, learning)
     slices = [seconds for kind, _, seconds in run.rounds if kind == "slice"]
     young = [seconds for kind, _, seconds in run.rounds if kind == "young"]
     learned = "not within the run" if run.learned_after is None else f"{run.learned_after:.0f} s"
+    budget = settings.learning.prometheus_share * MINUTE
     rows = [
         "| cost at 5,000 nodes, 150,000 pods, 15,000 Deployments | figure |",
         "|---|---|",
@@ -319,14 +353,15 @@ def main(argv: list[str] | None = None) -> int:
         f"| the learner's histograms in the refresher process | {held / 2**20:.1f} MiB |",
         f"| the learned table as sent to the serving process after each learning round | {wire / 2**20:.2f} MiB ({len(table.workloads):,} workloads) |",
         f"| pickling and loading it | {roundtrip * 1e3:.0f} ms |",
-        f"| the Prometheus process's CPU per minute, scraping alone ({IDLE_MINUTES} minutes) | {min(c for _, c in idle) / MINUTE:.1%} to {max(c for _, c in idle) / MINUTE:.1%} of one core |",
-        f"| the learner as the webhook runs it ({LEARNING_MINUTES} minutes): slices of the pods, and rounds of the new workloads' pods between them | {run.learning.slices} slices; {len(slices)} slice rounds (median {statistics.median(slices) if slices else 0:.2f} s), {len(young)} young rounds (median {statistics.median(young) if young else 0:.2f} s) |",
-        f"| the refresh's node query ({NODES:,} nodes) every {settings.refresh.interval:g} s, alone ({NODE_MINUTES} minutes): its time, median; the Prometheus process's CPU per minute, less scraping's mean | {statistics.median(d for _, _, d in refreshes.queries):.2f} s; {', '.join(f'{e:.1%}' for e in node_extra)} of one core |",
-        f"| the learner beside it ({LEARNING_MINUTES} minutes): its query time in each minute (its budget, learning.prometheusShare: {settings.learning.prometheus_share * MINUTE:g} s) | {', '.join(f'{q:.1f}' for q in queried)} s |",
-        f"| ... the Prometheus process's CPU per minute, less scraping's mean: the product (node query and learner), each minute | {', '.join(f'{e:.1%}' for e in extra)} of one core |",
-        f"| ... the learner's part (less the node query's mean too): each minute; the busiest, and the mean | {', '.join(f'{e:.1%}' for e in learner_extra)}; {max(learner_extra):.1%} and {statistics.mean(learner_extra):.1%} of one core |",
-        f"| ... Prometheus's CPU per second of the learner's query time (the budget counts the latter) | {sum(learner_extra) * MINUTE / max(1e-9, sum(queried)):.2f} |",
-        f"| a new Deployment (10 pods) added in the second minute: learned after its pods started sending | {learned} |",
+        f"| live, {LEARNING_MINUTES} minutes, the node refresh every {settings.refresh.interval:g} s beside: the learner's rounds | {run.learning.slices} slices; {len(slices)} slice rounds (median {statistics.median(slices) if slices else 0:.2f} s), {len(young)} young rounds (median {statistics.median(young) if young else 0:.2f} s) |",
+        f"| ... the learner's query time in each minute (its budget, learning.prometheusShare: {budget:g} s) | {', '.join(f'{q:.1f}' for q in queried)} s |",
+        f"| ... the node query ({NODES:,} nodes), median | {statistics.median(d for _, _, d in refreshes.queries):.2f} s |",
+        f"| ... a new Deployment (10 pods) added in the second minute: learned after its pods started sending | {learned} |",
+        f"| scraping stopped, the queries evaluated before it stopped: the Prometheus process's CPU per minute, idle ({IDLE_MINUTES} minutes) | {shares([c / MINUTE for _, c in idle])} of one core |",
+        f"| ... the node query every {settings.refresh.interval:g} s ({NODE_MINUTES} minutes), less idle | {shares(node_extra)} of one core |",
+        f"| ... the learner ({QUIET_LEARNING_MINUTES} minutes), less idle: each minute | {shares(learner_extra)} of one core |",
+        f"| ... the learner's busiest minute, and its mean | {max(learner_extra):.1%} and {statistics.mean(learner_extra):.1%} of one core |",
+        f"| ... its query time in each minute; Prometheus's CPU per second of it | {', '.join(f'{q:.1f}' for q in quiet_queried)} s; {sum(learner_extra) * MINUTE / max(1e-9, sum(quiet_queried)):.2f} |",
     ]
     body = "\n".join(rows)
     print(body)
@@ -336,18 +371,17 @@ def main(argv: list[str] | None = None) -> int:
             "Learning at scale",
             "python -m bench.learning",
             "The learner's queries against a real Prometheus that scraped cAdvisor- and "
-            "kube-state-metrics-shaped series for 150,000 pods on 5,000 nodes every 15 s (a "
-            "stand-in exporter in this process, rendering 300,000 counters on the same 2 cores, "
-            "so the times are pessimistic). The learner runs on its own thread in the refresher "
-            "process, off the admission path and outside the node refresh. The Prometheus "
-            "process's CPU is read from /proc minute by minute: with scraping alone (the pods' "
-            f"series and node_exporter's for {NODES:,} nodes), then with the refresh's node query "
-            "every refresh.interval, then with the learner beside it, both with the defaults "
-            "as the refresher process runs them; less scraping's mean, that is what the product "
-            "costs the user's Prometheus, and less the node query's mean too, what learning "
-            "costs it (scraping's own load moves by a point or two from minute to minute, so "
-            "a minute's figure carries that noise). In the learner's second minute a new "
-            "Deployment starts sending.\n\n" + body,
+            "kube-state-metrics-shaped series for 150,000 pods, and node_exporter's for 5,000 "
+            "nodes, every 15 s (stand-in exporters in this process, rendering 300,000 counters "
+            "on the same 2 cores, so the times are pessimistic). The learner runs on its own "
+            "thread in the refresher process, off the admission path and outside the node "
+            "refresh. Live, both run as the refresher process runs them, with the defaults, and "
+            "a new Deployment starts sending in the second minute. Then scraping stops and the "
+            "same queries are evaluated at a moment before it did, so that the Prometheus "
+            "process's CPU (read from /proc minute by minute) is theirs: scraping's own load "
+            "moved it by up to four points from one minute to the next, more than the 5% to be "
+            "measured. Less the idle minutes' mean, that is what each costs the user's "
+            "Prometheus.\n\n" + body,
         )
     return 0
 

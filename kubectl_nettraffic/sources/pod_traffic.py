@@ -1,6 +1,7 @@
 """Per-pod network rates from cAdvisor, with each pod's workload from
-kube-state-metrics: the learner's input (workload_bandwidth.py), in ONE
-instant query per learning round (learning.py), beside the node query.
+kube-state-metrics: the learner's input (workload_bandwidth.py), in one
+instant query per slice round and three small ones per young round
+(learning.py, learning_schedule.py), beside the node query.
 
 - Rates: ``rate()`` of the kubelet's cAdvisor counters
   ``container_network_{receive,transmit}_bytes_total`` over the window,
@@ -115,8 +116,8 @@ def build_learner_query(
     cadvisor = settings.pod_selector
     if pods:
         # The names match only pod-level series already, and Prometheus
-        # resolves pod!="" by merging the index entries of every pod name:
-        # 0.3 s of a 10-pod query at 150,000 pods, without it 4 ms (bench.learning).
+        # resolves pod!="" by merging the index entries of every pod name,
+        # most of a named query's cost (docs/design/new-workloads.md).
         cadvisor = _ANY_POD.sub("", cadvisor).strip(", ")
         cadvisor = ",".join(filter(None, (cadvisor, f'pod=~"{pods}"')))
     ksm = f',{settings.pod_label}=~"{pods}"' if pods else ""
@@ -358,7 +359,9 @@ class PodTrafficSource:
 
     def pod_count(self) -> int:
         result = self.prometheus.query_vector(
-            build_pod_count_query(self.settings), timeout=self.settings.timeout
+            build_pod_count_query(self.settings),
+            at=self.prometheus.clock(),
+            timeout=self.settings.timeout,
         )
         try:
             return int(float(result[0]["value"][1])) if result else 0
@@ -379,30 +382,36 @@ class PodTrafficSource:
         learning.youngWorkloadAge: three small queries (the young controllers,
         their pods by name, those pods' samples), the first the only one that
         reads every controller, and the round ends there when none is young."""
-        evaluated_at = self.prometheus.clock()
+        evaluated_at = self.prometheus.clock()  # the three queries read one moment
         timeout = self.settings.timeout
         workloads = young_workloads_from(
-            self.prometheus.query_vector(self.young_workloads_query, timeout=timeout)
+            self.prometheus.query_vector(
+                self.young_workloads_query, at=evaluated_at, timeout=timeout
+            )
         )
         if not workloads:
             return PodTrafficReport((), (), 0, evaluated_at)
         owners = names_pattern(name for _, _, name in workloads)
         pods = owned_pods_from(
             self.prometheus.query_vector(
-                build_owned_pods_query(self.settings, owners), timeout=timeout
+                build_owned_pods_query(self.settings, owners), at=evaluated_at, timeout=timeout
             ),
             workloads,
         )
         if not pods:
             return PodTrafficReport((), (), 0, evaluated_at)
         replicasets = names_pattern(name for _, kind, name in workloads if kind == "ReplicaSet")
-        report = self._learner_samples(names_pattern(name for _, name in pods), replicasets)
+        report = self._learner_samples(
+            names_pattern(name for _, name in pods), replicasets, evaluated_at
+        )
         wanted = set(pods)  # the same name in another namespace is not young
         samples = tuple(s for s in report.samples if (s.namespace, s.pod) in wanted)
         return PodTrafficReport(samples, (), 0, report.evaluated_at)
 
-    def _learner_samples(self, pods: str, replicasets: str | None = None) -> PodTrafficReport:
-        evaluated_at = self.prometheus.clock()
+    def _learner_samples(
+        self, pods: str, replicasets: str | None = None, at: float | None = None
+    ) -> PodTrafficReport:
+        evaluated_at = self.prometheus.clock() if at is None else at
         query = build_learner_query(
             self.settings,
             self.prometheus.settings.window,
