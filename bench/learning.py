@@ -129,7 +129,6 @@ class LearnerRun:
         self.learned_after: float | None = None
         self.new = Workload("ns-new", "Deployment", "arrival")
         self.learning = BandwidthLearning(settings, self)
-        self.kind = ""
 
     def pod_count(self) -> int:
         started = time.monotonic()

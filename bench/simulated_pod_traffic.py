@@ -9,7 +9,8 @@ share each)."""
 from collections.abc import Callable, Mapping
 
 from kubectl_nettraffic.pod_slices import WHOLE, PodSlice
-from kubectl_nettraffic.sources.pod_traffic import MOST_YOUNG, PodTrafficReport
+from kubectl_nettraffic.sources.pod_traffic import PodTrafficReport, equal_shares
+from kubectl_nettraffic.workload_bandwidth import PodSample
 
 
 class SimulatedPodTraffic:
@@ -40,11 +41,9 @@ class SimulatedPodTraffic:
             if sample.workload is not None and at is not None:
                 born[sample.workload] = min(at, born.get(sample.workload, at))
         young = {w for w, at in born.items() if report.evaluated_at - at < self.young_workload_age}
-        each = max(1, MOST_YOUNG // max(1, len(young)))
-        taken: dict[object, int] = {}
-        kept = []
+        pods: dict[object, list[PodSample]] = {}
         for sample in report.samples:
-            if sample.workload in young and taken.get(sample.workload, 0) < each:
-                taken[sample.workload] = taken.get(sample.workload, 0) + 1
-                kept.append(sample)
-        return PodTrafficReport(tuple(kept[:MOST_YOUNG]), (), 0, report.evaluated_at)
+            if sample.workload in young:
+                pods.setdefault(sample.workload, []).append(sample)
+        kept = tuple(sample for _, sample in equal_shares(pods, len(young)))
+        return PodTrafficReport(kept, (), 0, report.evaluated_at)

@@ -1,7 +1,6 @@
 """When the learner reads Prometheus: hand-computed cases, and the learner
 itself reading a synthetic cluster a slice at a time."""
 
-
 import pytest
 
 from kubectl_nettraffic.config import settings_from_mapping

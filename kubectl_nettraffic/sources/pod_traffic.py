@@ -24,9 +24,9 @@ series at all: the report says which is missing, and nothing is learned.
 """
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from kubectl_nettraffic.config import LearningSettings
 from kubectl_nettraffic.pod_slices import WHOLE, PodSlice
@@ -37,6 +37,8 @@ from kubectl_nettraffic.workload_bandwidth import PodSample, Workload
 PART_LABEL = "nettraffic_part"
 _ANY_POD = re.compile(r'(?:^|,)\s*pod\s*!=\s*""\s*(?=,|$)')  # the matcher pod!=""
 _NONE = "<none>"  # kube-state-metrics' owner of a pod without one
+K = TypeVar("K")
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -264,8 +266,8 @@ _NAME = re.compile(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?")
 def build_young_workloads_query(settings: LearningSettings, age: float) -> str:
     """The controllers created within ``age``, each with its creation time.
     One instant read per controller: there are far fewer controllers than
-    pods (bench.learning), where reading every pod's creation time cost a
-    Prometheus core for about a second each round."""
+    pods, and reading every pod's creation time cost a Prometheus core for
+    about a second each round (docs/design/new-workloads.md)."""
     # Filtered first: the comparison is the only step that reads every
     # controller; the relabelling and the max (for two kube-state-metrics
     # replicas exporting the same series) see only the young ones.
@@ -307,7 +309,6 @@ def owned_pods_from(
     and an equal share each: a few samples are all a workload's figure needs
     (learning.minSamples), so a large new workload leaves room for the rest."""
     wanted = set(workloads)
-    each = max(1, MOST_YOUNG // max(1, len(wanted)))
     pods: dict[tuple[str, str, str], list[str]] = {}
     for series in result:
         metric: Mapping[str, str] = series.get("metric") or {}
@@ -319,9 +320,15 @@ def owned_pods_from(
         name = metric.get("pod", "")
         if owner in wanted and _NAME.fullmatch(name):
             pods.setdefault(owner, []).append(name)
-    return [(owner[0], name) for owner, names in pods.items() for name in sorted(names)[:each]][
-        :MOST_YOUNG
-    ]
+    chosen = equal_shares({owner: sorted(names) for owner, names in pods.items()}, len(wanted))
+    return [(owner[0], name) for owner, name in chosen]
+
+
+def equal_shares(groups: Mapping[K, Sequence[T]], among: int) -> list[tuple[K, T]]:
+    """At most MOST_YOUNG items in all, each of ``among`` groups taking the
+    same share (its first items) whether or not the others fill theirs."""
+    each = max(1, MOST_YOUNG // max(1, among))
+    return [(key, item) for key, items in groups.items() for item in items[:each]][:MOST_YOUNG]
 
 
 def build_pod_count_query(settings: LearningSettings) -> str:
@@ -338,8 +345,9 @@ class PodTrafficSource:
 
     ``samples``: the learner's query (joined in Prometheus, one series per
     pod) over every pod or a slice of them; ``young_samples``: the same for
-    the pods of the workloads created within learning.youngWorkloadAge; ``fetch``: receive and
-    transmit apart, and what is missing (for ``top pods`` and ``doctor``).
+    the pods of the workloads created within learning.youngWorkloadAge;
+    ``fetch``: receive and transmit apart, and what is missing (for ``top
+    pods`` and ``doctor``).
     """
 
     def __init__(self, prometheus: PrometheusSource, settings: LearningSettings) -> None:
