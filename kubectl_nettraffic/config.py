@@ -174,7 +174,7 @@ class LearningSettings:
     # every 15s (python -m bench.learning), so a large cluster is read in
     # slices; the learned figures halve in weight daily, so a pass of many
     # minutes loses little.
-    prometheus_share: float = key(0.05, values.share)
+    prometheus_share: float = key(0.025, values.share)
     # The pods of controllers (ReplicaSets, StatefulSets, Jobs) created this
     # recently are read on their own every interval, between the slices of a
     # large cluster, so a new workload is learned within a round or two of its

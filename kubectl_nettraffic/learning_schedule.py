@@ -10,14 +10,17 @@ read in several slices (a whole-cluster round already holds every pod).
 The budget is ``learning.prometheusShare`` of one Prometheus core in any
 minute: the rounds' query time within any 60 s stays at most share x 60 s.
 A round starts only once the query time of the last minute, plus what the
-round is expected to take (the last one of its kind), fits. Young rounds
-are small and due every ``learning.interval``; slice rounds may use what
-the young rounds of a minute leave, and half the budget at least, so that
-a slow slice never holds up a new workload and a wave of new workloads
-never stops the rest of the cluster being read. A round slower than
-expected overruns once; the next waits. The refresh's node query is not
-counted here: it is the product's fixed cost, set by the number of nodes
-and refresh.interval (bench.learning reports it beside the learner's).
+round is expected to take (the last one of its kind), fits its part of it.
+Young rounds are small and due every ``learning.interval``; they have half
+the budget to themselves and are never held up by a slice, so a new
+workload is read as soon as its pods send. Slice rounds use what the young
+rounds of a minute are expected to leave (half the budget at least), so a
+wave of new workloads never stops the rest of the cluster being read. A
+slice bigger than its part runs alone: once the last slice has left the
+window. A round slower than expected overruns once; the next waits. The
+refresh's node query is not counted here: it is the product's fixed cost,
+set by the number of nodes and refresh.interval (bench.learning reports it
+beside the learner's).
 """
 
 from dataclasses import dataclass, field
@@ -52,22 +55,21 @@ class LearningSchedule:
 
     def next_round(self, sliced: bool, now: float = 0.0) -> tuple[str, float]:
         """The next round's kind, and when it may start (``now`` at the
-        earliest): whichever kind may start first, a young round on a tie (a
-        slice waiting for room never holds one up)."""
-        at = self._room(SLICE, max(self.slice_due, now), self.slice_budget(sliced), SLICE)
+        earliest): whichever kind may start first, a young round on a tie."""
+        at = self._room(SLICE, max(self.slice_due, now), self.slice_budget(sliced))
         if sliced:
-            young_at = self._room(YOUNG, max(self.young_due, now), self.budget, None)
+            young_at = self._room(YOUNG, max(self.young_due, now), self.budget / 2)
             if young_at <= at:
                 return YOUNG, young_at
         return SLICE, at
 
-    def _room(self, kind: str, due: float, budget: float, counted: str | None) -> float:
+    def _room(self, kind: str, due: float, budget: float) -> float:
         """The first time from ``due`` on when the query time of the minute
-        before it (of rounds of ``counted`` kind; None: every round), plus
-        this round's expected time, fits ``budget``. Past rounds only leave
-        the window, so every minute that ends during this round fits too."""
+        before it (of rounds of ``kind``), plus this round's expected time,
+        fits ``budget``. Past rounds only leave the window, so every minute
+        that ends during this round fits too."""
         cost = self.expected.get(kind, 0.0)
-        mine = [(s, d) for k, s, d in self.rounds if counted is None or k == counted]
+        mine = [(s, d) for k, s, d in self.rounds if k == kind]
         # The spent time only falls as rounds leave: try each such moment in turn.
         for at in sorted({due, *(s + d + MINUTE for s, d in mine if s + d + MINUTE > due)}):
             spent = sum(max(0.0, min(s + d, at) - max(s, at - MINUTE)) for s, d in mine)

@@ -47,13 +47,13 @@ def test_young_rounds_keep_their_interval_while_slices_wait_for_room():
     assert schedule.next_round(sliced=True) == (SLICE, 62.2)
 
 
-def test_a_young_round_waits_when_the_minute_is_full():
+def test_a_slice_never_holds_up_a_young_round():
     schedule = LearningSchedule(interval=15.0, share=0.05)
     schedule.finished(YOUNG, started=0.0, seconds=0.5)
     schedule.finished(SLICE, started=1.0, seconds=2.4)  # slower than its room
-    # Young due at 15: 0.5 + 2.4 spent, 0.5 expected: 3.4 > 3. At 60.5 the
-    # first young round has left: 2.4 + 0.5 fits.
-    assert schedule.next_round(sliced=True) == (YOUNG, 60.5)
+    # Young rounds count only their own against half the budget (1.5 s):
+    # 0.5 spent and 0.5 expected fit, so the one due at 15 is on time.
+    assert schedule.next_round(sliced=True, now=3.4) == (YOUNG, 15.0)
 
 
 class SyntheticCluster:
@@ -150,15 +150,14 @@ def test_a_round_is_placed_from_now_not_from_when_it_fell_due():
     assert schedule.next_round(sliced=False, now=40.0) == (SLICE, 40.0)
 
 
-def test_slices_keep_half_the_budget_when_young_rounds_would_take_it_all():
+def test_slices_and_young_rounds_each_keep_half_the_budget_in_a_wave_of_new_workloads():
     schedule = LearningSchedule(interval=15.0, share=0.05)
     schedule.finished(YOUNG, started=0.0, seconds=0.9)  # a wave of new workloads
     # 4 young rounds x 0.9 s would leave nothing of 3 s: slices keep 1.5 s.
     assert schedule.slice_budget(sliced=True) == pytest.approx(1.5)
     assert schedule.next_round(sliced=True, now=1.0) == (SLICE, 1.0)
     schedule.finished(SLICE, started=1.0, seconds=1.2)
-    # The young round due at 15 counts everything: 0.9 + 1.2 + 0.9 fits 3 s.
-    assert schedule.next_round(sliced=True, now=2.2) == (YOUNG, 15.0)
-    schedule.finished(YOUNG, started=15.0, seconds=0.9)
-    # The next at 30 would make 3.9 s: once the first has left, at 60.9.
-    assert schedule.next_round(sliced=True, now=16.0) == (YOUNG, 60.9)
+    # The young round due at 15 would make 1.8 s of young rounds, over their
+    # half: once the first has left the minute, at 60.9 (the next slice,
+    # 1.2 + 1.2 over 1.5, waits for the first slice to leave, at 62.2).
+    assert schedule.next_round(sliced=True, now=2.2) == (YOUNG, pytest.approx(60.9))
