@@ -21,6 +21,7 @@ import tracemalloc
 from collections.abc import Callable
 
 import numpy as np
+import yaml
 
 from bench.fixtures import exporters as node_exporters
 from bench.fixtures import write_node_file
@@ -41,6 +42,16 @@ SCRAPE = "15s"
 ALPHANUMS = "bcdfghjklmnpqrstvwxz2456789"  # k8s.io/apimachinery/pkg/util/rand/rand.go
 MINUTE = 60.0
 IDLE_MINUTES, NODE_MINUTES, LEARNING_MINUTES, QUIET_LEARNING_MINUTES = 2, 2, 6, 4
+
+
+def chart_defaults() -> tuple[int, float]:
+    """The chart's replicaCount and learning.prometheusShare: each replica
+    runs its own refresh and learner, with its part of the share
+    (templates/configmap.yaml)."""
+    path = os.path.join(os.path.dirname(__file__), "..", "charts", "nettraffic", "values.yaml")
+    with open(path) as handle:
+        values = yaml.safe_load(handle)
+    return int(values["replicaCount"]), float(values["learning"]["prometheusShare"])
 
 
 def process_cpu_seconds(pid: int) -> float:
@@ -240,6 +251,7 @@ class PodSeriesExporter:
 
 def main(argv: list[str] | None = None) -> int:
     args = bench_parser(__doc__).parse_args(argv)
+    replicas, share = chart_defaults()
     exporter = PodSeriesExporter()
     node_exporter = LiveExporter(node_exporters(NODES))
     prometheus = PrometheusServer(
@@ -261,6 +273,7 @@ def main(argv: list[str] | None = None) -> int:
                 "prometheus": {"url": prometheus.url, "window": "1m", "timeout": "60s"},
                 "metricsServer": {"enabled": False},
                 "nodes": {"file": write_node_file(f"{directory.name}/nodes.json", NODES)},
+                "learning": {"prometheusShare": share / replicas},
             }
         )
         source = PodTrafficSource(PrometheusSource(settings.prometheus), settings.learning)
@@ -298,37 +311,60 @@ def main(argv: list[str] | None = None) -> int:
         for _ in range(5):
             pickle.loads(pickle.dumps(learned, protocol=pickle.HIGHEST_PROTOCOL))
         roundtrip = (time.perf_counter() - started) / 5
-        # Live: the learner and the node refresh as the refresher process
-        # runs them, a new Deployment added in the second minute.
+        # Live: each replica's learner and node refresh as its refresher
+        # process runs them, a new Deployment added in the second minute.
         pid = prometheus.process.pid
-        refreshes = Refreshes(settings)
-        run = LearnerRun(settings, source, exporter)
+        refreshes = [Refreshes(settings) for _ in range(replicas)]
+        runs = [
+            LearnerRun(
+                settings,
+                PodTrafficSource(PrometheusSource(settings.prometheus), settings.learning),
+                exporter if replica == 0 else None,
+            )
+            for replica in range(replicas)
+        ]
 
-        def both(minute: int) -> None:
-            refreshes.minute(minute)
-            run.minute(minute)
+        def every_replica(minute: int) -> None:
+            for refresh in refreshes:
+                refresh.minute(minute)
+            for run in runs:
+                run.minute(minute)
+                run.added_at = runs[0].added_at  # one new Deployment, for each to learn
 
-        live = cpu_per_minute(pid, LEARNING_MINUTES, both)
-        run.learning.stop()
-        refreshes.stop()
+        live = cpu_per_minute(pid, LEARNING_MINUTES, every_replica)
+        for run in runs:
+            run.learning.stop()
+        for refresh in refreshes:
+            refresh.stop()
         # Quiet: scraping stopped (it moved Prometheus's CPU by up to four
         # points from minute to minute, more than the 5% to be measured), the
         # same queries evaluated at a moment before it stopped, so that the
-        # Prometheus process's CPU is theirs: alone, the node query, the learner.
+        # Prometheus process's CPU is theirs: alone, the node queries, the learners.
         at = time.time() - 1
         exporter.stop()
         node_exporter.stop()
         time.sleep(2 * float(SCRAPE.rstrip("s")))  # the failed scrapes' staleness written
         idle = cpu_per_minute(pid, IDLE_MINUTES)
-        quiet_source = PodTrafficSource(
-            PrometheusSource(settings.prometheus, clock=lambda: at), settings.learning
+        quiet_refreshes = [Refreshes(settings, at=lambda: at) for _ in range(replicas)]
+        nodes_only = cpu_per_minute(
+            pid, NODE_MINUTES, lambda minute: [r.minute(minute) for r in quiet_refreshes]
         )
-        quiet_refreshes = Refreshes(settings, at=lambda: at)
-        nodes_only = cpu_per_minute(pid, NODE_MINUTES, quiet_refreshes.minute)
-        quiet_refreshes.stop()
-        quiet_run = LearnerRun(settings, quiet_source)
-        learning = cpu_per_minute(pid, QUIET_LEARNING_MINUTES, quiet_run.minute)
-        quiet_run.learning.stop()
+        for refresh in quiet_refreshes:
+            refresh.stop()
+        quiet_runs = [
+            LearnerRun(
+                settings,
+                PodTrafficSource(
+                    PrometheusSource(settings.prometheus, clock=lambda: at), settings.learning
+                ),
+            )
+            for _ in range(replicas)
+        ]
+        learning = cpu_per_minute(
+            pid, QUIET_LEARNING_MINUTES, lambda minute: [r.minute(minute) for r in quiet_runs]
+        )
+        for run in quiet_runs:
+            run.learning.stop()
     finally:
         prometheus.stop()
         exporter.stop()
@@ -337,12 +373,19 @@ def main(argv: list[str] | None = None) -> int:
     idle_mean = statistics.mean(cpu for _, cpu in idle) / MINUTE
     node_extra = [cpu / MINUTE - idle_mean for _, cpu in nodes_only]
     learner_extra = [cpu / MINUTE - idle_mean for _, cpu in learning]
-    queried = query_time(run.rounds, live)
-    quiet_queried = query_time(quiet_run.rounds, learning)
-    slices = [seconds for kind, _, seconds in run.rounds if kind == "slice"]
-    young = [seconds for kind, _, seconds in run.rounds if kind == "young"]
-    learned = "not within the run" if run.learned_after is None else f"{run.learned_after:.0f} s"
-    budget = settings.learning.prometheus_share * MINUTE
+    rounds = [r for run in runs for r in run.rounds]
+    queried = query_time(rounds, live)
+    quiet_queried = query_time([r for run in quiet_runs for r in run.rounds], learning)
+    slices = [seconds for kind, _, seconds in rounds if kind == "slice"]
+    young = [seconds for kind, _, seconds in rounds if kind == "young"]
+    after = [run.learned_after for run in runs]
+    learned = (
+        "not within the run"
+        if None in after
+        else " and ".join(f"{a:.0f} s" for a in after if a is not None)
+    )
+    node_queries = [d for refresh in refreshes for _, _, d in refresh.queries]
+    budget = share * MINUTE  # every replica's learner together
     rows = [
         "| cost at 5,000 nodes, 150,000 pods, 15,000 Deployments | figure |",
         "|---|---|",
@@ -352,14 +395,14 @@ def main(argv: list[str] | None = None) -> int:
         f"| the learner's histograms in the refresher process | {held / 2**20:.1f} MiB |",
         f"| the learned table as sent to the serving process after each learning round | {wire / 2**20:.2f} MiB ({len(table.workloads):,} workloads) |",
         f"| pickling and loading it | {roundtrip * 1e3:.0f} ms |",
-        f"| live, {LEARNING_MINUTES} minutes, the node refresh every {settings.refresh.interval:g} s beside: the learner's rounds | {run.learning.slices} slices; {len(slices)} slice rounds (median {statistics.median(slices) if slices else 0:.2f} s), {len(young)} young rounds (median {statistics.median(young) if young else 0:.2f} s) |",
-        f"| ... the learner's query time in each minute (its budget, learning.prometheusShare: {budget:g} s) | {', '.join(f'{q:.1f}' for q in queried)} s |",
-        f"| ... the node query ({NODES:,} nodes), median | {statistics.median(d for _, _, d in refreshes.queries):.2f} s |",
-        f"| ... a new Deployment (10 pods) added in the second minute: learned after its pods started sending | {learned} |",
+        f"| live, {LEARNING_MINUTES} minutes, {replicas} replicas (the chart's replicaCount), each with its node refresh every {settings.refresh.interval:g} s and its learner at learning.prometheusShare {share:g} / {replicas}: the learners' rounds | {runs[0].learning.slices} slices; {len(slices)} slice rounds (median {statistics.median(slices) if slices else 0:.2f} s), {len(young)} young rounds (median {statistics.median(young) if young else 0:.2f} s) |",
+        f"| ... the learners' query time in each minute, together (their budget: {budget:g} s) | {', '.join(f'{q:.1f}' for q in queried)} s |",
+        f"| ... the node query ({NODES:,} nodes), median | {statistics.median(node_queries):.2f} s |",
+        f"| ... a new Deployment (10 pods) added in the second minute: learned by each replica after its pods started sending | {learned} |",
         f"| scraping stopped, the queries evaluated before it stopped: the Prometheus process's CPU per minute, idle ({IDLE_MINUTES} minutes) | {shares([c / MINUTE for _, c in idle])} of one core |",
-        f"| ... the node query every {settings.refresh.interval:g} s ({NODE_MINUTES} minutes), less idle | {shares(node_extra)} of one core |",
-        f"| ... the learner ({QUIET_LEARNING_MINUTES} minutes), less idle: each minute | {shares(learner_extra)} of one core |",
-        f"| ... the learner's busiest minute, and its mean | {max(learner_extra):.1%} and {statistics.mean(learner_extra):.1%} of one core |",
+        f"| ... the node queries, every {settings.refresh.interval:g} s from each of {replicas} replicas ({NODE_MINUTES} minutes), less idle | {shares(node_extra)} of one core |",
+        f"| ... the {replicas} learners ({QUIET_LEARNING_MINUTES} minutes), less idle: each minute | {shares(learner_extra)} of one core |",
+        f"| ... the learners' busiest minute, and their mean | {max(learner_extra):.1%} and {statistics.mean(learner_extra):.1%} of one core |",
         f"| ... its query time in each minute; Prometheus's CPU per second of it | {', '.join(f'{q:.1f}' for q in quiet_queried)} s; {sum(learner_extra) * MINUTE / max(1e-9, sum(quiet_queried)):.2f} |",
     ]
     body = "\n".join(rows)
@@ -374,7 +417,8 @@ def main(argv: list[str] | None = None) -> int:
             "nodes, every 15 s (stand-in exporters in this process, rendering 300,000 counters "
             "on the same 2 cores, so the times are pessimistic). The learner runs on its own "
             "thread in the refresher process, off the admission path and outside the node "
-            "refresh. Live, both run as the refresher process runs them, with the defaults, and "
+            "refresh; each replica runs both. Live, both run as the refresher process runs "
+            "them, with the chart's defaults (its replicas, each with its part of the share), and "
             "a new Deployment starts sending in the second minute. Then scraping stops and the "
             "same queries are evaluated at a moment before it did, so that the Prometheus "
             "process's CPU (read from /proc minute by minute) is theirs: scraping's own load "

@@ -78,7 +78,7 @@ class BandwidthLearning:
         self.pods_per_slice = FIRST_PODS_PER_SLICE
         self._pass_pods = 0
         self._pass_seconds = 0.0
-        self._last_pass_pods = 0  # counts the next pass's pods without a query
+        self._sized = False  # the first pass counts the pods; later ones use the last's
         self._stop = threading.Event()
 
     def latest(self) -> LearnedBandwidth | None:
@@ -97,8 +97,14 @@ class BandwidthLearning:
         try:
             if kind == YOUNG:
                 report = self.reader.young_samples()
+            elif not self._sized:
+                # Counting the pods reads every pod's series: a round of its
+                # own, so the first slice waits for room after it.
+                self.slices = slices_for(self.reader.pod_count(), self.pods_per_slice)
+                self._sized = True
+                return kind
             else:
-                report = self.reader.samples(self._slice())
+                report = self.reader.samples(PodSlice(self.next_slice, self.slices))
         except NetTrafficError as error:
             self.last_error = str(error)
             log.warning("learning: per-pod traffic unavailable this round: %s", error)
@@ -116,18 +122,6 @@ class BandwidthLearning:
         self._latest = self.learner.learned(report.evaluated_at)
         return kind
 
-    def _slice(self) -> PodSlice:
-        """This round's slice; a pass starts by sizing its slices, from the
-        pods the last pass read (counting them is a query over every pod)."""
-        if self.next_slice == 0:
-            try:
-                pods = self._last_pass_pods or self.reader.pod_count()
-            except NetTrafficError as error:
-                log.warning("learning: could not count the pods, slices kept: %s", error)
-            else:
-                self.slices = slices_for(pods, self.pods_per_slice)
-        return PodSlice(self.next_slice, self.slices)
-
     def _slice_done(self, pods: int, seconds: float) -> None:
         self._pass_pods += pods
         self._pass_seconds += seconds
@@ -135,12 +129,16 @@ class BandwidthLearning:
         if self.next_slice < self.slices:
             return
         # A pass is done: size the next one's slices so that each takes
-        # SLICE_OF_BUDGET of what slices may use of a minute, at this pass's speed.
+        # SLICE_OF_BUDGET of what slices may use of a minute, at this pass's
+        # speed, for the pods this one read (no count again).
         if self._pass_pods and self._pass_seconds > 0:
             speed = self._pass_pods / self._pass_seconds
             budget = self.schedule.slice_budget(sliced=self.slices > 1)
             self.pods_per_slice = speed * budget * SLICE_OF_BUDGET
-        self._last_pass_pods = self._pass_pods
+        if self._pass_pods:
+            self.slices = slices_for(self._pass_pods, self.pods_per_slice)
+        else:
+            self._sized = False  # nothing read: count again
         self.next_slice = self._pass_pods = 0
         self._pass_seconds = 0.0
 

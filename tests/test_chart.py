@@ -345,6 +345,19 @@ def test_config_map_is_a_valid_config_for_the_engine():
         assert settings.server.port == 8443
 
 
+@pytest.mark.parametrize(("replicas", "share"), [(1, 0.025), (2, 0.0125), (3, 0.025 / 3)])
+def test_the_learners_share_of_prometheus_is_split_between_the_replicas(replicas, share):
+    """Each replica learns on its own, so each keeps to its part of
+    learning.prometheusShare: the product's queries stay within it."""
+    objects = render("helm", "--set", f"replicaCount={replicas}")
+    config = yaml.safe_load(by_kind(objects, "ConfigMap")[0]["data"]["config.yaml"])
+    assert config["learning"]["prometheusShare"] == pytest.approx(share)
+    assert config["learning"]["enabled"] is True  # the rest of the section kept
+    halved = render("helm", "--set-json", "learning.prometheusShare=0.1")
+    config = yaml.safe_load(by_kind(halved, "ConfigMap")[0]["data"]["config.yaml"])
+    assert config["learning"]["prometheusShare"] == pytest.approx(0.05)
+
+
 def test_extender_mode_renders_a_second_scheduler():
     objects = render("helm", "-f", os.path.join(CHART, "ci", "extender-values.yaml"))
     scheduler_config = next(

@@ -102,14 +102,16 @@ def test_a_large_cluster_is_read_a_slice_at_a_time_each_pod_once_a_pass():
     cluster = SyntheticCluster(pods, clock, seconds_per_pod=1e-5)  # 100,000 pods/s
     learning = _learning(cluster, clock)
     kinds = []
-    while len([k for k in kinds if k == SLICE]) < 3:  # 12,000 pods at 5,000 a slice: 3
+    # A round counting the pods, then 12,000 pods at 5,000 a slice: 3.
+    while len([k for k in kinds if k == SLICE]) < 4:
         _, at = learning.schedule.next_round(learning.slices > 1)
         clock[0] = max(clock[0], at)
         kinds.append(learning.update())
     # The pass read 100,000 pods/s; the young rounds read nothing, so slices
-    # may use the whole 3 s of a minute, and a slice is sized to half of it:
-    # 150,000 pods, so the next pass reads the whole cluster at once.
-    assert learning.pods_per_slice == pytest.approx(150_000)
+    # may use the whole 1.5 s of a minute (learning.prometheusShare 0.025),
+    # and a slice is sized to half of it: 75,000 pods, so the next pass reads
+    # the whole cluster at once.
+    assert learning.pods_per_slice == pytest.approx(75_000)
     assert sorted(cluster.read) == sorted(name for name, *_ in pods)  # each pod once
     assert YOUNG in kinds  # between the slices (no pod is young here: nothing read)
     assert len(learning.latest().workloads) == 1200
@@ -128,9 +130,12 @@ def test_a_new_workload_is_learned_from_a_young_round_before_its_slice_comes():
     old = [(f"old-{i}-{'bcdfg'[i % 5]}", f"old-{i // 10}", 1e6, -1e6) for i in range(20_000)]
     cluster = SyntheticCluster(old, clock, seconds_per_pod=1e-4)  # 10,000 pods/s
     learning = _learning(cluster, clock)
-    _, at = learning.schedule.next_round(learning.slices > 1)
-    learning.update()  # the first slice of four
-    assert learning.slices == 4
+    learning.update()  # counting the pods, a round of its own
+    assert learning.slices == 4 and cluster.read == []
+    while learning.next_slice == 0:  # the first slice of four (young rounds between)
+        _, at = learning.schedule.next_round(learning.slices > 1)
+        clock[0] = max(clock[0], at)
+        learning.update()
     cluster.pods = old + [(f"new-{i}-x", "new", 50e6, clock[0]) for i in range(3)]
     new = Workload("ns", "Deployment", "new")
     while new not in (learning.latest().workloads if learning.latest() else {}):
