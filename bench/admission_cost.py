@@ -147,8 +147,17 @@ def measure(count: int, flush: CacheFlusher) -> dict[str, tuple[float, float]]:
     steerer = serving.steerer
     obj: Mapping[str, Any] = parse_review(json.loads(body)).obj or {}
 
+    # The same, in a replica that has seen the pods of two others steering:
+    # the choice counts a pod more on their nodes (replica_share.py).
+    shared = serving_parts(settings, ledger_label="replica-b")
+    for other in ("replica-a", "replica-c"):
+        shared.inflight.book_seen(names[0], 1.0, time.time(), other)
+
     def decide() -> None:
         steerer.decide(obj, None, False)
+
+    def decide_shared() -> None:
+        shared.steerer.decide(obj, None, False)
 
     pieces: dict[str, Callable[[], None]] = {
         "webhook: POST /mutate (flask, parsing, decision, patch, metrics)": wsgi_post(
@@ -156,11 +165,14 @@ def measure(count: int, flush: CacheFlusher) -> dict[str, tuple[float, float]]:
         ),
         "bare flask app: POST /mutate (fixed patch)": wsgi_post(create_bare_app(), body),
         "Steerer.decide alone (skip rules, choice, patch check, booking)": decide,
+        "... the same in one of 3 replicas steering at once": decide_shared,
     }
     result = {}
     for label, call in pieces.items():
         # Fresh scores: a stale snapshot would take the skip path.
-        serving.scoreboard.record(measurer.measure())
+        measured = measurer.measure()
+        serving.scoreboard.record(measured)
+        shared.scoreboard.record(measured)
         result[label] = (warm_us(call), cold_us(call, flush))
     return result
 
@@ -172,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for count in (100, 5000):
         figures = measure(count, flush)
-        (webhook_warm, webhook_cold), (bare_warm, bare_cold), _ = figures.values()
+        (webhook_warm, webhook_cold), (bare_warm, bare_cold), *_ = figures.values()
         for label, (warm, cold) in figures.items():
             rows.append(
                 f"| {count:,} | {label} | {warm:.0f} µs | {cold:.0f} µs | {cold / warm:.1f}x |"

@@ -183,7 +183,10 @@ def simulate(scenario: Scenario, strategy: str, seed: int) -> tuple[Run, np.ndar
         clock=lambda: now[0],
         learning=learning,
     )
-    webhooks = [serving_parts(settings, clock=lambda: now[0]) for _ in range(scenario.replicas)]
+    webhooks = [
+        serving_parts(settings, clock=lambda: now[0], ledger_label=f"replica-{i}")
+        for i in range(scenario.replicas)
+    ]
     serving = webhooks[0]
     board = serving.scoreboard
     replica_rng = np.random.default_rng(seed + 40_000)
@@ -352,7 +355,9 @@ def _seen_by_the_others(
     def book() -> None:
         for webhook in webhooks:
             if webhook is not steering:
-                key = webhook.inflight.book_seen(first, bandwidth, at)
+                key = webhook.inflight.book_seen(
+                    first, bandwidth, at, steering.steerer.ledger_label or ""
+                )
                 webhook.inflight.rebook(key, bound)
 
     return book

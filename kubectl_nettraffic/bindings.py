@@ -54,7 +54,7 @@ _FINISHED = ("Failed", "Succeeded")
 
 
 class BookingKeeper(Protocol):
-    def book_seen(self, node: str, bandwidth: float, at: float) -> int: ...
+    def book_seen(self, node: str, bandwidth: float, at: float, replica: str) -> int: ...
     def is_pending(self, key: int) -> bool: ...
     def rebook(self, key: int, node: str) -> str | None: ...
     def release(self, key: int) -> bool: ...
@@ -228,7 +228,7 @@ class BindingWatch(Reflector):
             if booking is None or self._before_horizon(booking[2]):
                 return
             first, bandwidth, created = booking
-            ours = self.keeper.book_seen(first, bandwidth, created)
+            ours = self.keeper.book_seen(first, bandwidth, created, ledger)
             self._seen[(ledger, their_key)] = (ours, created)
             self._count("seen")
             seen = (ours, created)

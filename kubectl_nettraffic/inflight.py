@@ -11,7 +11,7 @@ InflightState:
 - ``steering``: an admission chooses its nodes and books its pod, holding
   the lock throughout, so concurrent admissions see each other's bookings;
 - ``book_seen``: the binding watch (bindings.py) books a pod another
-  replica steered;
+  replica steered, and so learns which replicas steer (replica_share.py);
 - ``rebook`` / ``release``: the binding watch moves a booking to the node
   its pod was bound to, or drops it for a pod that will not run;
 - ``view``: readers (/scores, the extender) get the ledger's figures.
@@ -27,11 +27,19 @@ from kubectl_nettraffic.ledger import InflightLedger
 from kubectl_nettraffic.measurement import Snapshot
 from kubectl_nettraffic.placement import CandidateHeap, Preference, choose_nodes
 from kubectl_nettraffic.pods import Pod
+from kubectl_nettraffic.replica_share import Replicas
 
 
 class InflightState:
-    def __init__(self, settings: Settings) -> None:
+    """``replica``: this process's id among the replicas (its steered-by
+    label); None when it follows no bindings and so sees no other replica."""
+
+    def __init__(self, settings: Settings, replica: str | None = None) -> None:
         self._ledger = InflightLedger(settings.steering.pod_startup, settings.prometheus.window)
+        # A pod's traffic is fully in the measurements this long after its creation.
+        self._replicas = Replicas(
+            replica, settings.steering.pod_startup + settings.prometheus.window
+        )
         self._lock = threading.Lock()
         self._keys = itertools.count(1)
         # Of the adopted snapshot: the ledger's live view at its measurement
@@ -99,11 +107,12 @@ class InflightState:
                 self._heap.book(dropped[0], -dropped[1])
             return True
 
-    def book_seen(self, node: str, bandwidth: float, at: float) -> int:
-        """Book a pod this process did not admit (another replica steered it,
-        or this one before a restart), seen in the watch; returns the
-        booking's key here, for ``rebook`` and ``release``."""
+    def book_seen(self, node: str, bandwidth: float, at: float, replica: str) -> int:
+        """Book a pod this process did not admit (``replica`` steered it:
+        another one, or this one before a restart), seen in the watch;
+        returns the booking's key here, for ``rebook`` and ``release``."""
         with self._lock:
+            self._replicas.saw(replica, at)
             key = next(self._keys)
             self._book(node, bandwidth, at, key)
             return key
@@ -146,18 +155,23 @@ class Steering:
     def __exit__(self, *_exc: object) -> None:
         self._state._lock.release()
 
-    def choose(self, pod: Pod, selector: LabelSelector, count: int) -> list[Preference]:
-        """The best ``count`` nodes for ``pod``, every booking so far counted."""
-        snapshot = self.snapshot
+    def choose(
+        self, pod: Pod, selector: LabelSelector, count: int, bandwidth: float, now: float
+    ) -> list[Preference]:
+        """The best ``count`` nodes for ``pod`` (booked at ``bandwidth``),
+        every booking so far counted, and those other replicas may be making."""
+        snapshot, state = self.snapshot, self._state
+        share = state._replicas.share(now)
         return choose_nodes(
             snapshot.candidates,
             snapshot.tainted,
             snapshot.nodes,
             pod,
             selector,
-            self._state._view,
+            state._view,
             count,
             self._heap,
+            None if share is None else share.handicap(bandwidth),
         )
 
     def new_key(self) -> int:

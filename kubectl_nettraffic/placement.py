@@ -8,13 +8,16 @@ Rules (docs/design/architecture.md, Contracts):
   preferred term each, ``matchFields metadata.name In [node]``, with weights
   graded by score: the best gets 100, each other 100 minus its score gap to
   the best, never below 1.
+- A handicap may lower some nodes' scores for this pod alone: with several
+  replicas steering, the nodes that are not this replica's own count one
+  more pod of this pod's size (replica_share.py).
 
 The patch that carries them is affinity_patch.py; it is checked by
 patch_check.py before it is sent.
 """
 
 import heapq
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import NamedTuple
 
 from kubectl_nettraffic.labels import LabelSelector
@@ -22,6 +25,9 @@ from kubectl_nettraffic.node_affinity import has_node_constraints, pod_fits
 from kubectl_nettraffic.nodes import Node, ineligibility
 from kubectl_nettraffic.pods import Pod
 from kubectl_nettraffic.scoring import NodeScore
+
+# Score points a node loses for one pod's choice alone (never negative).
+Handicap = Callable[[NodeScore], float]
 
 
 class Preference(NamedTuple):  # a tuple: several are made on every admission
@@ -39,6 +45,7 @@ def choose_nodes(
     inflight: Mapping[str, tuple[float, int]],
     count: int,
     live: "CandidateHeap | None" = None,
+    handicap: Handicap | None = None,
 ) -> list[Preference]:
     """The best ``count`` nodes for ``pod``, in-flight load included.
 
@@ -48,14 +55,16 @@ def choose_nodes(
     list is scanned: in-flight load only lowers a score, so the scan stops as
     soon as a node's base score cannot beat the current N-th best.
     ``tainted`` (usually few) are nodes blocked only by taints; they count if
-    the pod tolerates them.
+    the pod tolerates them. ``handicap``: points each node loses for this pod
+    alone.
     """
     tolerations = (pod.get("spec") or {}).get("tolerations") or []
     # Min-heap of (effective score, -position, score): the worst kept choice on
     # top. Position in the base ranking breaks ties (less traffic, then name).
     best: list[tuple[float, int, NodeScore]]
     if live is not None and not has_node_constraints(pod):
-        ranked = live.top(count)  # best first
+        # best first
+        ranked = live.top(count) if handicap is None else handicapped_top(live, count, handicap)
         if not (tolerations and tainted):
             return graded(ranked)  # the usual pod: no scan, and no closure built for one
         best = [(effective, -position, score) for effective, position, score in ranked]
@@ -69,7 +78,10 @@ def choose_nodes(
         node = nodes.get(score.name)
         if node is None or not fits(node):
             return
-        key = (score.score_with(inflight.get(score.name, (0.0, 0))[0]), -position, score)
+        effective = score.score_with(inflight.get(score.name, (0.0, 0))[0])
+        if handicap is not None:
+            effective -= handicap(score)
+        key = (effective, -position, score)
         if len(best) < count:
             heapq.heappush(best, key)
         elif key[:2] > best[0][:2]:
@@ -154,6 +166,28 @@ class CandidateHeap:
                 if child + 1 < size:
                     heapq.heappush(frontier, (heap[child + 1], child + 1))
         return found
+
+
+def handicapped_top(
+    live: CandidateHeap, count: int, handicap: Handicap
+) -> list[tuple[float, int, NodeScore]]:
+    """The best ``count`` by live score less ``handicap``: as
+    ``CandidateHeap.top``, best first.
+
+    A handicap lowers a score, never raises it, so a node outside the top k
+    by live score cannot beat the count-th once that one scores at least
+    the k-th's live score; k starts at twice the count and doubles until it
+    does."""
+    wanted = 2 * count
+    while True:
+        fetched = live.top(wanted)
+        ranked = [
+            (effective - handicap(score), position, score) for effective, position, score in fetched
+        ]
+        ranked.sort(key=lambda entry: (-entry[0], entry[1]))
+        if len(fetched) < wanted or ranked[count - 1][0] >= fetched[-1][0]:
+            return ranked[:count]
+        wanted *= 2
 
 
 def graded(ranked: Sequence[tuple[float, int, NodeScore]]) -> list[Preference]:

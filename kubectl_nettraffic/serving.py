@@ -37,7 +37,7 @@ def serving_parts(
     settings: Settings, clock: Callable[[], float] = time.time, ledger_label: str | None = None
 ) -> Serving:
     """Scoreboard, in-flight state and Steerer, wired; nothing started."""
-    inflight = InflightState(settings)
+    inflight = InflightState(settings, ledger_label)
     scoreboard = Scoreboard(settings, clock, on_snapshot=inflight.adopt)
     steerer = Steerer(scoreboard, inflight, settings, clock, ledger_label)
     return Serving(settings, scoreboard, inflight, steerer)

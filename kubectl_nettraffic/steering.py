@@ -129,7 +129,7 @@ class Steerer:
         with self.inflight.steering(snapshot) as held:
             # The snapshot the in-flight state follows: this one or a newer one.
             snapshot = held.snapshot
-            preferences = held.choose(pod, self.selector, steering.preferred_nodes)
+            preferences = held.choose(pod, self.selector, steering.preferred_nodes, bandwidth, now)
             if not preferences:
                 decision = self._skipped(
                     pod, "no-candidate", "nettraffic: no eligible node fits this pod's constraints"

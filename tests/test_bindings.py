@@ -183,3 +183,31 @@ def test_pods_without_a_usable_booking_are_left_alone(fake_api, kubeconfig, stee
     assert watch.counts()["seen"] == 0
     watch_requests = [r for r in fake_api.requests if r.path == "/api/v1/pods"]
     assert {r.query["labelSelector"][0] for r in watch_requests} == {STEERED_BY}
+
+
+def test_replicas_that_saw_each_others_pods_put_different_nodes_first(fake_api, kubeconfig):
+    """Near-equal nodes are shared: a and c are ledger2's (crc32 of the
+    name, modulo 2), d and e ledger1's; each counts a pod more on the
+    other's (replica_share.py)."""
+    loads = {"a": 0.0, "d": 0.0, "c": 1e6, "e": 4e6}
+    labels = ("ledger1", "ledger2")
+    boards = [FixedBoard(loads, ledger_label=label) for label in labels]
+    heavy = pod(annotations={EXPECTED_BANDWIDTH: "400000"})  # 10 score points
+
+    def firsts():
+        return [b.steerer.decide(heavy, {}, dry_run=True).preferences[0].node for b in boards]
+
+    assert firsts() == ["a", "a"]  # neither has seen the other
+    watches = [
+        _watch(fake_api, kubeconfig, b, label) for b, label in zip(boards, labels, strict=True)
+    ]
+    try:
+        for board, label in zip(boards, labels, strict=True):
+            steered, _ = _steer(board.steerer, f"pod-of-{label}", bandwidth=1)
+            fake_api.put(steered)
+        wait_for(lambda: [w.counts()["seen"] for w in watches] == [1, 1])
+        assert firsts() == ["d", "a"]
+    finally:
+        for w in watches:
+            w.stop()
+        fake_api.close_watches()

@@ -427,24 +427,37 @@ def test_patch_is_idempotent_and_never_removes_a_field(affinity, annotations, ex
     loads=st.lists(st.floats(0, 1e8), min_size=1, max_size=30),
     bookings=st.lists(st.tuples(st.integers(0, 29), st.floats(0, 5e7)), max_size=40),
     count=st.integers(1, 5),
+    share=st.one_of(
+        st.none(), st.integers(2, 3).flatmap(lambda n: st.tuples(st.integers(0, n - 1), st.just(n)))
+    ),
+    bandwidth=st.floats(0, 5e7),
 )
-@example(loads=[2.2e-311], bookings=[(0, 0.0)], count=1)  # once an infinite penalty, then NaN
-def test_live_heap_chooses_exactly_what_the_scan_chooses(loads, bookings, count):
+@example(
+    loads=[2.2e-311], bookings=[(0, 0.0)], count=1, share=None, bandwidth=0.0
+)  # once an infinite penalty, then NaN
+# n00-n03 are replica 1's: replica 0's best is n04, fifth by live score.
+@example(loads=[0, 0, 0, 0, 1e3, 1e8], bookings=[(5, 0.0)], count=1, share=(0, 2), bandwidth=5e7)
+def test_live_heap_chooses_exactly_what_the_scan_chooses(loads, bookings, count, share, bandwidth):
+    """Also with a handicap: other replicas' nodes counting one more pod (handicapped_top)."""
     from kubectl_nettraffic.placement import CandidateHeap
+    from kubectl_nettraffic.replica_share import ReplicaShare
 
+    handicap = None if share is None else ReplicaShare(*share).handicap(bandwidth)
     board = _board({f"n{i:02d}": load for i, load in enumerate(loads)})
     snap = board.snapshot
     live = CandidateHeap(snap.candidates, {})
     inflight: dict[str, tuple[float, int]] = {}
-    for index, bandwidth in bookings:
+    for index, booked in bookings:
         name = f"n{index % len(loads):02d}"
-        live.book(name, bandwidth)
+        live.book(name, booked)
         extra, pods = inflight.get(name, (0.0, 0))
-        inflight[name] = (extra + bandwidth, pods + 1)
+        inflight[name] = (extra + booked, pods + 1)
         scanned = choose_nodes(
-            snap.candidates, snap.tainted, snap.nodes, pod(), EVERYONE, inflight, count
-        )
+            snap.candidates, snap.tainted, snap.nodes, pod(), EVERYONE, inflight, count,
+            None, handicap,
+        )  # fmt: skip
         from_heap = choose_nodes(
-            snap.candidates, snap.tainted, snap.nodes, pod(), EVERYONE, inflight, count, live
-        )
+            snap.candidates, snap.tainted, snap.nodes, pod(), EVERYONE, inflight, count,
+            live, handicap,
+        )  # fmt: skip
         assert [p.node for p in from_heap] == [p.node for p in scanned]

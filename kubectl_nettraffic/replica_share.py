@@ -1,0 +1,87 @@
+"""How several replicas share the quiet nodes while they steer at once.
+
+Each replica books the other replicas' pods only once its binding watch
+sees them, some milliseconds after they were admitted. Pods of one burst
+admitted by two replicas within that time would otherwise both go to the
+node each sees as the best: the stale view herds.
+
+So each replica counts one more pod of the size it is placing on every node
+that is not its own: the pod another replica may be steering there right
+now, that its watch has not shown yet. A node is a replica's own by a hash
+of its name, modulo the number of replicas (``ReplicaShare.owns``); the
+replicas are the ones whose steered pods the watch showed within the
+measurement horizon, with this one, in the order of their ids, so every
+replica draws the same lines without talking to another. Near-equal nodes
+then go to different replicas, and a replica still takes another's node
+when that node is better by more than the pod itself.
+
+With one replica (or none seen lately) nothing changes. A replica that
+stopped steering counts until the horizon passes: its nodes are then taken
+only when they are a pod better, which costs at most that much of balance.
+"""
+
+import zlib
+from collections.abc import Callable
+from typing import NamedTuple
+
+from kubectl_nettraffic.scoring import NodeScore
+
+
+class ReplicaShare(NamedTuple):
+    part: int  # this replica's place among the ids, in order
+    parts: int  # replicas steering lately, this one included
+
+    def owns(self, node: str) -> bool:
+        # crc32, not hash(): the same on every replica (hash() of a str is
+        # randomised per process).
+        return zlib.crc32(node.encode()) % self.parts == self.part
+
+    def handicap(self, bandwidth: float) -> Callable[[NodeScore], float]:
+        """The points a node loses for a pod of ``bandwidth`` bytes/s: one
+        such pod more on another replica's node."""
+
+        def points(score: NodeScore) -> float:
+            return 0.0 if self.owns(score.name) else score.penalty_per_byte * bandwidth
+
+        return points
+
+
+class Replicas:
+    """The replicas steering lately, as the binding watch shows them.
+
+    ``own``: this replica's id (its steered-by label); ``horizon``: seconds
+    after which a replica whose pods the watch showed no more is forgotten
+    (the measurements show its pods by then). Not thread-safe: its owner
+    (InflightState) holds its lock around every call."""
+
+    def __init__(self, own: str | None, horizon: float) -> None:
+        self._own, self._horizon = own, horizon
+        self._last_seen: dict[str, float] = {}  # other replica's id -> its newest pod's creation
+        self._share: ReplicaShare | None = None
+        self._valid_until = float("-inf")  # when the oldest replica counted is forgotten
+
+    def saw(self, replica: str, created: float) -> None:
+        """A pod steered by ``replica`` and created at ``created`` was booked."""
+        if self._own is None or replica == self._own:
+            return  # this process's own pods, seen again after a restart of its watch
+        known = self._last_seen.get(replica)
+        if known is None or created > known:
+            self._last_seen[replica] = created
+            if known is None or known + self._horizon <= self._valid_until:
+                self._valid_until = float("-inf")  # recount at the next share()
+
+    def share(self, now: float) -> ReplicaShare | None:
+        """This replica's part of the nodes; None when it steers alone."""
+        if now >= self._valid_until:
+            self._recount(now)
+        return self._share
+
+    def _recount(self, now: float) -> None:
+        oldest = now - self._horizon
+        self._last_seen = {r: at for r, at in self._last_seen.items() if at > oldest}
+        if self._own is None or not self._last_seen:
+            self._share, self._valid_until = None, float("inf")
+            return
+        ids = sorted([self._own, *self._last_seen])
+        self._share = ReplicaShare(ids.index(self._own), len(ids))
+        self._valid_until = min(self._last_seen.values()) + self._horizon
