@@ -17,6 +17,10 @@ class Scenario:
     pod_median: float = 20e6  # bytes/s
     # Pods annotated with this factor x their true traffic; None: no annotation.
     estimate_factor: float | None = None
+    # Pods annotated with their workload's mean traffic (what its pods send on
+    # average, not what each sends): the best figure a per-workload learner
+    # could reach, for the limit it leaves.
+    annotate_workload_mean: bool = False
     hot_fraction: float = 0.10
     preferred_nodes: int = 3  # steering.preferredNodes
     # Link speeds (bytes/s) and the share of nodes with each.
@@ -43,6 +47,9 @@ class Scenario:
 
 
 Seeds = Sequence[int]
+# The name's ending of a scenario's twin with every pod annotated with its
+# workload's mean traffic.
+LIMIT_TWIN = ", pods annotated with their workload's mean"
 
 
 def all_scenarios(seeds_small: Seeds, seeds_large: Seeds) -> list[tuple[Scenario, Seeds]]:
@@ -157,6 +164,19 @@ def all_scenarios(seeds_small: Seeds, seeds_large: Seeds) -> list[tuple[Scenario
             bursts=7, pod_median=100e6, workloads=6, running_bursts=1
         ),
     }
+    # The best any per-workload figure can do in the empty cluster: each pod
+    # booked at its workload's mean, from the first burst on (1 replica).
+    workload_mean = [
+        (
+            Scenario(
+                f"50 nodes, heavy new workloads, empty cluster{LIMIT_TWIN}",
+                50,
+                **heavy_new["heavy new workloads, empty cluster"],
+                annotate_workload_mean=True,
+            ),
+            seeds_small,
+        )
+    ]
     unknown_scenarios = [
         (
             Scenario(
@@ -170,4 +190,10 @@ def all_scenarios(seeds_small: Seeds, seeds_large: Seeds) -> list[tuple[Scenario
         for name, fields in heavy_new.items()
         for replicas in (1, 2, 3)
     ]
-    return [*main_scenarios, *limit_scenarios, *learning_scenarios, *unknown_scenarios]
+    return [
+        *main_scenarios,
+        *limit_scenarios,
+        *learning_scenarios,
+        *unknown_scenarios,
+        *workload_mean,
+    ]

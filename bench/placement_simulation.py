@@ -216,6 +216,7 @@ def simulate(scenario: Scenario, strategy: str, seed: int) -> tuple[Run, np.ndar
         if scenario.workloads is None:
             workload = f"workload-{burst}"
             traffic = workload_rng.lognormal(math.log(median), 0.5, replicas)
+            mean = median * math.exp(0.5**2 / 2)  # of that lognormal
         else:
             # A returning Deployment (a scale-up, or a rollout: a new ReplicaSet),
             # or a brand-new one; its pods send around its own mean.
@@ -225,6 +226,7 @@ def simulate(scenario: Scenario, strategy: str, seed: int) -> tuple[Run, np.ndar
             else:
                 workload = str(workload_rng.choice(sorted(means)[-scenario.workloads :]))
             traffic = workload_rng.lognormal(math.log(means[workload]), 0.2, replicas)
+            mean = means[workload] * math.exp(0.2**2 / 2)
         first_burst = workload not in seen
         seen.add(workload)
         template_hash = f"{burst:06x}"
@@ -263,6 +265,8 @@ def simulate(scenario: Scenario, strategy: str, seed: int) -> tuple[Run, np.ndar
                     annotations["nettraffic.io/expected-bandwidth"] = (
                         f"{traffic[j] * scenario.estimate_factor:.0f}"
                     )
+                elif scenario.annotate_workload_mean:
+                    annotations["nettraffic.io/expected-bandwidth"] = f"{mean:.0f}"
                 admitted = pod_object(
                     generate_name=f"{workload}-{template_hash}-",
                     labels={"app": workload, "pod-template-hash": template_hash},

@@ -3,13 +3,16 @@
 Live in-flight state is the in-flight ledger (ledger.py: what each node
 carries that no measurement shows yet), the candidate heap built from it
 (placement.CandidateHeap: eligible nodes by live score), the booking keys,
-and the lock over all of them. Everything that changes it goes through
+the replicas seen steering (replica_share.py), the pods of workloads booked
+at the default (unknown_workloads.py), and the lock over all of them. Everything that changes it goes through
 InflightState:
 
 - ``adopt``: a new snapshot is published; the ledger moves to its
   measurement time and the heap is rebuilt from its candidates;
 - ``steering``: an admission chooses its nodes and books its pod, holding
-  the lock throughout, so concurrent admissions see each other's bookings;
+  the lock throughout, so concurrent admissions see each other's bookings
+  (and the other replicas' nodes and its workload's pods booked at the
+  default count against the choice);
 - ``book_seen``: the binding watch (bindings.py) books a pod another
   replica steered, and so learns which replicas steer (replica_share.py);
 - ``rebook`` / ``release``: the binding watch moves a booking to the node
@@ -25,9 +28,11 @@ from kubectl_nettraffic.config import Settings
 from kubectl_nettraffic.labels import LabelSelector
 from kubectl_nettraffic.ledger import InflightLedger
 from kubectl_nettraffic.measurement import Snapshot
-from kubectl_nettraffic.placement import CandidateHeap, Preference, choose_nodes
+from kubectl_nettraffic.placement import CandidateHeap, Preference, choose_nodes, combined
 from kubectl_nettraffic.pods import Pod
 from kubectl_nettraffic.replica_share import Replicas
+from kubectl_nettraffic.unknown_workloads import UnknownWorkloadPods
+from kubectl_nettraffic.workload_bandwidth import Workload
 
 
 class InflightState:
@@ -37,9 +42,9 @@ class InflightState:
     def __init__(self, settings: Settings, replica: str | None = None) -> None:
         self._ledger = InflightLedger(settings.steering.pod_startup, settings.prometheus.window)
         # A pod's traffic is fully in the measurements this long after its creation.
-        self._replicas = Replicas(
-            replica, settings.steering.pod_startup + settings.prometheus.window
-        )
+        horizon = settings.steering.pod_startup + settings.prometheus.window
+        self._replicas = Replicas(replica, horizon)
+        self._unknown = UnknownWorkloadPods(horizon)
         self._lock = threading.Lock()
         self._keys = itertools.count(1)
         # Of the adopted snapshot: the ledger's live view at its measurement
@@ -156,12 +161,23 @@ class Steering:
         self._state._lock.release()
 
     def choose(
-        self, pod: Pod, selector: LabelSelector, count: int, bandwidth: float, now: float
+        self,
+        pod: Pod,
+        selector: LabelSelector,
+        count: int,
+        bandwidth: float,
+        now: float,
+        unknown: Workload | None = None,
     ) -> list[Preference]:
         """The best ``count`` nodes for ``pod`` (booked at ``bandwidth``),
-        every booking so far counted, and those other replicas may be making."""
+        every booking so far counted, and those other replicas may be making;
+        ``unknown``: its workload, when it is booked at the default."""
         snapshot, state = self.snapshot, self._state
         share = state._replicas.share(now)
+        handicap = combined(
+            None if share is None else share.handicap(bandwidth),
+            None if unknown is None else state._unknown.handicap(unknown, now),
+        )
         return choose_nodes(
             snapshot.candidates,
             snapshot.tainted,
@@ -171,12 +187,16 @@ class Steering:
             state._view,
             count,
             self._heap,
-            None if share is None else share.handicap(bandwidth),
+            handicap,
         )
 
     def new_key(self) -> int:
         """A key for a booking, unique in this process."""
         return next(self._state._keys)
 
-    def book(self, node: str, bandwidth: float, at: float, key: int) -> None:
+    def book(
+        self, node: str, bandwidth: float, at: float, key: int, unknown: Workload | None = None
+    ) -> None:
         self._state._book(node, bandwidth, at, key)
+        if unknown is not None:
+            self._state._unknown.add(unknown, node, at)

@@ -168,6 +168,14 @@ class CandidateHeap:
         return found
 
 
+def combined(*handicaps: Handicap | None) -> Handicap | None:
+    """The points of every handicap given, added; None when none is."""
+    present = [h for h in handicaps if h is not None]
+    if len(present) < 2:
+        return present[0] if present else None
+    return lambda score: sum(h(score) for h in present)
+
+
 def handicapped_top(
     live: CandidateHeap, count: int, handicap: Handicap
 ) -> list[tuple[float, int, NodeScore]]:

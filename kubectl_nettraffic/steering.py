@@ -35,6 +35,7 @@ from kubectl_nettraffic.pods import (
 )
 from kubectl_nettraffic.scoreboard import Scoreboard
 from kubectl_nettraffic.scoreview import rfc3339
+from kubectl_nettraffic.workload_bandwidth import pod_workload
 
 log = logging.getLogger(__name__)
 
@@ -129,7 +130,12 @@ class Steerer:
         with self.inflight.steering(snapshot) as held:
             # The snapshot the in-flight state follows: this one or a newer one.
             snapshot = held.snapshot
-            preferences = held.choose(pod, self.selector, steering.preferred_nodes, bandwidth, now)
+            # Booked at the default, nothing learned yet: its workload's burst
+            # spreads (unknown_workloads.py).
+            unknown = pod_workload(pod) if bandwidth_source == "default" else None
+            preferences = held.choose(
+                pod, self.selector, steering.preferred_nodes, bandwidth, now, unknown
+            )
             if not preferences:
                 decision = self._skipped(
                     pod, "no-candidate", "nettraffic: no eligible node fits this pod's constraints"
@@ -167,5 +173,5 @@ class Steerer:
                     warnings=(*warnings, f"nettraffic: patch not applied ({error})"),
                 )
             if key:
-                held.book(preferences[0].node, bandwidth, now, key)
+                held.book(preferences[0].node, bandwidth, now, key, unknown)
         return Decision(patch, tuple(preferences), None, warnings, key)

@@ -184,3 +184,24 @@ def test_a_row_is_labelled_a_cold_start_only_where_its_twin_meets_the_goals():
         "no",
         "oracle places hot too",
     ]
+
+
+def test_a_row_is_labelled_a_limit_only_where_the_best_per_workload_figure_misses_too():
+    from bench.placement import COLD_START_TWIN, UnknownRow, unknown_table_rows
+    from bench.placement_scenarios import LIMIT_TWIN
+
+    def row(base, replicas, hot, gap):
+        return UnknownRow(base, replicas, hot, None, gap, 0.0)
+
+    rows = [
+        row("empty", 1, 0.002, 0.024),
+        row("empty", 2, 0.002, 0.030),  # within a point of 1 replica
+        row("empty", 3, 0.002, 0.040),  # 1.6 points worse than 1 replica
+        row("empty" + COLD_START_TWIN, 1, 0.001, 0.026),
+        row("empty" + LIMIT_TWIN, 1, 0.001, 0.021),  # booked at the workload's mean
+        row("other", 1, 0.002, 0.024),
+        row("other" + LIMIT_TWIN, 1, 0.001, 0.015),  # that figure would meet them
+    ]
+    labels = [line.rsplit("|", 2)[1].strip() for line in unknown_table_rows(rows)]
+    limit = "limit: booked at its workload's mean from the first burst, it misses them too"
+    assert labels == [limit, limit, "no", limit, "the limit: no", "no", "the limit: yes"]
