@@ -16,8 +16,11 @@ the budget to themselves and are never held up by a slice, so a new
 workload is read as soon as its pods send. Slice rounds use what the young
 rounds of a minute are expected to leave (half the budget at least), so a
 wave of new workloads never stops the rest of the cluster being read. A
-slice bigger than its part runs alone: once the last slice has left the
-window. A round slower than expected overruns once; the next waits. The
+slice bigger than its part runs alone (once the last slice has left the
+window), and no more often than keeps its part on average: 60 s x its
+time / its part after the last one started. A minute that holds one is
+over that part by what the slice takes beyond it; every longer stretch
+keeps to it. A round slower than expected overruns once; the next waits. The
 refresh's node query is not counted here: it is the product's fixed cost,
 set by the number of nodes and refresh.interval (bench.learning reports it
 beside the learner's).
@@ -38,6 +41,7 @@ class LearningSchedule:
     # (kind, start, seconds) of the rounds that may still be within a minute
     rounds: list[tuple[str, float, float]] = field(default_factory=list)
     expected: dict[str, float] = field(default_factory=dict)  # the last round of each kind
+    started: dict[str, float] = field(default_factory=dict)  # ... and when it started
 
     @property
     def budget(self) -> float:
@@ -75,11 +79,16 @@ class LearningSchedule:
             spent = sum(max(0.0, min(s + d, at) - max(s, at - MINUTE)) for s, d in mine)
             if spent + cost <= budget + 1e-9:
                 return at
-        return max([due, *(s + d + MINUTE for s, d in mine)])  # over the budget alone: alone
+        # Over the budget alone: alone in its minute, and spaced to keep the
+        # budget on average.
+        last = self.started.get(kind)
+        spaced = [] if last is None or budget <= 0 else [last + MINUTE * cost / budget]
+        return max([due, *(s + d + MINUTE for s, d in mine), *spaced])
 
     def finished(self, kind: str, started: float, seconds: float) -> None:
         """A round of ``kind`` that started at ``started`` took ``seconds``."""
         self.expected[kind] = seconds
+        self.started[kind] = started
         self.rounds = [r for r in self.rounds if r[1] + r[2] + MINUTE > started]
         self.rounds.append((kind, started, seconds))
         if kind == YOUNG:

@@ -24,10 +24,18 @@ def test_a_round_starts_once_the_last_minute_leaves_room_for_it():
     assert schedule.next_round(sliced=False) == (SLICE, 77.0)
 
 
-def test_a_round_longer_than_the_budget_runs_alone():
+def test_a_round_longer_than_the_budget_runs_alone_and_keeps_it_on_average():
     schedule = LearningSchedule(interval=15.0, share=0.05)
-    schedule.finished(SLICE, started=0.0, seconds=5.0)
-    assert schedule.next_round(sliced=False) == (SLICE, 65.0)  # the minute after it, empty
+    schedule.finished(SLICE, started=0.0, seconds=2.5)
+    schedule.finished(SLICE, started=62.5, seconds=5.0)
+    # 5 s against 3 s a minute: alone (after 127.5, when it has left the
+    # minute) and 60 x 5 / 3 = 100 s after it started, at 162.5 ...
+    assert schedule.next_round(sliced=False) == (SLICE, 162.5)
+    # ... however long the rounds of the other kind keep the window empty.
+    schedule.finished(YOUNG, started=150.0, seconds=0.1)
+    assert schedule.next_round(sliced=False, now=150.1) == (SLICE, 162.5)
+    schedule.finished(SLICE, started=162.5, seconds=4.0)
+    assert schedule.next_round(sliced=False) == (SLICE, 242.5)  # 60 x 4 / 3 = 80 s on
 
 
 def test_young_rounds_keep_their_interval_while_slices_wait_for_room():
