@@ -47,12 +47,14 @@ REPLICASETS = [
 ]
 
 
-def _source(server: PrometheusServer, session=None, **learning) -> PodTrafficSource:
+def _source(
+    server: PrometheusServer, session=None, clock=time.monotonic, **learning
+) -> PodTrafficSource:
     settings = settings_from_mapping(
         {"prometheus": {"url": server.url, "window": "2m"}, "learning": learning}
     )
     prometheus = PrometheusSource(settings.prometheus, session=session, clock=lambda: END)
-    return PodTrafficSource(prometheus, settings.learning)
+    return PodTrafficSource(prometheus, settings.learning, clock)
 
 
 @pytest.fixture(scope="module")
@@ -154,6 +156,19 @@ def test_the_pods_of_young_workloads_are_read_on_their_own(prometheus):
     # rate() over the 2m window of a pod that has sent for 90 s: about 90/120 of it.
     assert young.receive + young.transmit == pytest.approx(16e6 * 90 / 120, rel=0.15)
     assert session.calls == 3  # young controllers, their pods, the pods' samples
+
+
+def test_young_controllers_are_looked_for_every_other_round(prometheus):
+    session, now = CountingSession(), [0.0]
+    source = _source(prometheus, session=session, clock=lambda: now[0])  # interval 15s
+    first = source.young_samples()
+    assert session.calls == 3 and first.samples
+    now[0] = 15.0  # the next round: the pods of the controllers found, no look
+    assert source.young_samples().samples == first.samples
+    assert session.calls == 5
+    now[0] = 30.0  # the one after: a look again
+    assert source.young_samples().samples == first.samples
+    assert session.calls == 8
 
 
 def test_no_young_workload_is_one_small_query(prometheus):

@@ -24,7 +24,8 @@ series at all: the report says which is missing, and nothing is learned.
 """
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -275,6 +276,10 @@ YOUNG_CONTROLLERS = (
 # (FastRegexMatcher's maxSetMatches, model/labels/regexp.go), beyond which
 # it matches every value in turn. More wait for their slice.
 MOST_YOUNG = 256
+# Young rounds look for new controllers when this many intervals have
+# passed since the last look (every other round: rounds start an interval
+# apart at least, and the half spares a late one).
+YOUNG_LOOK_EVERY = 1.5
 _NAME = re.compile(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?")
 
 
@@ -365,9 +370,15 @@ class PodTrafficSource:
     pods`` and ``doctor``).
     """
 
-    def __init__(self, prometheus: PrometheusSource, settings: LearningSettings) -> None:
+    def __init__(
+        self,
+        prometheus: PrometheusSource,
+        settings: LearningSettings,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.prometheus = prometheus
         self.settings = settings
+        self.clock = clock  # when young controllers were looked for
         self.query = build_pod_query(settings, prometheus.settings.window)
         self.young_workloads_query = build_young_workloads_query(
             settings, settings.young_workload_age
@@ -376,6 +387,9 @@ class PodTrafficSource:
         # for its other slices (half a slice's cost at 15,000 ReplicaSets,
         # docs/design/new-workloads.md); the young rounds add the new ones.
         self.rollup: Rollup = {}
+        # The young controllers last found, and when they were looked for.
+        self._young: list[tuple[str, str, str]] = []
+        self._young_looked_at: float | None = None
 
     def fetch(self) -> PodTrafficReport:
         evaluated_at = self.prometheus.clock()
@@ -409,14 +423,24 @@ class PodTrafficSource:
         """The learner's samples of the pods of the controllers created within
         learning.youngWorkloadAge: three small queries (the young controllers,
         their pods by name, those pods' samples), the first the only one that
-        reads every controller, and the round ends there when none is young."""
+        reads every controller, and the round ends there when none is young.
+
+        The controllers are looked for every other round (once
+        YOUNG_LOOK_EVERY intervals have passed): a new one is found within
+        two intervals, and the rounds between read the pods of those found
+        only, a fraction of the look's cost, so that young rounds keep to
+        their interval within their part of the budget."""
         evaluated_at = self.prometheus.clock()  # the three queries read one moment
         timeout = self.settings.timeout
-        workloads = young_workloads_from(
-            self.prometheus.query_vector(
-                self.young_workloads_query, at=evaluated_at, timeout=timeout
+        now, looked_at = self.clock(), self._young_looked_at
+        if looked_at is None or now - looked_at >= YOUNG_LOOK_EVERY * self.settings.interval:
+            self._young = young_workloads_from(
+                self.prometheus.query_vector(
+                    self.young_workloads_query, at=evaluated_at, timeout=timeout
+                )
             )
-        )
+            self._young_looked_at = now
+        workloads = self._young
         if not workloads:
             return PodTrafficReport((), (), 0, evaluated_at)
         owners = names_pattern(name for _, _, name in workloads)
