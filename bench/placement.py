@@ -159,7 +159,9 @@ def unknown_table_rows(rows: list[UnknownRow]) -> list[str]:
             label = "no"
         first = "-" if row.first_burst_hot is None else f"{row.first_burst_hot:.2%}"
         lines.append(
-            f"| {row.base} | {row.replicas} | {row.hot:.2%} | {first} | {row.gap:+.1%} | "
+            # The oracle's to three places: at 100 seeds one hot pod in them is 0.002%.
+            f"| {row.base} | {row.replicas} | {row.hot:.2%} | {first} | {row.oracle_hot:.3%} | "
+            f"{row.gap:+.1%} | "
             f"{'yes' if row.meets() else 'no'} | {versus} | {label} |"
         )
     return lines
@@ -176,6 +178,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     seeds_small = range(3 if args.quick else 20)
     seeds_large = range(1 if args.quick else 5)
+    seeds_unknown = range(3 if args.quick else 100)
     started = time.time()
     lines = [
         "| scenario | strategy | max link util | pods placed hot (>80%) | pods left Pending | std of util | largest share of a burst on one node | largest share of a burst's first preferences on one node | steered pods with a preferred node scored | steered pods on a preferred node |",
@@ -189,7 +192,7 @@ def main(argv: list[str] | None = None) -> int:
     plots: dict[str, dict[str, np.ndarray]] = {}
     learning_rows = []
     unknown_rows: list[UnknownRow] = []
-    scenarios = all_scenarios(seeds_small, seeds_large)
+    scenarios = all_scenarios(seeds_small, seeds_large, seeds_unknown)
     if args.only:
         scenarios = [(s, seeds) for s, seeds in scenarios if args.only in s.name]
         args.no_write = True
@@ -265,8 +268,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     replica_table = "\n".join(
         [
-            "| scenario | replicas | (e) hot, every burst | (e) hot, first bursts | (e) max util minus (d) | at most 0.5% hot and within 2% of (d) | against 1 replica: within 0.2 points hot and 1 point max | meets the goals |",
-            "|---|---|---|---|---|---|---|---|",
+            "| scenario | replicas | (e) hot, every burst | (e) hot, first bursts | (d) hot | (e) max util minus (d) | at most 0.5% hot and within 2% of (d) | against 1 replica: within 0.2 points hot and 1 point max | meets the goals |",
+            "|---|---|---|---|---|---|---|---|---|",
             *unknown_table_rows(unknown_rows),
         ]
     )
@@ -307,13 +310,18 @@ def main(argv: list[str] | None = None) -> int:
             "others' pods as its binding watch sees them, 50 ms after their admission). "
             "'among light pods already learned': four bursts of 20 MB/s pods run before the "
             "install, so the cluster-wide figure pods of a new workload are booked at is a "
-            "light pod's; 'empty cluster': no node starts hot. Goals, counting every burst: "
+            "light pod's; 'empty cluster': no node starts hot. These rows run 100 seeds: a "
+            "seed's busiest link moves by several points as one pod of the lognormal's tail "
+            "lands on a node or not, so 20 seeds left their mean a point either side of its "
+            "goal by chance. Goals, counting every burst, where the oracle places none hot: "
             "at most 0.5% hot and max utilisation within 2% of the oracle's; with 2 and 3 "
             "replicas, within 0.2 points of hot and 1 point of max of 1 replica. A row that "
             "misses them is labelled 'cold start' where its twin 'installed after 1 burst' (the "
             "same, with one burst running, placed as the oracle would, before the install) "
             "meets them: what it misses is the bursts booked at steering.defaultPodBandwidth "
-            f"before anything at all is learned:\n\n{replica_table}\n\n"
+            "before anything at all is learned; and 'limit' where the twin with every pod "
+            "annotated with its workload's mean (the best a per-workload figure can do) "
+            f"misses them too:\n\n{replica_table}\n\n"
             + "\n\n".join(images)
             + f"\n\nRun time: {elapsed:.0f} s.",
         )

@@ -52,7 +52,14 @@ Seeds = Sequence[int]
 LIMIT_TWIN = ", pods annotated with their workload's mean"
 
 
-def all_scenarios(seeds_small: Seeds, seeds_large: Seeds) -> list[tuple[Scenario, Seeds]]:
+def all_scenarios(
+    seeds_small: Seeds, seeds_large: Seeds, seeds_unknown: Seeds
+) -> list[tuple[Scenario, Seeds]]:
+    """Every scenario with its seeds. ``seeds_unknown``: for the heavy pods
+    the webhook knows nothing of yet, whose busiest link moves by several
+    points from seed to seed (a pod of the lognormal's tail lands on a node
+    or not), so that the mean of 20 seeds was within about a point of its
+    goal by chance alone."""
     """Every row, with its seeds: the main rows, the limits, then learning."""
     mixed = ((GBIT, 0.3), (10 * GBIT, 0.5), (25 * GBIT, 0.2))
     main_scenarios = [
@@ -174,7 +181,7 @@ def all_scenarios(seeds_small: Seeds, seeds_large: Seeds) -> list[tuple[Scenario
                 **heavy_new["heavy new workloads, empty cluster"],
                 annotate_workload_mean=True,
             ),
-            seeds_small,
+            seeds_unknown,
         )
     ]
     unknown_scenarios = [
@@ -185,7 +192,7 @@ def all_scenarios(seeds_small: Seeds, seeds_large: Seeds) -> list[tuple[Scenario
                 replicas=replicas,
                 **fields,
             ),
-            seeds_small,
+            seeds_unknown,
         )
         for name, fields in heavy_new.items()
         for replicas in (1, 2, 3)
