@@ -27,7 +27,7 @@ from kubectl_nettraffic.sources.pod_traffic import PodTrafficReport
 from kubectl_nettraffic.sources.prometheus import NodeTraffic, TrafficReport
 from kubectl_nettraffic.steering import Decision
 from kubectl_nettraffic.tiers import TIER_WEIGHTS, assign_tiers, tier_changes
-from kubectl_nettraffic.workload_bandwidth import PodSample, Workload
+from kubectl_nettraffic.workload_bandwidth import PodSample, Workload, pod_workload
 
 WINDOW = 120.0
 REFRESH = 15.0
@@ -346,21 +346,22 @@ def _seen_by_the_others(
 ) -> Callable[[], None]:  # fmt: skip
     """What the other replicas' binding watches do once they see the pod:
     each books it at what the steering replica booked, on its first
-    preference, then moves it to the node it was bound to (bindings.py,
-    BindingWatch._upsert_seen)."""
+    preference (with its workload when that was the default), then moves it
+    to the node it was bound to (bindings.py, BindingWatch._upsert_seen)."""
     snapshot = steering.scoreboard.snapshot
-    bandwidth = expected_bandwidth(
+    bandwidth, source = expected_bandwidth(
         admitted,
         snapshot.learned if snapshot is not None else None,
         steering.settings.steering.default_pod_bandwidth,
-    )[0]
+    )[:2]
     first = decision.preferences[0].node
+    unknown = pod_workload(admitted) if source == "default" else None
 
     def book() -> None:
         for webhook in webhooks:
             if webhook is not steering:
                 key = webhook.inflight.book_seen(
-                    first, bandwidth, at, steering.steerer.ledger_label or ""
+                    first, bandwidth, at, steering.steerer.ledger_label or "", unknown
                 )
                 webhook.inflight.rebook(key, bound)
 

@@ -40,12 +40,19 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from kubernetes import client as k8s
 
 from kubectl_nettraffic.cluster import Reflector
-from kubectl_nettraffic.pods import BOOKED_BANDWIDTH, BOOKING, PREFERRED_NODES, STEERED_BY
+from kubectl_nettraffic.pods import (
+    BANDWIDTH_SOURCE,
+    BOOKED_BANDWIDTH,
+    BOOKING,
+    PREFERRED_NODES,
+    STEERED_BY,
+)
+from kubectl_nettraffic.workload_bandwidth import Workload, pod_workload
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +61,9 @@ _FINISHED = ("Failed", "Succeeded")
 
 
 class BookingKeeper(Protocol):
-    def book_seen(self, node: str, bandwidth: float, at: float, replica: str) -> int: ...
+    def book_seen(
+        self, node: str, bandwidth: float, at: float, replica: str, unknown: Workload | None = None
+    ) -> int: ...
     def is_pending(self, key: int) -> bool: ...
     def rebook(self, key: int, node: str) -> str | None: ...
     def release(self, key: int) -> bool: ...
@@ -99,9 +108,19 @@ def _bound_node(pod: Mapping[str, Any]) -> str:
     return node if isinstance(node, str) else ""
 
 
-def _seen_booking(pod: Mapping[str, Any]) -> tuple[str, float, float] | None:
-    """(first preferred node, booked bytes/s, creation time) from another
-    replica's annotations; None when they do not make a booking."""
+class SeenBooking(NamedTuple):
+    """Another replica's booking, from its pod's annotations."""
+
+    node: str  # its first preferred node
+    bandwidth: float  # bytes/s
+    created: float  # the pod's creation, epoch seconds
+    # Its workload when it was booked at the default: its pods spread
+    # (unknown_workloads.py) on every replica.
+    unknown: Workload | None
+
+
+def _seen_booking(pod: Mapping[str, Any]) -> SeenBooking | None:
+    """Another replica's booking; None when its annotations do not make one."""
     metadata = pod.get("metadata") or {}
     annotations = metadata.get("annotations") or {}
     try:
@@ -112,7 +131,8 @@ def _seen_booking(pod: Mapping[str, Any]) -> tuple[str, float, float] | None:
     node = str(annotations.get(PREFERRED_NODES) or "").split(",")[0]
     if not node or not math.isfinite(bandwidth) or bandwidth <= 0:
         return None
-    return node, bandwidth, created
+    default = annotations.get(BANDWIDTH_SOURCE) == "default"
+    return SeenBooking(node, bandwidth, created, pod_workload(pod) if default else None)
 
 
 class BindingWatch(Reflector):
@@ -225,13 +245,14 @@ class BindingWatch(Reflector):
         seen = self._seen.get((ledger, their_key))
         if seen is None:
             booking = None if finished else _seen_booking(pod)
-            if booking is None or self._before_horizon(booking[2]):
+            if booking is None or self._before_horizon(booking.created):
                 return
-            first, bandwidth, created = booking
-            ours = self.keeper.book_seen(first, bandwidth, created, ledger)
-            self._seen[(ledger, their_key)] = (ours, created)
+            ours = self.keeper.book_seen(
+                booking.node, booking.bandwidth, booking.created, ledger, booking.unknown
+            )
+            self._seen[(ledger, their_key)] = (ours, booking.created)
             self._count("seen")
-            seen = (ours, created)
+            seen = (ours, booking.created)
         if node:
             outcome = self.keeper.rebook(seen[0], node)
             if outcome:

@@ -112,14 +112,19 @@ class InflightState:
                 self._heap.book(dropped[0], -dropped[1])
             return True
 
-    def book_seen(self, node: str, bandwidth: float, at: float, replica: str) -> int:
+    def book_seen(
+        self, node: str, bandwidth: float, at: float, replica: str, unknown: Workload | None = None
+    ) -> int:
         """Book a pod this process did not admit (``replica`` steered it:
         another one, or this one before a restart), seen in the watch;
-        returns the booking's key here, for ``rebook`` and ``release``."""
+        returns the booking's key here, for ``rebook`` and ``release``.
+        ``unknown``: its workload, when it was booked at the default."""
         with self._lock:
             self._replicas.saw(replica, at)
             key = next(self._keys)
             self._book(node, bandwidth, at, key)
+            if unknown is not None:
+                self._unknown.add(unknown, node, at)
             return key
 
     def book_at(self, node: str, bandwidth: float, at: float, key: int = 0) -> None:

@@ -7,7 +7,7 @@ import pytest
 from harness.reviews import pod
 from kubectl_nettraffic.bindings import BindingWatch
 from kubectl_nettraffic.cluster import api_client
-from kubectl_nettraffic.pods import BOOKING, EXPECTED_BANDWIDTH, STEERED_BY
+from kubectl_nettraffic.pods import BANDWIDTH_SOURCE, BOOKING, EXPECTED_BANDWIDTH, STEERED_BY
 from tests.conftest import wait_for
 from tests.harness.scoreboards import FixedBoard
 
@@ -210,4 +210,33 @@ def test_replicas_that_saw_each_others_pods_put_different_nodes_first(fake_api, 
     finally:
         for w in watches:
             w.stop()
+        fake_api.close_watches()
+
+
+def test_another_replicas_pod_booked_at_the_default_spreads_its_workload_here(fake_api, kubeconfig):
+    """Scores a 100, b 97.5, c 0 (test_unknown_workloads.LOADS): a pod at
+    the default (1Mi) costs a node 0.26 points, another replica's node 0.26
+    more, and a pod of the same workload booked at the default 5."""
+    loads = {"a": 0.0, "b": 1e7, "c": 4e8}
+    boards = [FixedBoard(loads, ledger_label=label) for label in ("ledger1", "ledger2")]
+    theirs = _watch(fake_api, kubeconfig, boards[1], "ledger2")
+    try:
+        web = pod(generate_name="web-7d9c4b-")
+        decision = boards[0].steerer.decide(web, {}, dry_run=False)
+        assert decision.preferences[0].node == "a"
+        steered = jsonpatch.apply_patch(web, decision.patch)
+        steered["metadata"]["name"] = "web-7d9c4b-x1"
+        steered.update(apiVersion="v1", kind="Pod")
+        assert steered["metadata"]["annotations"][BANDWIDTH_SOURCE] == "default"
+        fake_api.put(steered)
+        wait_for(lambda: theirs.counts()["seen"] == 1)
+
+        def first(generate_name):
+            admitted = pod(generate_name=generate_name)
+            return boards[1].steerer.decide(admitted, {}, dry_run=True).preferences[0].node
+
+        assert first("web-7d9c4b-") == "b"  # web's next pod goes elsewhere ...
+        assert first("api-5f6d-") == "a"  # ... another workload's does not
+    finally:
+        theirs.stop()
         fake_api.close_watches()
