@@ -1,5 +1,5 @@
-"""What learning costs at scale: 5,000 nodes and 150,000 pods (15,000
-Deployments of 10 pods). The learner's one query against a real
+"""What learning costs at 500 nodes (15,000 pods) and at 5,000 nodes
+(150,000 pods), in Deployments of 10 pods. The learner's one query against a real
 Prometheus that scraped cAdvisor- and kube-state-metrics-shaped series for
 all of them (from a stand-in exporter on 127.0.0.1), the learner's update
 from its answer, and the learned table's memory, in the refresher process
@@ -19,6 +19,7 @@ import threading
 import time
 import tracemalloc
 from collections.abc import Callable
+from typing import NamedTuple
 
 import numpy as np
 import yaml
@@ -37,11 +38,41 @@ from kubectl_nettraffic.sources.pod_traffic import PodTrafficReport, PodTrafficS
 from kubectl_nettraffic.sources.prometheus import PrometheusSource
 from kubectl_nettraffic.workload_bandwidth import BandwidthLearner, Workload
 
-NODES, DEPLOYMENTS, PODS_EACH = 5000, 15000, 10
+PODS_EACH = 10
 SCRAPE = "15s"
 ALPHANUMS = "bcdfghjklmnpqrstvwxz2456789"  # k8s.io/apimachinery/pkg/util/rand/rand.go
 MINUTE = 60.0
 IDLE_MINUTES, NODE_MINUTES, LEARNING_MINUTES, QUIET_LEARNING_MINUTES = 2, 2, 6, 4
+
+
+class Cluster(NamedTuple):
+    nodes: int
+    deployments: int  # of PODS_EACH pods
+
+    @property
+    def pods(self) -> int:
+        return self.deployments * PODS_EACH
+
+
+# 30 pods a node in both
+CLUSTERS = (Cluster(500, 1_500), Cluster(5_000, 15_000))
+
+
+INTRO = (
+    "The learner's queries against a real Prometheus that scraped cAdvisor- and kube-"
+    "state-metrics-shaped series for every pod, and node_exporter's for every node, every"
+    " 15 s (stand-in exporters in this process, rendering two counters a pod on the same "
+    "2 cores, so the times are pessimistic), at 500 nodes and 15,000 pods and at 5,000 "
+    "nodes and 150,000 pods, each with a Prometheus of its own. The learner runs on its "
+    "own thread in the refresher process, off the admission path and outside the node "
+    "refresh; each replica runs both. Live, both run as the refresher process runs them, "
+    "with the chart's defaults (its replicas, each with its part of the share), and a new"
+    " Deployment starts sending in the second minute. Then scraping stops and the same "
+    "queries are evaluated at a moment before it did, so that the Prometheus process's "
+    "CPU (read from /proc minute by minute) is theirs: scraping's own load moved it by up"
+    " to four points from one minute to the next, more than the 5% to be measured. Less "
+    "the idle minutes' mean, that is what each costs the user's Prometheus."
+)
 
 
 def chart_defaults() -> tuple[int, float]:
@@ -187,7 +218,8 @@ class PodSeriesExporter:
     Pod names end as the ReplicaSet controller's generated ones do (five
     characters of k8s.io/apimachinery/pkg/util/rand's alphanums)."""
 
-    def __init__(self, seed: int = 3) -> None:
+    def __init__(self, cluster: Cluster, seed: int = 3) -> None:
+        self.cluster = cluster
         self.rng = np.random.default_rng(seed)
         self.started = time.time()
         self.names: list[str] = []
@@ -195,7 +227,7 @@ class PodSeriesExporter:
         self.starts = np.zeros(0)
         self.static: list[str] = []
         self.lock = threading.Lock()
-        for d in range(DEPLOYMENTS):
+        for d in range(cluster.deployments):
             self.add_deployment(f"ns-{d % 200}", f"app-{d}", self.started - 86400)
         self.server = serve_metrics(self.render)
         self.target = f"127.0.0.1:{self.server.server_address[1]}"
@@ -212,7 +244,7 @@ class PodSeriesExporter:
         for _ in range(PODS_EACH):
             suffix = "".join(self.rng.choice(list(ALPHANUMS), 5))
             pod = f"{replicaset}-{suffix}"
-            node = f"node-{len(self.names) % NODES:05d}"
+            node = f"node-{len(self.names) % self.cluster.nodes:05d}"
             names.append(
                 f'namespace="{namespace}",pod="{pod}",container="",interface="eth0",node="{node}"'
             )
@@ -249,11 +281,10 @@ class PodSeriesExporter:
         self.server.shutdown()
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = bench_parser(__doc__).parse_args(argv)
-    replicas, share = chart_defaults()
-    exporter = PodSeriesExporter()
-    node_exporter = LiveExporter(node_exporters(NODES))
+def measure(cluster: Cluster, replicas: int, share: float) -> list[str]:
+    """The table's rows for one cluster size."""
+    exporter = PodSeriesExporter(cluster)
+    node_exporter = LiveExporter(node_exporters(cluster.nodes))
     prometheus = PrometheusServer(
         scrape_configs=[
             {
@@ -272,7 +303,7 @@ def main(argv: list[str] | None = None) -> int:
             {
                 "prometheus": {"url": prometheus.url, "window": "1m", "timeout": "60s"},
                 "metricsServer": {"enabled": False},
-                "nodes": {"file": write_node_file(f"{directory.name}/nodes.json", NODES)},
+                "nodes": {"file": write_node_file(f"{directory.name}/nodes.json", cluster.nodes)},
                 "learning": {"prometheusShare": share / replicas},
             }
         )
@@ -280,10 +311,10 @@ def main(argv: list[str] | None = None) -> int:
         deadline = time.monotonic() + 300
         while True:  # two scrapes in the window, for rate()
             report = source.samples()
-            if len(report.samples) == DEPLOYMENTS * PODS_EACH or time.monotonic() > deadline:
+            if len(report.samples) == cluster.pods or time.monotonic() > deadline:
                 break
             time.sleep(2)
-        assert len(report.samples) == DEPLOYMENTS * PODS_EACH, len(report.samples)
+        assert len(report.samples) == cluster.pods, len(report.samples)
         query_seconds, update_seconds, detailed_seconds = [], [], []
         learner = BandwidthLearner()
         for _ in range(3):
@@ -379,52 +410,48 @@ def main(argv: list[str] | None = None) -> int:
     slices = [seconds for kind, _, seconds in rounds if kind == "slice"]
     young = [seconds for kind, _, seconds in rounds if kind == "young"]
     after = [run.learned_after for run in runs]
-    learned = (
+    learned_after = (
         "not within the run"
         if None in after
         else " and ".join(f"{a:.0f} s" for a in after if a is not None)
     )
     node_queries = [d for refresh in refreshes for _, _, d in refresh.queries]
     budget = share * MINUTE  # every replica's learner together
-    rows = [
-        "| cost at 5,000 nodes, 150,000 pods, 15,000 Deployments | figure |",
+    return [
+        f"| cost at {cluster.nodes:,} nodes, {cluster.pods:,} pods, {cluster.deployments:,} Deployments | figure |",
         "|---|---|",
-        f"| the learner's query over every pod at once (joined in Prometheus: {len(report.samples) + DEPLOYMENTS:,} series): evaluation, answer and parsing, median | {statistics.median(query_seconds):.2f} s |",
-        f"| `top pods`' query (receive and transmit apart, joined here: {len(report.samples) * 3 + DEPLOYMENTS:,} series), median | {statistics.median(detailed_seconds):.2f} s |",
+        f"| the learner's query over every pod at once (joined in Prometheus: {len(report.samples) + cluster.deployments:,} series): evaluation, answer and parsing, median | {statistics.median(query_seconds):.2f} s |",
+        f"| `top pods`' query (receive and transmit apart, joined here: {len(report.samples) * 3 + cluster.deployments:,} series), median | {statistics.median(detailed_seconds):.2f} s |",
         f"| the learner's update from it, and its table, median | {statistics.median(update_seconds):.2f} s |",
         f"| the learner's histograms in the refresher process | {held / 2**20:.1f} MiB |",
         f"| the learned table as sent to the serving process after each learning round | {wire / 2**20:.2f} MiB ({len(table.workloads):,} workloads) |",
         f"| pickling and loading it | {roundtrip * 1e3:.0f} ms |",
         f"| live, {LEARNING_MINUTES} minutes, {replicas} replicas (the chart's replicaCount), each with its node refresh every {settings.refresh.interval:g} s and its learner at learning.prometheusShare {share:g} / {replicas}: the learners' rounds | {runs[0].learning.slices} slices; {len(slices)} slice rounds (median {statistics.median(slices) if slices else 0:.2f} s), {len(young)} young rounds (median {statistics.median(young) if young else 0:.2f} s) |",
         f"| ... the learners' query time in each minute, together (their budget: {budget:g} s) | {', '.join(f'{q:.1f}' for q in queried)} s |",
-        f"| ... the node query ({NODES:,} nodes), median | {statistics.median(node_queries):.2f} s |",
-        f"| ... a new Deployment (10 pods) added in the second minute: learned by each replica after its pods started sending | {learned} |",
+        f"| ... the node query ({cluster.nodes:,} nodes), median | {statistics.median(node_queries):.2f} s |",
+        f"| ... a new Deployment (10 pods) added in the second minute: learned by each replica after its pods started sending | {learned_after} |",
         f"| scraping stopped, the queries evaluated before it stopped: the Prometheus process's CPU per minute, idle ({IDLE_MINUTES} minutes) | {shares([c / MINUTE for _, c in idle])} of one core |",
         f"| ... the node queries, every {settings.refresh.interval:g} s from each of {replicas} replicas ({NODE_MINUTES} minutes), less idle | {shares(node_extra)} of one core |",
         f"| ... the {replicas} learners ({QUIET_LEARNING_MINUTES} minutes), less idle: each minute | {shares(learner_extra)} of one core |",
         f"| ... the learners' busiest minute, and their mean | {max(learner_extra):.1%} and {statistics.mean(learner_extra):.1%} of one core |",
         f"| ... its query time in each minute; Prometheus's CPU per second of it | {', '.join(f'{q:.1f}' for q in quiet_queried)} s; {sum(learner_extra) * MINUTE / max(1e-9, sum(quiet_queried)):.2f} |",
     ]
-    body = "\n".join(rows)
-    print(body)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = bench_parser(__doc__).parse_args(argv)
+    replicas, share = chart_defaults()
+    tables = []
+    for cluster in CLUSTERS:
+        tables.append("\n".join(measure(cluster, replicas, share)))
+        print(tables[-1], end="\n\n", flush=True)
+    body = "\n\n".join(tables)
     if not args.no_write:
         write_section(
             "learning",
             "Learning at scale",
             "python -m bench.learning",
-            "The learner's queries against a real Prometheus that scraped cAdvisor- and "
-            "kube-state-metrics-shaped series for 150,000 pods, and node_exporter's for 5,000 "
-            "nodes, every 15 s (stand-in exporters in this process, rendering 300,000 counters "
-            "on the same 2 cores, so the times are pessimistic). The learner runs on its own "
-            "thread in the refresher process, off the admission path and outside the node "
-            "refresh; each replica runs both. Live, both run as the refresher process runs "
-            "them, with the chart's defaults (its replicas, each with its part of the share), and "
-            "a new Deployment starts sending in the second minute. Then scraping stops and the "
-            "same queries are evaluated at a moment before it did, so that the Prometheus "
-            "process's CPU (read from /proc minute by minute) is theirs: scraping's own load "
-            "moved it by up to four points from one minute to the next, more than the 5% to be "
-            "measured. Less the idle minutes' mean, that is what each costs the user's "
-            "Prometheus.\n\n" + body,
+            INTRO + "\n\n" + body,
         )
     return 0
 
