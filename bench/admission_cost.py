@@ -34,6 +34,7 @@ from harness.reviews import pod, review
 from kubectl_nettraffic.config import settings_from_mapping
 from kubectl_nettraffic.measurement import Measurer
 from kubectl_nettraffic.nodes import node_from_json
+from kubectl_nettraffic.pods import EXPECTED_BANDWIDTH
 from kubectl_nettraffic.serving import serving_parts
 from kubectl_nettraffic.sources.prometheus import NodeTraffic, TrafficReport
 from webhook.admission import parse_review
@@ -140,7 +141,9 @@ def measure(count: int, flush: CacheFlusher) -> dict[str, tuple[float, float]]:
         {"prometheus": {"url": "http://synthetic.invalid"}, "metricsServer": {"enabled": False}}
     )
     measurer = Measurer(settings, lambda: nodes, SyntheticTraffic(names), None)  # type: ignore[arg-type]
-    body = json.dumps(review(pod())).encode()
+    # A pod whose figure is known (annotated here; a learned figure takes the
+    # same path): each admission is booked by that figure alone.
+    body = json.dumps(review(pod(annotations={EXPECTED_BANDWIDTH: "1Mi"}))).encode()
     # The app and the Steerer decided alone book into the same in-flight
     # state, as every admission in a worker does.
     serving = serving_parts(settings)
@@ -153,11 +156,21 @@ def measure(count: int, flush: CacheFlusher) -> dict[str, tuple[float, float]]:
     for other in ("replica-a", "replica-c"):
         shared.inflight.book_seen(names[0], 1.0, time.time(), other)
 
+    # A workload nothing is learned of: its pods, booked at the default,
+    # spread (unknown_workloads.py); the loops admit thousands of them within
+    # the measurement horizon, the worst case (a huge burst right after the
+    # install).
+    unknown = serving_parts(settings)
+    unknown_pod = parse_review(review(pod())).obj or {}
+
     def decide() -> None:
         steerer.decide(obj, None, False)
 
     def decide_shared() -> None:
         shared.steerer.decide(obj, None, False)
+
+    def decide_unknown() -> None:
+        unknown.steerer.decide(unknown_pod, None, False)
 
     pieces: dict[str, Callable[[], None]] = {
         "webhook: POST /mutate (flask, parsing, decision, patch, metrics)": wsgi_post(
@@ -166,6 +179,9 @@ def measure(count: int, flush: CacheFlusher) -> dict[str, tuple[float, float]]:
         "bare flask app: POST /mutate (fixed patch)": wsgi_post(create_bare_app(), body),
         "Steerer.decide alone (skip rules, choice, patch check, booking)": decide,
         "... the same in one of 3 replicas steering at once": decide_shared,
+        "... a pod of a workload not learned yet, thousands of its pods in flight": (
+            decide_unknown
+        ),
     }
     result = {}
     for label, call in pieces.items():
@@ -173,6 +189,7 @@ def measure(count: int, flush: CacheFlusher) -> dict[str, tuple[float, float]]:
         measured = measurer.measure()
         serving.scoreboard.record(measured)
         shared.scoreboard.record(measured)
+        unknown.scoreboard.record(measured)
         result[label] = (warm_us(call), cold_us(call, flush))
     return result
 
@@ -213,7 +230,9 @@ def main(argv: list[str] | None = None) -> int:
             f"{WARM_REPEATS} tight loops of {WARM_CALLS:,} calls. Cold: median of {COLD_CALLS:,} "
             "calls, each after a pass over 6 MiB and 60,000 Python objects, as the stack's own "
             "work between admissions leaves the caches under gunicorn and TLS. "
-            "Scores from a synthetic source with the default settings."
+            "Scores from a synthetic source with the default settings; the pod carries "
+            "an expected bandwidth (as one of a learned workload is booked), except in the "
+            "row of a workload not learned yet."
             f"\n\n{table}\n\nRun time: {elapsed:.0f} s.",
         )
     return 0

@@ -100,6 +100,12 @@ def choose_nodes(
     return graded(sorted(best, key=lambda entry: entry[:2], reverse=True))
 
 
+# Superseded entries a CandidateHeap keeps before it drops them all: a walk
+# passes at most this many, and dropping them costs a pass over the heap,
+# so each booking pays for it a few entries' worth.
+SUPERSEDED_MOST = 64
+
+
 class CandidateHeap:
     """Eligible nodes ordered by live score, kept current as pods are booked.
 
@@ -142,8 +148,16 @@ class CandidateHeap:
             # The usual booking: the best node, whose entry is the root. Any
             # entry of this node is superseded now: replace it in one pass down.
             heapq.heapreplace(self._heap, entry)
-        else:
-            heapq.heappush(self._heap, entry)
+            return
+        heapq.heappush(self._heap, entry)
+        # A node chosen under a handicap is not the root, and its superseded
+        # entry, at its better score of before, stays above the valid ones,
+        # where every top() walks past it: past SUPERSEDED_MOST of them, keep
+        # only the valid entries (every node has exactly one).
+        if len(self._heap) - len(self._candidates) > SUPERSEDED_MOST:
+            version = self._version
+            self._heap = [e for e in self._heap if e[2] == version[e[1]]]
+            heapq.heapify(self._heap)
 
     def top(self, count: int) -> list[tuple[float, int, NodeScore]]:
         """The best ``count`` as (live score, position, score), best first."""
@@ -176,6 +190,14 @@ def combined(*handicaps: Handicap | None) -> Handicap | None:
     return lambda score: sum(h(score) for h in present)
 
 
+# handicapped_top reads at most this many of the best nodes by live score.
+# A replica's share needs its part of the nodes near the top, rarely more.
+# A burst of one workload not learned yet, spread over more nodes than this,
+# would otherwise be read node by node on every admission (11 ms at 5,000
+# nodes in python -m bench.admission_cost); it spreads over these instead.
+MOST_READ = 128
+
+
 def handicapped_top(
     live: CandidateHeap, count: int, handicap: Handicap
 ) -> list[tuple[float, int, NodeScore]]:
@@ -185,17 +207,19 @@ def handicapped_top(
     A handicap lowers a score, never raises it, so a node outside the top k
     by live score cannot beat the count-th once that one scores at least
     the k-th's live score; k starts at twice the count and doubles until it
-    does."""
-    wanted = 2 * count
+    does, or until it reaches MOST_READ (or the count, if more): then the
+    best among those k."""
+    limit = max(MOST_READ, count)
+    wanted = min(2 * count, limit)
     while True:
         fetched = live.top(wanted)
         ranked = [
             (effective - handicap(score), position, score) for effective, position, score in fetched
         ]
         ranked.sort(key=lambda entry: (-entry[0], entry[1]))
-        if len(fetched) < wanted or ranked[count - 1][0] >= fetched[-1][0]:
+        if len(fetched) < wanted or wanted >= limit or ranked[count - 1][0] >= fetched[-1][0]:
             return ranked[:count]
-        wanted *= 2
+        wanted = min(2 * wanted, limit)
 
 
 def graded(ranked: Sequence[tuple[float, int, NodeScore]]) -> list[Preference]:

@@ -20,6 +20,7 @@ stopped steering counts until the horizon passes: its nodes are then taken
 only when they are a pod better, which costs at most that much of balance.
 """
 
+import functools
 import zlib
 from collections.abc import Callable
 from typing import NamedTuple
@@ -27,14 +28,19 @@ from typing import NamedTuple
 from kubectl_nettraffic.scoring import NodeScore
 
 
+@functools.lru_cache(maxsize=2**16)  # a choice reads up to placement.MOST_READ nodes
+def _node_hash(node: str) -> int:
+    # crc32, not hash(): the same on every replica (hash() of a str is
+    # randomised per process).
+    return zlib.crc32(node.encode())
+
+
 class ReplicaShare(NamedTuple):
     part: int  # this replica's place among the ids, in order
     parts: int  # replicas steering lately, this one included
 
     def owns(self, node: str) -> bool:
-        # crc32, not hash(): the same on every replica (hash() of a str is
-        # randomised per process).
-        return zlib.crc32(node.encode()) % self.parts == self.part
+        return _node_hash(node) % self.parts == self.part
 
     def handicap(self, bandwidth: float) -> Callable[[NodeScore], float]:
         """The points a node loses for a pod of ``bandwidth`` bytes/s: one

@@ -461,3 +461,20 @@ def test_live_heap_chooses_exactly_what_the_scan_chooses(loads, bookings, count,
             live, handicap,
         )  # fmt: skip
         assert [p.node for p in from_heap] == [p.node for p in scanned]
+
+
+def test_a_handicap_reaching_past_the_best_nodes_chooses_among_them():
+    """handicapped_top reads at most MOST_READ nodes: with every one of the
+    best 128 handicapped, the 300th (the only one spared) is not reached."""
+    from kubectl_nettraffic.placement import MOST_READ, CandidateHeap, handicapped_top
+
+    board = _board({f"n{i:03d}": i * 1e3 for i in range(300)})
+    live = CandidateHeap(board.snapshot.candidates, {})
+
+    def spared(name):
+        return lambda score: 0.0 if score.name == name else 1000.0
+
+    assert MOST_READ == 128
+    # Within reach, exact: n127 is the 128th best by live score.
+    assert [e[2].name for e in handicapped_top(live, 1, spared("n127"))] == ["n127"]
+    assert [e[2].name for e in handicapped_top(live, 2, spared("n299"))] == ["n000", "n001"]
