@@ -478,3 +478,22 @@ def test_a_handicap_reaching_past_the_best_nodes_chooses_among_them():
     # Within reach, exact: n127 is the 128th best by live score.
     assert [e[2].name for e in handicapped_top(live, 1, spared("n127"))] == ["n127"]
     assert [e[2].name for e in handicapped_top(live, 2, spared("n299"))] == ["n000", "n001"]
+
+
+def test_the_heap_stays_right_after_many_bookings_of_nodes_below_its_root():
+    """Past SUPERSEDED_MOST bookings of nodes that are not the best, the heap
+    drops its superseded entries; its top is still the live order."""
+    from kubectl_nettraffic.placement import SUPERSEDED_MOST, CandidateHeap
+
+    loads = {f"n{i}": i * 1e5 for i in range(6)}
+    snap = _board(loads).snapshot
+    live = CandidateHeap(snap.candidates, {})
+    extra = dict.fromkeys(loads, 0.0)
+    for step in range(3 * SUPERSEDED_MOST):
+        name = f"n{1 + step % 5}"  # never n0, the best throughout
+        live.book(name, 1e3)
+        extra[name] += 1e3
+    by_score = {s.name: s.score_with(extra[s.name]) for s in snap.candidates}
+    expected = sorted(by_score, key=lambda n: -by_score[n])
+    assert [entry[2].name for entry in live.top(6)] == expected
+    assert [entry[0] for entry in live.top(6)] == [by_score[n] for n in expected]
