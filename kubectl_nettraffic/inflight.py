@@ -122,9 +122,7 @@ class InflightState:
         with self._lock:
             self._replicas.saw(replica, at)
             key = next(self._keys)
-            self._book(node, bandwidth, at, key)
-            if unknown is not None:
-                self._unknown.add(unknown, node, at)
+            self._book(node, bandwidth, at, key, unknown)
             return key
 
     def book_at(self, node: str, bandwidth: float, at: float, key: int = 0) -> None:
@@ -133,10 +131,15 @@ class InflightState:
         with self._lock:
             self._book(node, bandwidth, at, key)
 
-    def _book(self, node: str, bandwidth: float, at: float, key: int) -> None:
+    def _book(
+        self, node: str, bandwidth: float, at: float, key: int, unknown: Workload | None = None
+    ) -> None:
+        """``unknown``: the pod's workload, when it was booked at the default."""
         self._ledger.add(node, bandwidth, at, key)
         if self._heap is not None:
             self._heap.book(node, bandwidth)
+        if unknown is not None:
+            self._unknown.add(unknown, node, at)
 
 
 class Steering:
@@ -202,6 +205,4 @@ class Steering:
     def book(
         self, node: str, bandwidth: float, at: float, key: int, unknown: Workload | None = None
     ) -> None:
-        self._state._book(node, bandwidth, at, key)
-        if unknown is not None:
-            self._state._unknown.add(unknown, node, at)
+        self._state._book(node, bandwidth, at, key, unknown)

@@ -208,13 +208,16 @@ def handicapped_top(
     by live score cannot beat the count-th once that one scores at least
     the k-th's live score; k starts at twice the count and doubles until it
     does, or until it reaches MOST_READ (or the count, if more): then the
-    best among those k."""
+    best among those k. A wider read starts with the narrower one (the top
+    is read best first), so each node's handicap is reckoned once."""
     limit = max(MOST_READ, count)
     wanted = min(2 * count, limit)
+    ranked: list[tuple[float, int, NodeScore]] = []
     while True:
         fetched = live.top(wanted)
-        ranked = [
-            (effective - handicap(score), position, score) for effective, position, score in fetched
+        ranked += [
+            (effective - handicap(score), position, score)
+            for effective, position, score in fetched[len(ranked) :]
         ]
         ranked.sort(key=lambda entry: (-entry[0], entry[1]))
         if len(fetched) < wanted or wanted >= limit or ranked[count - 1][0] >= fetched[-1][0]:
