@@ -3,9 +3,10 @@ seed, driven by the real engine (Measurer, Scoreboard, Steerer and the
 in-flight state, as serving.py wires them) with kube-scheduler as
 bench/scheduler_model.py models it; and the summary over seeds."""
 
+import functools
 import math
 import statistics
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,6 +40,10 @@ POD_CPU, POD_MEMORY = 0.5, 1.0  # cores, GiB requested by every simulated pod
 # a watch event usually takes, so that a burst's pods admitted meanwhile by
 # another replica are missed as they would be.
 WATCH_DELAY = 0.05
+# Runs one scenario's seeds: map, or a process pool's imap.
+SeedMapper = Callable[
+    [Callable[[int], tuple["Run", np.ndarray]], Iterable[int]], Iterator[tuple["Run", np.ndarray]]
+]
 STRATEGIES = ("default", "tutorial", "nettraffic", "tiers", "oracle")
 STEERED = ("nettraffic", "tiers")
 
@@ -384,15 +389,16 @@ class Summary:
 
 
 def summarise(
-    scenario: Scenario, strategy: str, seeds: Sequence[int]
+    scenario: Scenario, strategy: str, seeds: Sequence[int], mapper: SeedMapper = map
 ) -> tuple[Summary, np.ndarray]:
+    """``mapper``: runs the seeds (the builtin map, or a process pool's
+    imap: each seed's run depends only on the seed)."""
     maxima, stds, spread, first_spread = [], [], [], []
     hot = pods = pending = steered = preferred_scored = on_preferred = label_writes = 0
     first_pods = first_hot = later_pods = later_hot = 0
     labelled_minutes = 0.0
     last = np.zeros(0)
-    for seed in seeds:
-        run, utilisation = simulate(scenario, strategy, seed)
+    for run, utilisation in mapper(functools.partial(simulate, scenario, strategy), seeds):
         maxima.append(float(utilisation.max()))
         stds.append(float(utilisation.std()))
         hot += run.hot

@@ -205,4 +205,6 @@ class Steering:
     def book(
         self, node: str, bandwidth: float, at: float, key: int, unknown: Workload | None = None
     ) -> None:
+        """Book this replica's own admission (its pace scales the share)."""
+        self._state._replicas.admitted(at)
         self._state._book(node, bandwidth, at, key, unknown)

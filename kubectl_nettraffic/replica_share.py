@@ -5,27 +5,43 @@ sees them, some milliseconds after they were admitted. Pods of one burst
 admitted by two replicas within that time would otherwise both go to the
 node each sees as the best: the stale view herds.
 
-So each replica counts one more pod of the size it is placing on every node
-that is not its own: the pod another replica may be steering there right
-now, that its watch has not shown yet. A node is a replica's own by a hash
-of its name, modulo the number of replicas (``ReplicaShare.owns``); the
-replicas are the ones whose steered pods the watch showed within the
-measurement horizon, with this one, in the order of their ids, so every
-replica draws the same lines without talking to another. Near-equal nodes
-then go to different replicas, and a replica still takes another's node
-when that node is better by more than the pod itself.
+So each replica counts, on every node that is not its own, the part of a
+pod of the size it is placing that another replica may be steering there
+right now, unseen. A node is a replica's own by a hash of its name, modulo
+the number of replicas (``ReplicaShare.owns``); the replicas are the ones
+whose steered pods the watch showed within the measurement horizon, with
+this one, in the order of their ids, so every replica draws the same lines
+without talking to another. Near-equal nodes then go to different
+replicas, and a replica still takes another's node when that node is
+better by more than that part of a pod.
+
+The part is the pods another replica admits within the watch's delay:
+this replica's own admissions over the last RATE_WINDOW (the Service
+spreads admissions evenly over the replicas, so each other one admits about
+as many) times WATCH_DELAY, at most one pod. A whole pod at any pace kept
+each replica up to a pod's worth of balance away from the others' nodes
+(docs/design/new-workloads.md has the figures of both).
 
 With one replica (or none seen lately) nothing changes. A replica that
 stopped steering counts until the horizon passes: its nodes are then taken
-only when they are a pod better, which costs at most that much of balance.
+only when they are that part of a pod better.
 """
 
 import functools
 import zlib
+from collections import deque
 from collections.abc import Callable
 from typing import NamedTuple
 
 from kubectl_nettraffic.scoring import NodeScore
+
+# Seconds from another replica's admission to this replica's watch showing
+# the pod: the API server persists it, then sends the watch event. Tens of
+# milliseconds on a healthy control plane; 50 ms is the upper end of that.
+WATCH_DELAY = 0.05
+# Seconds of this replica's admissions its pace is read over: a burst's
+# pace within one second, not the minute's average.
+RATE_WINDOW = 1.0
 
 
 @functools.lru_cache(maxsize=2**16)  # a choice reads up to placement.MOST_READ nodes
@@ -38,16 +54,18 @@ def _node_hash(node: str) -> int:
 class ReplicaShare(NamedTuple):
     part: int  # this replica's place among the ids, in order
     parts: int  # replicas steering lately, this one included
+    unseen: float = 1.0  # pods each other replica may be steering unseen (at most 1)
 
     def owns(self, node: str) -> bool:
         return _node_hash(node) % self.parts == self.part
 
     def handicap(self, bandwidth: float) -> Callable[[NodeScore], float]:
-        """The points a node loses for a pod of ``bandwidth`` bytes/s: one
-        such pod more on another replica's node."""
+        """The points a node loses for a pod of ``bandwidth`` bytes/s: the
+        unseen part of such a pod more on another replica's node."""
+        unseen = bandwidth * self.unseen
 
         def points(score: NodeScore) -> float:
-            return 0.0 if self.owns(score.name) else score.penalty_per_byte * bandwidth
+            return 0.0 if self.owns(score.name) else score.penalty_per_byte * unseen
 
         return points
 
@@ -65,6 +83,12 @@ class Replicas:
         self._last_seen: dict[str, float] = {}  # other replica's id -> its newest pod's creation
         self._share: ReplicaShare | None = None
         self._valid_until = float("-inf")  # when the oldest replica counted is forgotten
+        self._admitted: deque[float] = deque()  # this replica's admissions, last RATE_WINDOW
+
+    def admitted(self, at: float) -> None:
+        """This replica booked a pod it admitted at ``at``."""
+        self._admitted.append(at)
+        self._trim(at)
 
     def saw(self, replica: str, created: float) -> None:
         """A pod steered by ``replica`` and created at ``created`` was booked."""
@@ -80,7 +104,16 @@ class Replicas:
         """This replica's part of the nodes; None when it steers alone."""
         if now >= self._valid_until:
             self._recount(now)
-        return self._share
+        if self._share is None:
+            return None
+        self._trim(now)
+        pace = len(self._admitted) / RATE_WINDOW
+        return self._share._replace(unseen=min(1.0, pace * WATCH_DELAY))
+
+    def _trim(self, now: float) -> None:
+        admitted, oldest = self._admitted, now - RATE_WINDOW
+        while admitted and admitted[0] <= oldest:
+            admitted.popleft()
 
     def _recount(self, now: float) -> None:
         oldest = now - self._horizon

@@ -7,10 +7,14 @@ import pytest
 from harness.reviews import pod
 from kubectl_nettraffic.labels import parse_selector
 from kubectl_nettraffic.placement import choose_nodes
-from kubectl_nettraffic.replica_share import Replicas, ReplicaShare
+from kubectl_nettraffic.replica_share import RATE_WINDOW, WATCH_DELAY, Replicas, ReplicaShare
 from tests.harness.scoreboards import fixed_board
 
 HORIZON = 130.0
+
+
+def _parts(share):
+    return None if share is None else (share.part, share.parts)
 
 
 def test_replicas_are_the_ids_seen_within_the_horizon_in_order():
@@ -19,15 +23,31 @@ def test_replicas_are_the_ids_seen_within_the_horizon_in_order():
     replicas.saw("r2", 100.0)  # its own pods, seen again after a restart of its watch
     assert replicas.share(100.0) is None
     replicas.saw("r1", 100.0)
-    assert replicas.share(150.0) == ReplicaShare(1, 2)
+    assert _parts(replicas.share(150.0)) == (1, 2)
     replicas.saw("r3", 120.0)
-    assert replicas.share(150.0) == ReplicaShare(1, 3)
+    assert _parts(replicas.share(150.0)) == (1, 3)
     replicas.saw("r1", 90.0)  # an older pod of r1's changes nothing
-    assert replicas.share(229.0) == ReplicaShare(1, 3)
-    assert replicas.share(231.0) == ReplicaShare(0, 2)  # r1 sent nothing new for 130 s
+    assert _parts(replicas.share(229.0)) == (1, 3)
+    assert _parts(replicas.share(231.0)) == (0, 2)  # r1 sent nothing new for 130 s
     replicas.saw("r3", 200.0)  # a newer pod keeps r3 counted
-    assert replicas.share(251.0) == ReplicaShare(0, 2)
+    assert _parts(replicas.share(251.0)) == (0, 2)
     assert replicas.share(331.0) is None
+
+
+def test_the_unseen_part_is_this_replicas_pace_times_the_watch_delay():
+    replicas = Replicas("r2", HORIZON)
+    replicas.saw("r1", 100.0)
+    assert replicas.share(100.0) == ReplicaShare(1, 2, 0.0)  # admitting nothing lately
+    for i in range(10):  # 10 admissions in the last second: 10/s
+        replicas.admitted(100.0 + i / 10)
+    assert replicas.share(100.95) == ReplicaShare(1, 2, 10 / RATE_WINDOW * WATCH_DELAY)
+    assert replicas.share(100.95).unseen == pytest.approx(0.5)
+    # half a second later, the first five are out of the window
+    assert replicas.share(101.45).unseen == pytest.approx(0.25)
+    for i in range(40):  # 50/s: the others may be steering more than a pod unseen; one counts
+        replicas.admitted(101.5 + i / 100)
+    assert replicas.share(101.9).unseen == 1.0
+    assert replicas.share(103.0).unseen == 0.0
 
 
 def test_a_process_without_an_id_never_shares():
@@ -72,6 +92,14 @@ def test_the_other_replicas_nodes_count_one_more_pod_of_this_size():
     assert _choose(LOADS, ReplicaShare(1, 2)) == [("a", 100), ("d", 90), ("c", 75)]
     # a pod that books nothing sees the nodes as they are
     assert _choose(LOADS, ReplicaShare(0, 2), bandwidth=0.0) == _choose(LOADS, None)
+
+
+def test_the_other_replicas_nodes_count_the_unseen_part_of_a_pod():
+    # half a pod: a and c lose 5 points for replica 0, d for replica 1
+    assert _choose(LOADS, ReplicaShare(0, 2, 0.5)) == [("d", 100), ("a", 95), ("c", 70)]
+    assert _choose(LOADS, ReplicaShare(1, 2, 0.5)) == [("a", 100), ("d", 95), ("c", 75)]
+    # nothing unseen: the nodes as they are
+    assert _choose(LOADS, ReplicaShare(0, 2, 0.0)) == _choose(LOADS, None)
 
 
 def test_another_replicas_node_better_by_more_than_the_pod_is_still_first():
