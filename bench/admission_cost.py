@@ -151,7 +151,8 @@ def measure(count: int, flush: CacheFlusher) -> dict[str, tuple[float, float]]:
     obj: Mapping[str, Any] = parse_review(json.loads(body)).obj or {}
 
     # The same, in a replica that has seen the pods of two others steering:
-    # the choice counts a pod more on their nodes (replica_share.py).
+    # the choice counts on their nodes the part of a pod they may be steering
+    # unseen, a whole pod at the pace of these loops (replica_share.py).
     shared = serving_parts(settings, ledger_label="replica-b")
     for other in ("replica-a", "replica-c"):
         shared.inflight.book_seen(names[0], 1.0, time.time(), other)

@@ -9,8 +9,9 @@ Rules (docs/design/architecture.md, Contracts):
   graded by score: the best gets 100, each other 100 minus its score gap to
   the best, never below 1.
 - A handicap may lower some nodes' scores for this pod alone: with several
-  replicas steering, the nodes that are not this replica's own count one
-  more pod of this pod's size (replica_share.py).
+  replicas steering, the nodes that are not this replica's own count the
+  part of a pod of this pod's size another replica may be steering there
+  unseen (replica_share.py).
 
 The patch that carries them is affinity_patch.py; it is checked by
 patch_check.py before it is sent.
