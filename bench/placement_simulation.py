@@ -349,10 +349,11 @@ def _seen_by_the_others(
     webhooks: list[Serving], steering: Serving, admitted: Pod, decision: Decision, bound: str,
     at: float,
 ) -> Callable[[], None]:  # fmt: skip
-    """What the other replicas' binding watches do once they see the pod:
-    each books it at what the steering replica booked, on its first
-    preference (with its workload when that was the default), then moves it
-    to the node it was bound to (bindings.py, BindingWatch._upsert_seen)."""
+    """What the binding watches do once they see the pod: the steering
+    replica's times its delay (BindingWatch._upsert), each other one books
+    it at what the steering replica booked, on its first preference (with
+    its workload when that was the default), then moves it to the node it
+    was bound to (bindings.py, BindingWatch._upsert_seen)."""
     snapshot = steering.scoreboard.snapshot
     bandwidth, source = expected_bandwidth(
         admitted,
@@ -363,6 +364,7 @@ def _seen_by_the_others(
     unknown = pod_workload(admitted) if source == "default" else None
 
     def book() -> None:
+        steering.inflight.shown(decision.booking, at + WATCH_DELAY)
         for webhook in webhooks:
             if webhook is not steering:
                 key = webhook.inflight.book_seen(

@@ -20,7 +20,8 @@ booking's key (``nettraffic.io/booking``), what it booked
 selects every pod carrying the label, whichever replica wrote it; the API
 server is the state the replicas share:
 
-- this process's own pods: their bookings move or drop, as above;
+- this process's own pods: their bookings move or drop, as above, and the
+  first event of each times the watch's delay (replica_share.WatchDelay);
 - another replica's (or this pod's before a restart): booked here too, when
   first seen, at what that replica booked, on the node it is bound to or
   else its first preference, as of its creation; then moved or dropped like
@@ -65,6 +66,9 @@ class BookingKeeper(Protocol):
         self, node: str, bandwidth: float, at: float, replica: str, unknown: Workload | None = None
     ) -> int: ...
     def is_pending(self, key: int) -> bool: ...
+    def shown(self, key: int, at: float) -> None: ...
+    @property
+    def watch_delay(self) -> float: ...
     def rebook(self, key: int, node: str) -> str | None: ...
     def release(self, key: int) -> bool: ...
 
@@ -228,6 +232,7 @@ class BindingWatch(Reflector):
         if ledger != self._own:
             self._upsert_seen(str(ledger), key, pod)
             return
+        self.keeper.shown(key, self._clock())
         node = _bound_node(pod)
         if node:
             outcome = self.keeper.rebook(key, node)

@@ -15,6 +15,8 @@ InflightState:
   default count against the choice);
 - ``book_seen``: the binding watch (bindings.py) books a pod another
   replica steered, and so learns which replicas steer (replica_share.py);
+- ``shown``: the binding watch shows this process's pod, which times the
+  watch's delay (replica_share.py);
 - ``rebook`` / ``release``: the binding watch moves a booking to the node
   its pod was bound to, or drops it for a pod that will not run;
 - ``view``: readers (/scores, the extender) get the ledger's figures.
@@ -84,6 +86,17 @@ class InflightState:
     def is_pending(self, key: int) -> bool:
         """Whether the booking ``key`` may still move or drop (a lock-free hint)."""
         return self._ledger.is_pending(key)
+
+    def shown(self, key: int, at: float) -> None:
+        """The binding watch showed, at ``at``, this process's pod booked as
+        ``key``: the watch's delay, which the replica share reads."""
+        with self._lock:
+            self._replicas.delay.shown(key, at)
+
+    @property
+    def watch_delay(self) -> float:
+        """Seconds this replica's watch takes to show a pod, as measured."""
+        return self._replicas.delay.seconds
 
     def rebook(self, key: int, node: str) -> str | None:
         """The pod booked as ``key`` was bound to ``node``: its booking moves
@@ -206,5 +219,5 @@ class Steering:
         self, node: str, bandwidth: float, at: float, key: int, unknown: Workload | None = None
     ) -> None:
         """Book this replica's own admission (its pace scales the share)."""
-        self._state._replicas.admitted(at)
+        self._state._replicas.admitted(key, at)
         self._state._book(node, bandwidth, at, key, unknown)

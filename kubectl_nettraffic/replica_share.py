@@ -18,7 +18,9 @@ better by more than that part of a pod.
 The part is the pods another replica admits within the watch's delay:
 this replica's own admissions over the last RATE_WINDOW (the Service
 spreads admissions evenly over the replicas, so each other one admits about
-as many) times WATCH_DELAY, at most one pod. A whole pod at any pace kept
+as many) times the delay, at most one pod. The delay is measured on this
+replica's own pods, from its admission to its watch showing the pod, which
+is the way another replica's pod takes too (``WatchDelay``). A whole pod at any pace kept
 each replica up to a pod's worth of balance away from the others' nodes
 (docs/design/new-workloads.md has the figures of both).
 
@@ -36,9 +38,17 @@ from typing import NamedTuple
 from kubectl_nettraffic.scoring import NodeScore
 
 # Seconds from another replica's admission to this replica's watch showing
-# the pod: the API server persists it, then sends the watch event. Tens of
-# milliseconds on a healthy control plane; 50 ms is the upper end of that.
+# the pod (the API server persists it, then sends the watch event), until
+# one is measured: tens of milliseconds on a healthy control plane, and
+# 50 ms the upper end of that.
 WATCH_DELAY = 0.05
+# A pod its watch has not shown this long after its admission counts as
+# shown after this long: the watch is down or far behind, and from a delay
+# of a second on, any burst's pace makes the unseen part a whole pod.
+DELAY_MOST = 1.0
+# Weight of each new measurement in the delay's moving average: about the
+# last ten pods.
+DELAY_WEIGHT = 0.1
 # Seconds of this replica's admissions its pace is read over: a burst's
 # pace within one second, not the minute's average.
 RATE_WINDOW = 1.0
@@ -70,6 +80,35 @@ class ReplicaShare(NamedTuple):
         return points
 
 
+class WatchDelay:
+    """How long this replica's watch takes to show a pod it admitted: a
+    moving average over its pods, each capped at DELAY_MOST (a pod not shown
+    by then counts as that). Not thread-safe: see Replicas."""
+
+    def __init__(self) -> None:
+        self.seconds = WATCH_DELAY
+        self._unshown: dict[int, float] = {}  # booking key -> admitted at, oldest first
+
+    def admitted(self, key: int, at: float) -> None:
+        self._unshown[key] = at
+        unshown, oldest = self._unshown, at - DELAY_MOST
+        while unshown:
+            first = next(iter(unshown))
+            if unshown[first] > oldest:
+                break
+            del unshown[first]
+            self._measured(DELAY_MOST)
+
+    def shown(self, key: int, at: float) -> None:
+        """The watch showed the pod booked as ``key`` at ``at`` (any event)."""
+        admitted = self._unshown.pop(key, None)
+        if admitted is not None:
+            self._measured(min(max(at - admitted, 0.0), DELAY_MOST))
+
+    def _measured(self, seconds: float) -> None:
+        self.seconds += DELAY_WEIGHT * (seconds - self.seconds)
+
+
 class Replicas:
     """The replicas steering lately, as the binding watch shows them.
 
@@ -84,11 +123,14 @@ class Replicas:
         self._share: ReplicaShare | None = None
         self._valid_until = float("-inf")  # when the oldest replica counted is forgotten
         self._admitted: deque[float] = deque()  # this replica's admissions, last RATE_WINDOW
+        self.delay = WatchDelay()
 
-    def admitted(self, at: float) -> None:
-        """This replica booked a pod it admitted at ``at``."""
+    def admitted(self, key: int, at: float) -> None:
+        """This replica booked as ``key`` a pod it admitted at ``at``."""
         self._admitted.append(at)
         self._trim(at)
+        if self._own is not None:  # (else no watch: nothing is ever shown)
+            self.delay.admitted(key, at)
 
     def saw(self, replica: str, created: float) -> None:
         """A pod steered by ``replica`` and created at ``created`` was booked."""
@@ -108,7 +150,7 @@ class Replicas:
             return None
         self._trim(now)
         pace = len(self._admitted) / RATE_WINDOW
-        return self._share._replace(unseen=min(1.0, pace * WATCH_DELAY))
+        return self._share._replace(unseen=min(1.0, pace * self.delay.seconds))
 
     def _trim(self, now: float) -> None:
         admitted, oldest = self._admitted, now - RATE_WINDOW

@@ -8,8 +8,9 @@ from harness.reviews import pod
 from kubectl_nettraffic.bindings import BindingWatch
 from kubectl_nettraffic.cluster import api_client
 from kubectl_nettraffic.pods import BANDWIDTH_SOURCE, BOOKING, EXPECTED_BANDWIDTH, STEERED_BY
+from kubectl_nettraffic.replica_share import DELAY_WEIGHT, WATCH_DELAY
 from tests.conftest import wait_for
-from tests.harness.scoreboards import FixedBoard
+from tests.harness.scoreboards import MEASURED_AT, FixedBoard
 
 PODS = ("api/v1", "default", "pods")
 HEAVY = 100 * 2**20
@@ -187,8 +188,9 @@ def test_pods_without_a_usable_booking_are_left_alone(fake_api, kubeconfig, stee
 
 def test_replicas_that_saw_each_others_pods_put_different_nodes_first(fake_api, kubeconfig):
     """Near-equal nodes are shared: a and c are ledger2's (crc32 of the
-    name, modulo 2), d and e ledger1's; each counts a pod more on the
-    other's (replica_share.py)."""
+    name, modulo 2), d and e ledger1's; each counts on the other's the part
+    of a pod it may be steering unseen (replica_share.py: one admission in
+    the last second, times the watch's delay, well under a second)."""
     loads = {"a": 0.0, "d": 0.0, "c": 1e6, "e": 4e6}
     labels = ("ledger1", "ledger2")
     boards = [FixedBoard(loads, ledger_label=label) for label in labels]
@@ -210,6 +212,34 @@ def test_replicas_that_saw_each_others_pods_put_different_nodes_first(fake_api, 
     finally:
         for w in watches:
             w.stop()
+        fake_api.close_watches()
+
+
+def test_the_watch_times_how_long_it_takes_to_show_this_replicas_pods(fake_api, kubeconfig):
+    now = [MEASURED_AT]  # the admissions' and the watch's clock
+    board = FixedBoard({"a": 0.0, "b": 1e6}, clock=lambda: now[0], ledger_label="ledger1")
+    inflight = board.inflight
+    watch = BindingWatch(
+        api_client(kubeconfig), inflight, "ledger1", horizon=150.0, clock=lambda: now[0]
+    )
+    watch.start()
+    try:
+        assert watch.synced.wait(10)
+        assert inflight.watch_delay == WATCH_DELAY  # nothing measured yet
+        steered, _ = _steer(board.steerer, "p1")
+        now[0] += 0.25  # the watch shows it 250 ms after its admission
+        fake_api.put(steered)
+        wait_for(lambda: inflight.watch_delay != WATCH_DELAY)
+        # the average moves a tenth of the way
+        assert inflight.watch_delay == pytest.approx(WATCH_DELAY + DELAY_WEIGHT * (0.25 - 0.05))
+        measured = inflight.watch_delay
+        now[0] += 1.0
+        steered["spec"]["nodeName"] = "a"  # its later events time nothing
+        fake_api.put(steered)
+        wait_for(lambda: watch.counts()["kept"] == 1)
+        assert inflight.watch_delay == measured
+    finally:
+        watch.stop()
         fake_api.close_watches()
 
 

@@ -7,7 +7,14 @@ import pytest
 from harness.reviews import pod
 from kubectl_nettraffic.labels import parse_selector
 from kubectl_nettraffic.placement import choose_nodes
-from kubectl_nettraffic.replica_share import RATE_WINDOW, WATCH_DELAY, Replicas, ReplicaShare
+from kubectl_nettraffic.replica_share import (
+    DELAY_MOST,
+    RATE_WINDOW,
+    WATCH_DELAY,
+    Replicas,
+    ReplicaShare,
+    WatchDelay,
+)
 from tests.harness.scoreboards import fixed_board
 
 HORIZON = 130.0
@@ -39,15 +46,53 @@ def test_the_unseen_part_is_this_replicas_pace_times_the_watch_delay():
     replicas.saw("r1", 100.0)
     assert replicas.share(100.0) == ReplicaShare(1, 2, 0.0)  # admitting nothing lately
     for i in range(10):  # 10 admissions in the last second: 10/s
-        replicas.admitted(100.0 + i / 10)
-    assert replicas.share(100.95) == ReplicaShare(1, 2, 10 / RATE_WINDOW * WATCH_DELAY)
+        replicas.admitted(i, 100.0 + i / 10)
+        replicas.delay.shown(i, 100.0 + i / 10 + WATCH_DELAY)
+    assert replicas.share(100.95).unseen == pytest.approx(10 / RATE_WINDOW * WATCH_DELAY)
     assert replicas.share(100.95).unseen == pytest.approx(0.5)
     # half a second later, the first five are out of the window
     assert replicas.share(101.45).unseen == pytest.approx(0.25)
-    for i in range(40):  # 50/s: the others may be steering more than a pod unseen; one counts
-        replicas.admitted(101.5 + i / 100)
-    assert replicas.share(101.9).unseen == 1.0
+    for i in range(10, 50):  # 50/s: more than a pod unseen; one counts
+        replicas.admitted(i, 101.5 + i / 100)
+        replicas.delay.shown(i, 101.5 + i / 100 + WATCH_DELAY)
+    assert replicas.share(101.95).unseen == 1.0
     assert replicas.share(103.0).unseen == 0.0
+
+
+def test_the_watch_delay_is_measured_on_this_replicas_own_pods():
+    delay = WatchDelay()
+    assert delay.seconds == WATCH_DELAY  # nothing measured yet
+    delay.admitted(1, 100.0)
+    delay.shown(1, 100.25)  # 0.25 s: the average moves a tenth of the way
+    assert delay.seconds == pytest.approx(0.05 + 0.1 * (0.25 - 0.05))
+    delay.shown(1, 100.9)  # a later event of the same pod times nothing
+    assert delay.seconds == pytest.approx(0.07)
+    delay.shown(7, 101.0)  # a pod it did not admit (or forgot) times nothing
+    assert delay.seconds == pytest.approx(0.07)
+    delay.admitted(2, 101.0)
+    delay.shown(2, 100.9)  # clocks a little apart: no negative delay
+    assert delay.seconds == pytest.approx(0.07 + 0.1 * (0.0 - 0.07))
+
+
+def test_a_pod_the_watch_never_shows_counts_as_a_whole_second():
+    delay = WatchDelay()
+    delay.admitted(1, 100.0)
+    delay.admitted(2, 100.5)  # 1 is not a second old yet: still waiting
+    assert delay.seconds == WATCH_DELAY
+    delay.admitted(3, 101.0)  # 1 is: it counts as DELAY_MOST
+    assert delay.seconds == pytest.approx(0.05 + 0.1 * (DELAY_MOST - 0.05))
+    for key in range(4, 60):  # the watch is down: the estimate climbs to DELAY_MOST
+        delay.admitted(key, 100.0 + key)
+    assert delay.seconds == pytest.approx(DELAY_MOST, abs=0.01)
+    delay.shown(2, 200.0)  # shown long after it was counted: times nothing more
+    assert delay.seconds == pytest.approx(DELAY_MOST, abs=0.01)
+
+
+def test_without_an_id_no_delay_is_timed():
+    replicas = Replicas(None, HORIZON)
+    for key in range(50):  # no watch shows them: nothing is waited for
+        replicas.admitted(key, 100.0 + key)
+    assert replicas.delay.seconds == WATCH_DELAY
 
 
 def test_a_process_without_an_id_never_shares():

@@ -78,6 +78,15 @@ class WebhookMetrics:
                     lambda: {(k,): float(v) for k, v in watch.counts().items()},
                 )
             )
+            add(
+                Gauge(
+                    "nettraffic_binding_watch_delay_seconds",
+                    "Moving average of the time from this replica's admission of a pod to "
+                    "its binding watch showing it (1 s for a pod not shown within 1 s); "
+                    "the replica share reads it.",
+                    lambda: watch.keeper.watch_delay,
+                )
+            )
         add(
             Gauge(
                 "nettraffic_tier_labels_leader",
