@@ -18,7 +18,8 @@ patch_check.py before it is sent.
 """
 
 import heapq
-from collections.abc import Callable, Mapping, Sequence
+import itertools
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import NamedTuple
 
 from kubectl_nettraffic.labels import LabelSelector
@@ -162,25 +163,29 @@ class CandidateHeap:
 
     def top(self, count: int) -> list[tuple[float, int, NodeScore]]:
         """The best ``count`` as (live score, position, score), best first."""
+        return list(itertools.islice(self.walk(), count))
+
+    def walk(self) -> Iterator[tuple[float, int, NodeScore]]:
+        """Every valid entry as (live score, position, score), best first
+        (ties by position): read as far as needed, then dropped. Nothing
+        may be booked while it is read."""
         heap, version = self._heap, self._version
         while heap and heap[0][2] != version[heap[0][1]]:
             heapq.heappop(heap)  # superseded by a later booking
         # No entry beats its parent, so a best-first walk down from the root
         # meets the valid entries best first.
-        found: list[tuple[float, int, NodeScore]] = []
         frontier = [(heap[0], 0)] if heap else []
         size = len(heap)
-        while frontier and len(found) < count:
+        while frontier:
             (negative, position, entry_version), index = heapq.heappop(frontier)
             if entry_version == version[position]:
-                found.append((-negative, position, self._candidates[position]))
+                yield -negative, position, self._candidates[position]
             # (else superseded; its subtree may still hold valid ones)
             child = 2 * index + 1
             if child < size:
                 heapq.heappush(frontier, (heap[child], child))
                 if child + 1 < size:
                     heapq.heappush(frontier, (heap[child + 1], child + 1))
-        return found
 
 
 def combined(*handicaps: Handicap | None) -> Handicap | None:
@@ -205,25 +210,25 @@ def handicapped_top(
     """The best ``count`` by live score less ``handicap``: as
     ``CandidateHeap.top``, best first.
 
-    A handicap lowers a score, never raises it, so a node outside the top k
-    by live score cannot beat the count-th once that one scores at least
-    the k-th's live score; k starts at twice the count and doubles until it
-    does, or until it reaches MOST_READ (or the count, if more): then the
-    best among those k. A wider read starts with the narrower one (the top
-    is read best first), so each node's handicap is reckoned once."""
+    The heap is read best first, each node's handicap reckoned once as it
+    is read. A handicap lowers a score, never raises it, so once the
+    count-th best kept beats the live score of the node just read (ties go
+    to the lower position, as the heap orders them), no node after it can
+    take its place. The read stops there, or at MOST_READ nodes (or the
+    count, if more): then the best among those."""
     limit = max(MOST_READ, count)
-    wanted = min(2 * count, limit)
-    ranked: list[tuple[float, int, NodeScore]] = []
-    while True:
-        fetched = live.top(wanted)
-        ranked += [
-            (effective - handicap(score), position, score)
-            for effective, position, score in fetched[len(ranked) :]
-        ]
-        ranked.sort(key=lambda entry: (-entry[0], entry[1]))
-        if len(fetched) < wanted or wanted >= limit or ranked[count - 1][0] >= fetched[-1][0]:
-            return ranked[:count]
-        wanted = min(2 * wanted, limit)
+    # Min-heap of (effective score, -position, score): the worst kept on top.
+    kept: list[tuple[float, int, NodeScore]] = []
+    for read, (score_live, position, score) in enumerate(live.walk(), start=1):
+        entry = (score_live - handicap(score), -position, score)
+        if len(kept) < count:
+            heapq.heappush(kept, entry)
+        elif entry[:2] > kept[0][:2]:
+            heapq.heapreplace(kept, entry)
+        if read >= limit or (len(kept) == count and kept[0][:2] > (score_live, -position)):
+            break
+    kept.sort(key=lambda entry: entry[:2], reverse=True)
+    return [(effective, -negative, score) for effective, negative, score in kept]
 
 
 def graded(ranked: Sequence[tuple[float, int, NodeScore]]) -> list[Preference]:
