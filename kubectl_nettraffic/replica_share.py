@@ -20,9 +20,9 @@ this replica's own admissions over the last RATE_WINDOW (the Service
 spreads admissions evenly over the replicas, so each other one admits about
 as many) times the delay, at most one pod. The delay is measured on this
 replica's own pods, from its admission to its watch showing the pod, which
-is the way another replica's pod takes too (``WatchDelay``). A whole pod at any pace kept
-each replica up to a pod's worth of balance away from the others' nodes
-(docs/design/new-workloads.md has the figures of both).
+is the way another replica's pod takes too (``WatchDelay``). A whole pod
+at any pace kept each replica up to a pod's worth of balance away from the
+others' nodes (docs/design/new-workloads.md has the figures of both).
 
 With one replica (or none seen lately) nothing changes. A replica that
 stopped steering counts until the horizon passes: its nodes are then taken
