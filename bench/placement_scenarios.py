@@ -55,12 +55,11 @@ LIMIT_TWIN = ", pods annotated with their workload's mean"
 def all_scenarios(
     seeds_small: Seeds, seeds_large: Seeds, seeds_unknown: Seeds
 ) -> list[tuple[Scenario, Seeds]]:
-    """Every scenario with its seeds. ``seeds_unknown``: for the heavy pods
-    the webhook knows nothing of yet, whose busiest link moves by several
-    points from seed to seed (a pod of the lognormal's tail lands on a node
-    or not), so that the mean of 20 seeds was within about a point of its
-    goal by chance alone."""
-    """Every row, with its seeds: the main rows, the limits, then learning."""
+    """Every row, with its seeds: the main rows, the limits, learning, then
+    the heavy pods the webhook knows nothing of yet. ``seeds_unknown``: for
+    the last, whose busiest link moves by several points from seed to seed
+    (a pod of the lognormal's tail lands on a node or not), so that their
+    mean needs many more seeds than the others' to hold still."""
     mixed = ((GBIT, 0.3), (10 * GBIT, 0.5), (25 * GBIT, 0.2))
     main_scenarios = [
         (Scenario("50 nodes", nodes=50, bursts=12), seeds_small),

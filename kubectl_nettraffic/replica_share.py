@@ -127,10 +127,11 @@ class Replicas:
 
     def admitted(self, key: int, at: float) -> None:
         """This replica booked as ``key`` a pod it admitted at ``at``."""
+        if self._own is None:
+            return  # it never shares (share() is None), and no watch shows its pods
         self._admitted.append(at)
         self._trim(at)
-        if self._own is not None:  # (else no watch: nothing is ever shown)
-            self.delay.admitted(key, at)
+        self.delay.admitted(key, at)
 
     def saw(self, replica: str, created: float) -> None:
         """A pod steered by ``replica`` and created at ``created`` was booked."""
