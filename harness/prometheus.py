@@ -158,18 +158,21 @@ class PrometheusServer:
             yaml.safe_dump(document, handle)
         self.log_path = os.path.join(self.workdir, "prometheus.log")
         self._log = open(self.log_path, "w")  # noqa: SIM115 - closed in stop()
-        self.process = subprocess.Popen(
-            [
-                shutil.which("prometheus") or "prometheus",
-                f"--config.file={config}",
-                f"--storage.tsdb.path={self.data_dir}",
-                "--storage.tsdb.retention.time=30d",
-                f"--web.listen-address=127.0.0.1:{self.port}",
-                "--log.level=warn",
-            ],
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-        )
+        self._argv = [
+            shutil.which("prometheus") or "prometheus",
+            f"--config.file={config}",
+            f"--storage.tsdb.path={self.data_dir}",
+            "--storage.tsdb.retention.time=30d",
+            f"--web.listen-address=127.0.0.1:{self.port}",
+            "--log.level=warn",
+        ]
+        self.process = subprocess.Popen(self._argv, stdout=self._log, stderr=subprocess.STDOUT)
+        self._wait_ready()
+
+    def restart(self) -> None:
+        """Stop the server (SIGTERM) and start it again on the same port and data."""
+        stop_process(self.process)
+        self.process = subprocess.Popen(self._argv, stdout=self._log, stderr=subprocess.STDOUT)
         self._wait_ready()
 
     def _wait_ready(self, timeout: float = 60.0) -> None:

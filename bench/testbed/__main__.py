@@ -1,0 +1,132 @@
+"""Steering judged on real packets: an emulated cluster on this machine.
+
+Nodes are network namespaces whose links tc shapes to a set rate, each with
+Debian's prometheus-node-exporter; a real Prometheus scrapes them; the real
+webhook (gunicorn over TLS) steers pods that are real processes: bulk
+senders (iperf3) and latency-sensitive clients (1,000 small UDP requests a
+second). The same arrivals run under nettraffic, under the default
+scheduler alone and under an oracle, and the report says what the latency
+pods felt, what the bulk pods achieved and how long links were hot. Needs
+root; everything it creates is removed at the end, also on failure.
+"""
+
+import os
+import sys
+import time
+from dataclasses import replace
+
+from bench.report import bench_parser, write_section
+from bench.testbed.report import placements, plot, table, verdicts
+from bench.testbed.run import TestbedResult, TestbedSettings, run_testbed, short_settings
+from bench.testbed.workload import Mix
+
+PLOT = os.path.join("docs", "img", "testbed-p99.png")
+
+
+def _section(runs: list[TestbedResult], command: str) -> str:
+    first = runs[0]
+    s = first.settings
+    parts = [
+        f"{s.nodes} nodes with {s.link_bits / 1e6:g} Mbit/s links, {s.hot_nodes} of them hot from a"
+        f" greedy download; {sum(1 for _ in s.mix.arrivals(s.seed))} pods arriving over"
+        f" {s.mix.spread:g} s ({sum(a.kind == 'bulk' for a in s.mix.arrivals(s.seed))} bulk senders at"
+        f" {s.mix.bulk_bits / 1e6:g} Mbit/s, {s.mix.latency_pods} latency pods at 1,000 requests/s,"
+        f" {s.mix.exiting_pods} whose process exits at once), held {s.hold:g} s; Prometheus scrapes"
+        f" every {s.scrape_interval:g} s, the webhook's window is {s.window:g} s. Each pod is bound"
+        f" {s.bind_delay[0] * 1e3:.0f}-{s.bind_delay[1] * 1e3:.0f} ms after its creation."
+        " docs/design/testbed.md says how the testbed is built and what it leaves out.",
+        "",
+    ]
+    for number, run in enumerate(runs, start=1):
+        parts += [f"Run {number}:", "", table(run), ""]
+    parts += ["Goals, judged on the figures above:", ""]
+    parts += ["| goal | figures | met |", "|---|---|---|"]
+    for verdict in verdicts(runs):
+        met = {True: "yes", False: "**no**", None: "does not apply"}[verdict.met]
+        parts.append(f"| {verdict.goal} | {verdict.figures} | {met} |")
+    parts.append("")
+    parts.append(f"![p99 over time, run 1]({os.path.relpath(PLOT, 'docs')})")
+    parts.append("")
+    for result in first.policies:
+        if result.policy in ("nettraffic", "default"):
+            parts += [f"Where run 1 placed each pod, {result.policy}:", "", placements(result), ""]
+    ours = next((r for r in first.policies if r.policy == "nettraffic"), None)
+    if ours is not None and ours.top_at_peak:
+        parts += [
+            "`kubectl nettraffic top -o wide` halfway through the hold (run 1, nettraffic):",
+            "",
+            "```",
+            ours.top_at_peak,
+            "```",
+            "",
+        ]
+    faulted = next((r for r in first.policies if r.policy == "nettraffic-faults"), None)
+    if faulted is not None:
+        steered_after = [
+            p for p in faulted.placements if p.created > 0 and p.preferred and p.kind != "exits"
+        ]
+        parts += [
+            f"Faults (run 1): {'; '.join(faulted.notes)}. Pods admitted after the first fault"
+            f" that still got preferred nodes: {len(steered_after)}; webhook failures:"
+            f" {faulted.webhook_failures}. `top` right after the restart:",
+            "",
+            "```",
+            faulted.top_after_fault,
+            "```",
+            "",
+        ]
+    return "\n".join(parts)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = bench_parser(__doc__)
+    parser.add_argument("--runs", type=int, default=1, help="repeat the whole run (default 1)")
+    parser.add_argument("--nodes", type=int, default=TestbedSettings.nodes)
+    parser.add_argument("--hot-nodes", type=int, default=TestbedSettings.hot_nodes)
+    parser.add_argument("--link-mbit", type=float, default=TestbedSettings.link_bits / 1e6)
+    parser.add_argument("--seed", type=int, default=TestbedSettings.seed)
+    parser.add_argument("--bulk-per-workload", type=int, default=Mix.bulk_per_workload)
+    parser.add_argument("--latency-pods", type=int, default=Mix.latency_pods)
+    parser.add_argument("--no-faults", action="store_true", help="skip the run with faults")
+    parser.add_argument("--short", action="store_true", help="the suite's short form")
+    args = parser.parse_args(argv)
+    settings = short_settings() if args.short else TestbedSettings()
+    if not args.short:
+        settings = replace(
+            settings,
+            nodes=args.nodes,
+            hot_nodes=args.hot_nodes,
+            link_bits=args.link_mbit * 1e6,
+            seed=args.seed,
+            faults=not args.no_faults,
+            mix=replace(
+                settings.mix,
+                bulk_per_workload=args.bulk_per_workload,
+                latency_pods=args.latency_pods,
+            ),
+        )
+    runs = []
+    for number in range(args.runs):
+        started = time.time()
+        runs.append(run_testbed(settings))
+        print(
+            f"\nRun {number + 1} ({time.time() - started:.0f} s):\n{table(runs[-1])}\n", flush=True
+        )
+    for verdict in verdicts(runs):
+        met = {True: "met", False: "NOT MET", None: "n/a"}[verdict.met]
+        print(f"[{met}] {verdict.goal}: {verdict.figures}")
+    if not args.no_write and not args.short:
+        os.makedirs(os.path.dirname(PLOT), exist_ok=True)
+        plot(runs[0], PLOT)
+        command = "python -m bench.testbed" + (f" --runs {args.runs}" if args.runs > 1 else "")
+        write_section(
+            "testbed",
+            "Real packets: an emulated cluster",
+            command,
+            _section(runs, command),
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
