@@ -11,6 +11,7 @@ root; everything it creates is removed at the end, also on failure.
 """
 
 import os
+import signal
 import sys
 import time
 from dataclasses import replace
@@ -20,10 +21,12 @@ from bench.testbed.report import placements, plot, table, verdicts
 from bench.testbed.run import TestbedResult, TestbedSettings, run_testbed, short_settings
 from bench.testbed.workload import Mix
 
-PLOT = os.path.join("docs", "img", "testbed-p99.png")
+
+def plot_path(label: str) -> str:
+    return os.path.join("docs", "img", f"testbed{'-' + label if label else ''}-p99.png")
 
 
-def _section(runs: list[TestbedResult], command: str) -> str:
+def _section(runs: list[TestbedResult], plot_file: str) -> str:
     first = runs[0]
     s = first.settings
     parts = [
@@ -45,10 +48,10 @@ def _section(runs: list[TestbedResult], command: str) -> str:
         met = {True: "yes", False: "**no**", None: "does not apply"}[verdict.met]
         parts.append(f"| {verdict.goal} | {verdict.figures} | {met} |")
     parts.append("")
-    parts.append(f"![p99 over time, run 1]({os.path.relpath(PLOT, 'docs')})")
+    parts.append(f"![p99 over time, run 1]({os.path.relpath(plot_file, 'docs')})")
     parts.append("")
     for result in first.policies:
-        if result.policy in ("nettraffic", "default"):
+        if result.policy != "oracle":
             parts += [f"Where run 1 placed each pod, {result.policy}:", "", placements(result), ""]
     ours = next((r for r in first.policies if r.policy == "nettraffic"), None)
     if ours is not None and ours.top_at_peak:
@@ -89,7 +92,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--latency-pods", type=int, default=Mix.latency_pods)
     parser.add_argument("--no-faults", action="store_true", help="skip the run with faults")
     parser.add_argument("--short", action="store_true", help="the suite's short form")
+    parser.add_argument(
+        "--label", default="", help="a name for this setting's own section and plot in the docs"
+    )
     args = parser.parse_args(argv)
+    # SIGTERM unwinds like Ctrl-C, so the testbed is torn down either way.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     settings = short_settings() if args.short else TestbedSettings()
     if not args.short:
         settings = replace(
@@ -116,15 +124,13 @@ def main(argv: list[str] | None = None) -> int:
         met = {True: "met", False: "NOT MET", None: "n/a"}[verdict.met]
         print(f"[{met}] {verdict.goal}: {verdict.figures}")
     if not args.no_write and not args.short:
-        os.makedirs(os.path.dirname(PLOT), exist_ok=True)
-        plot(runs[0], PLOT)
-        command = "python -m bench.testbed" + (f" --runs {args.runs}" if args.runs > 1 else "")
-        write_section(
-            "testbed",
-            "Real packets: an emulated cluster",
-            command,
-            _section(runs, command),
-        )
+        plot_file = plot_path(args.label)
+        os.makedirs(os.path.dirname(plot_file), exist_ok=True)
+        plot(runs[0], plot_file)
+        command = "python -m bench.testbed" + " ".join(["", *(argv or sys.argv[1:])]).rstrip()
+        name = "testbed" + (f"-{args.label}" if args.label else "")
+        title = "Real packets: an emulated cluster" + (f" ({args.label})" if args.label else "")
+        write_section(name, title, command, _section(runs, plot_file))
     return 0
 
 

@@ -166,6 +166,7 @@ class ControlPlane:
         self.api, self.network, self.placement = api, network, placement
         self.start_process, self.webhook = start_process, webhook
         self.bind_delay, self.rng = bind_delay, rng
+        self._delays = random.Random(rng.random())  # the scheduler thread's own
         self.pods: list[PlacedPod] = []
         self.webhook_failures = 0
         self._pending: queue.Queue[PlacedPod | None] = queue.Queue()
@@ -232,7 +233,7 @@ class ControlPlane:
 
     def _schedule_loop(self) -> None:
         while (placed := self._pending.get()) is not None:
-            delay = self.rng.uniform(*self.bind_delay)
+            delay = self._delays.uniform(*self.bind_delay)
             time.sleep(max(0.0, placed.created + delay - time.time()))
             stored = self.api.get(PODS, placed.name)
             if stored is None:
@@ -252,7 +253,7 @@ class ControlPlane:
     # ------------------------------------------------------------ kubelet
 
     def _run(self, placed: PlacedPod, node_: TestbedNode, stored: dict[str, Any]) -> None:
-        placed.namespace = self.network.add_pod(_pod_number(placed.name), node_)
+        placed.namespace = self.network.add_pod(node_)
         placed.process = self.start_process(placed, placed.namespace)
         status = copy.deepcopy(stored)
         status["status"] = {"phase": "Running", "startTime": time.strftime("%Y-%m-%dT%H:%M:%SZ")}
@@ -279,14 +280,6 @@ class ControlPlane:
         self._scheduler.join(timeout=30)
         for placed in list(self.pods):
             self.delete(placed)
-
-
-_numbers: dict[str, int] = {}
-
-
-def _pod_number(name: str) -> int:
-    """A small number per pod name, for its namespace and veth names."""
-    return _numbers.setdefault(name, len(_numbers) + 1)
 
 
 def node_object(testbed_node: TestbedNode) -> dict[str, Any]:

@@ -66,11 +66,15 @@ def can_create_namespaces() -> str | None:
 
 
 def remove_leftovers() -> list[str]:
-    """Delete every namespace and link a testbed run left behind; their names."""
+    """Kill every process in a namespace a testbed run left behind, delete
+    the namespaces and links; their names. (Deleting a namespace alone
+    would leave its processes running, in a namespace without a name.)"""
     removed = []
     for line in run("ip", "netns", "list").splitlines():
         name = line.split()[0] if line.split() else ""
         if name.startswith(PREFIX + "-"):
+            for pid in run("ip", "netns", "pids", name, check=False).split():
+                run("kill", "-KILL", pid, check=False)
             run("ip", "netns", "del", name, check=False)
             removed.append(name)
     for line in run("ip", "-o", "link", "show").splitlines():
@@ -88,58 +92,16 @@ def _quiet_offloads(device: str, namespace: str | None = None) -> None:
 
 
 def _shape(device: str, rate_bits: int, namespace: str | None = None) -> None:
-    """HTB at ``rate_bits`` on ``device``'s egress, a pfifo under it."""
-    tc = ("tc",)
-    run(
-        *tc,
-        "qdisc",
-        "replace",
-        "dev",
-        device,
-        "root",
-        "handle",
-        "1:",
-        "htb",
-        "default",
-        "10",
-        namespace=namespace,
-    )
-    run(
-        *tc,
-        "class",
-        "add",
-        "dev",
-        device,
-        "parent",
-        "1:",
-        "classid",
-        "1:10",
-        "htb",
-        "rate",
-        f"{rate_bits}bit",
-        "ceil",
-        f"{rate_bits}bit",
-        "burst",
-        "3000",
-        "cburst",
-        "3000",
-        namespace=namespace,
-    )
-    run(
-        *tc,
-        "qdisc",
-        "add",
-        "dev",
-        device,
-        "parent",
-        "1:10",
-        "handle",
-        "10:",
-        "pfifo",
-        "limit",
-        str(QUEUE_PACKETS),
-        namespace=namespace,
-    )
+    """HTB at ``rate_bits`` on ``device``'s egress, a pfifo under it. A
+    burst of two packets: the shaper lets no more through at line rate."""
+    rate = f"{rate_bits}bit"
+    for command in (
+        f"tc qdisc replace dev {device} root handle 1: htb default 10",
+        f"tc class add dev {device} parent 1: classid 1:10 htb rate {rate} ceil {rate}"
+        " burst 3000 cburst 3000",
+        f"tc qdisc add dev {device} parent 1:10 handle 10: pfifo limit {QUEUE_PACKETS}",
+    ):
+        run(*command.split(), namespace=namespace)
 
 
 @dataclass(frozen=True)
@@ -160,7 +122,7 @@ class Network:
     def __init__(self, node_names: Sequence[str], link_bits: int) -> None:
         self.link_bits = link_bits
         self.nodes: list[TestbedNode] = []
-        self._pods: dict[str, TestbedNode] = {}
+        self._pod_count = 0
         remove_leftovers()
         try:
             self._build(node_names)
@@ -208,24 +170,16 @@ class Network:
 
     # ------------------------------------------------------------- pods
 
-    def add_pod(self, pod_id: int, node: TestbedNode) -> str:
-        """A pod's network namespace on ``node``; its name."""
+    def add_pod(self, node: TestbedNode) -> str:
+        """A new pod's network namespace on ``node``; its name."""
+        self._pod_count += 1
+        pod_id = self._pod_count
         namespace = f"{PREFIX}-p{pod_id}"
         outer = f"{PREFIX}p{pod_id}"
         address = f"{node.pod_subnet}.{10 + pod_id % 240}"
         run("ip", "netns", "add", namespace)
         run(
-            "ip",
-            "link",
-            "add",
-            outer,
-            "netns",
-            node.namespace,
-            "type",
-            "veth",
-            "peer",
-            "name",
-            "eth0",
+            *f"ip link add {outer} netns {node.namespace} type veth peer name eth0".split(),
             "netns",
             namespace,
         )
@@ -242,12 +196,10 @@ class Network:
         run("ip", "link", "set", "lo", "up", namespace=namespace)
         # On-link default: the node's end answers ARP for whatever it routes.
         run("ip", "route", "add", "default", "dev", "eth0", namespace=namespace)
-        self._pods[namespace] = node
         return namespace
 
     def remove_pod(self, namespace: str) -> None:
         """Delete the pod's namespace: its veth, and the node's route to it, go with it."""
-        self._pods.pop(namespace, None)
         run("ip", "netns", "del", namespace, check=False)
 
     def close(self) -> None:

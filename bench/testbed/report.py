@@ -80,10 +80,13 @@ def verdicts(runs: Sequence[TestbedResult]) -> list[Verdict]:
         tag = f"run {number}: "
         if ours is not None:
             within = ours.p99 / ours.idle_link_p99
+            text = f"{ms(ours.p99)} ms vs {ms(ours.idle_link_p99)} ms ({ratio(within)})"
+            if oracle is not None:
+                text += f"; the oracle's {ratio(oracle.p99 / oracle.idle_link_p99)}"
             found.append(
                 Verdict(
                     tag + "nettraffic's latency p99 within 2x of the idle link's",
-                    f"{ms(ours.p99)} ms vs {ms(ours.idle_link_p99)} ms ({ratio(within)})",
+                    text,
                     within <= 2.0,
                 )
             )

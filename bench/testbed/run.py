@@ -56,7 +56,7 @@ HOT = 0.8  # a link above this share of its rate, in either direction, is hot
 @dataclass(frozen=True)
 class TestbedSettings:
     nodes: int = 8
-    hot_nodes: int = 3
+    hot_nodes: int = 2
     link_bits: float = 50e6
     mix: Mix = field(default_factory=Mix)
     hold: float = 30.0  # seconds after the last arrival, every pod running
@@ -212,9 +212,9 @@ class Testbed:
             "metricsServer": {"enabled": False},
             "scoring": {"mode": "link-utilization"},
             "refresh": {"interval": f"{s.refresh:g}s", "maxStaleness": "30s"},
-            # Pods start within a second here; the tiers are for clusters
-            # where kube-scheduler scores a sample of the nodes (100+).
-            "steering": {"podStartup": "2s", "trafficTiers": False},
+            # Pods start sending within a second here. Everything else is
+            # the product's default, traffic tiers included.
+            "steering": {"podStartup": "2s"},
             "learning": {"interval": "5s"},
         }
         self.config_path = os.path.join(self.workdir, "config.yaml")

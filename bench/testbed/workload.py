@@ -93,7 +93,7 @@ class Mix:
         ("ingest-learned", "learned"),
         ("ingest-new", "new"),
     )
-    bulk_per_workload: int = 2
+    bulk_per_workload: int = 1
     latency_pods: int = 8
     exiting_pods: int = 1
     bulk_bits: float = 20e6
