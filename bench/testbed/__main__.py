@@ -18,7 +18,8 @@ from dataclasses import replace
 
 from bench.report import bench_parser, write_section
 from bench.testbed.report import placements, plot, table, verdicts
-from bench.testbed.run import TestbedResult, TestbedSettings, run_testbed, short_settings
+from bench.testbed.results import TestbedResult
+from bench.testbed.run import TestbedSettings, run_testbed, short_settings
 from bench.testbed.workload import Mix
 
 

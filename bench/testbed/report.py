@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bench.testbed.run import PolicyResult, TestbedResult
+from bench.testbed.results import PolicyResult, TestbedResult
 from bench.testbed.stats import percentiles
 
 BUCKET = 5.0  # seconds per point of the p99-over-time plot
