@@ -119,41 +119,69 @@ class PodMetrics:
 
     def render(self) -> str:
         pods = list(self.pods())
-        lines = ["# TYPE container_network_receive_bytes_total counter"]
-        for p in pods:
-            lines.append(
-                f'container_network_receive_bytes_total{{namespace="{p.namespace}",pod="{p.pod}",'
-                f'interface="eth0",container=""}} {p.receive_bytes}'
+        families: list[tuple[str, str, list[tuple[str, float]]]] = []
+        for direction in ("receive", "transmit"):
+            rows: list[tuple[str, float]] = [
+                (
+                    f'namespace="{p.namespace}",pod="{p.pod}",interface="eth0",container=""',
+                    p.receive_bytes if direction == "receive" else p.transmit_bytes,
+                )
+                for p in pods
+            ]
+            families.append((f"container_network_{direction}_bytes_total", "counter", rows))
+        families.append(
+            (
+                "kube_pod_owner",
+                "gauge",
+                [
+                    (
+                        f'namespace="{p.namespace}",pod="{p.pod}",owner_kind="ReplicaSet",'
+                        f'owner_name="{p.replicaset}",owner_is_controller="true"',
+                        1,
+                    )
+                    for p in pods
+                ],
             )
-        lines.append("# TYPE container_network_transmit_bytes_total counter")
-        for p in pods:
-            lines.append(
-                f'container_network_transmit_bytes_total{{namespace="{p.namespace}",pod="{p.pod}",'
-                f'interface="eth0",container=""}} {p.transmit_bytes}'
+        )
+        families.append(
+            (
+                "kube_pod_info",
+                "gauge",
+                [
+                    (f'namespace="{p.namespace}",pod="{p.pod}",host_network="false"', 1)
+                    for p in pods
+                ],
             )
-        lines.append("# TYPE kube_pod_owner gauge")
-        for p in pods:
-            lines.append(
-                f'kube_pod_owner{{namespace="{p.namespace}",pod="{p.pod}",owner_kind="ReplicaSet",'
-                f'owner_name="{p.replicaset}",owner_is_controller="true"}} 1'
-            )
-        lines.append("# TYPE kube_pod_info gauge")
-        for p in pods:
-            lines.append(
-                f'kube_pod_info{{namespace="{p.namespace}",pod="{p.pod}",host_network="false"}} 1'
-            )
+        )
         replicasets = {(p.namespace, p.replicaset, p.deployment): p.created for p in pods}
-        lines.append("# TYPE kube_replicaset_owner gauge")
-        for namespace, replicaset, deployment in replicasets:
-            lines.append(
-                f'kube_replicaset_owner{{namespace="{namespace}",replicaset="{replicaset}",'
-                f'owner_kind="Deployment",owner_name="{deployment}",owner_is_controller="true"}} 1'
+        families.append(
+            (
+                "kube_replicaset_owner",
+                "gauge",
+                [
+                    (
+                        f'namespace="{ns}",replicaset="{rs}",owner_kind="Deployment",'
+                        f'owner_name="{deployment}",owner_is_controller="true"',
+                        1,
+                    )
+                    for ns, rs, deployment in replicasets
+                ],
             )
-        lines.append("# TYPE kube_replicaset_created gauge")
-        for (namespace, replicaset, _), created in replicasets.items():
-            lines.append(
-                f'kube_replicaset_created{{namespace="{namespace}",replicaset="{replicaset}"}} {created:.0f}'
+        )
+        families.append(
+            (
+                "kube_replicaset_created",
+                "gauge",
+                [
+                    (f'namespace="{ns}",replicaset="{rs}"', at)
+                    for (ns, rs, _), at in replicasets.items()
+                ],
             )
+        )
+        lines = []
+        for name, kind, rows in families:
+            lines.append(f"# TYPE {name} {kind}")
+            lines += [f"{name}{{{labels}}} {value:.0f}" for labels, value in rows]
         return "\n".join(lines) + "\n"
 
     def stop(self) -> None:
