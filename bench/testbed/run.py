@@ -120,7 +120,7 @@ class Testbed:
     # ------------------------------------------------------------ lifecycle
 
     def __enter__(self) -> "Testbed":
-        why = testbed_unavailable()
+        why = why_unavailable()
         if why is not None:
             raise RuntimeError(f"cannot build the testbed: {why}")
         try:
@@ -453,7 +453,7 @@ def _pairs(path: str, skip: float) -> list[tuple[float, float]]:
     return [(at, rtt) for at, rtt in pairs if at >= first + skip]
 
 
-def testbed_unavailable() -> str | None:
+def why_unavailable() -> str | None:
     """None when this machine can run the testbed, else what is missing."""
     for tool, package in (
         ("iperf3", "iperf3"),

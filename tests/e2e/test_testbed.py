@@ -8,12 +8,12 @@ import math
 import pytest
 
 from bench.testbed.report import figures
-from bench.testbed.run import leftovers, run_testbed, short_settings, testbed_unavailable
+from bench.testbed.run import leftovers, run_testbed, short_settings, why_unavailable
 
 
 @pytest.fixture(scope="module")
 def short_run():
-    why = testbed_unavailable()
+    why = why_unavailable()
     if why is not None:
         pytest.skip(f"the testbed cannot run here: {why}")
     return run_testbed(short_settings(), log=lambda _: None)
