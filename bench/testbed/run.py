@@ -360,13 +360,7 @@ class Testbed:
                 placed.arrival.kind, namespace, placed.arrival.bits, self.workdir, placed.name, port
             )
             if port is not None:
-                original_stop = process.stop
-
-                def stop() -> None:
-                    original_stop()
-                    self.sinks.give_back(port)
-
-                process.stop = stop  # type: ignore[method-assign]
+                process.on_stop = lambda: self.sinks.give_back(port)
             return process
 
         return start

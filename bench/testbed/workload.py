@@ -19,7 +19,7 @@ import random
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -147,6 +147,7 @@ class PodProcess:
     latency_path: str | None = None
     started: float = field(default_factory=time.time)
     last_counters: tuple[int, int] | None = None
+    on_stop: Callable[[], None] | None = None  # once, after the process ended (its port back)
 
     def exited(self) -> bool:
         return self.process.poll() is not None
@@ -167,6 +168,9 @@ class PodProcess:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
+        if self.on_stop is not None:
+            on_stop, self.on_stop = self.on_stop, None
+            on_stop()
 
 
 def _in_namespace(namespace: str, argv: Sequence[str], log_path: str) -> "subprocess.Popen[bytes]":
