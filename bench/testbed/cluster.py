@@ -12,10 +12,10 @@
 - Scheduler: kube-scheduler's default profile as bench.scheduler_model
   models it (its rules cite the upstream functions), fed the pod's preferred
   terms as NodeAffinity scores them (``preferred_weights``). Pods are
-  scheduled one at a time in creation order, each bound ``bind_delay``
-  after its creation at the earliest (scheduling_queue FIFO by creation
-  for pods of equal priority), so a burst's pods are admitted before the
-  first of them is bound. The oracle replaces this step: each pod goes to
+  scheduled one at a time in creation order (queuesort/priority_sort.go,
+  ``PrioritySort.Less``: priority, then the time the pod entered the
+  queue), each bound ``bind_delay`` after its creation at the earliest, so
+  a burst's pods are admitted before the first of them is bound. The oracle replaces this step: each pod goes to
   the node whose link is the quietest, knowing every flow's true rate.
 - Kubelet: a bound pod becomes a network namespace on its node and a
   process in it (bench.testbed.workload says which); its status goes to
@@ -54,7 +54,10 @@ WEBHOOK_TIMEOUT = 10.0
 def _matches(expression: Mapping[str, Any], value: str | None) -> bool:
     """One node selector requirement (k8s.io/component-helpers, scheduling/
     corev1/nodeaffinity/nodeaffinity.go: the labels.Selector and
-    fields.Selector a term compiles to)."""
+    fields.Selector a term compiles to). The product's own matcher
+    (kubectl_nettraffic/node_affinity.py) is not used on purpose: the
+    scheduler stand-in judges the product's terms, so it must not share
+    their code."""
     operator, values = expression.get("operator"), [str(v) for v in expression.get("values") or []]
     if operator == "In":
         return value in values

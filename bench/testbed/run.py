@@ -252,19 +252,14 @@ class Testbed:
 
     # ------------------------------------------------------------ measuring
 
-    def latency_client(
-        self, namespace: str, seconds: float, name: str
-    ) -> list[tuple[float, float]]:
-        """A reference client run for ``seconds`` in ``namespace``; its records."""
-        process = start_pod_process("latency", namespace, 0.0, self.workdir, name, None)
+    def idle(self) -> list[tuple[float, float]]:
+        """Every link idle, the machine quiet: the probe's client alone."""
+        seconds = self.settings.idle_seconds
+        self.log(f"idle: the reference client alone for {seconds:g} s")
+        process = start_pod_process("latency", PROBE_NAMESPACE, 0.0, self.workdir, "idle", None)
         time.sleep(seconds)
         process.stop()
         return _pairs(process.latency_path or "", skip=1.0)
-
-    def idle(self) -> list[tuple[float, float]]:
-        """Every link idle, the machine quiet: the probe's client alone."""
-        self.log(f"idle: the reference client alone for {self.settings.idle_seconds:g} s")
-        return self.latency_client(PROBE_NAMESPACE, self.settings.idle_seconds, "idle")
 
     def start_background(self, hot: Sequence[int]) -> None:
         self.hot = list(hot)

@@ -20,7 +20,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -145,7 +145,6 @@ class PodProcess:
     process: "subprocess.Popen[bytes]"
     log_path: str
     latency_path: str | None = None
-    started: float = field(default_factory=time.time)
     last_counters: tuple[int, int] | None = None
     on_stop: Callable[[], None] | None = None  # once, after the process ended (its port back)
 
@@ -186,7 +185,6 @@ class Sinks:
     a time)."""
 
     def __init__(self, workdir: str, ports: int) -> None:
-        self.workdir = workdir
         self.processes: list[subprocess.Popen[bytes]] = []
         self.free = list(range(IPERF_BASE_PORT, IPERF_BASE_PORT + ports))
         log = os.path.join(workdir, "sinks.log")
