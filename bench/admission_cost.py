@@ -32,11 +32,12 @@ from bench.fixtures import GBIT, node_list, node_names
 from bench.report import bench_parser, write_section
 from harness.reviews import pod, review
 from kubectl_nettraffic.config import settings_from_mapping
-from kubectl_nettraffic.measurement import Measurer
-from kubectl_nettraffic.nodes import node_from_json
-from kubectl_nettraffic.pods import EXPECTED_BANDWIDTH
+from kubectl_nettraffic.kube.nodes import node_from_json
+from kubectl_nettraffic.kube.pods import EXPECTED_BANDWIDTH
+from kubectl_nettraffic.measuring.measurement import Measurer
+from kubectl_nettraffic.scoring.readings import NodeTraffic
 from kubectl_nettraffic.serving import serving_parts
-from kubectl_nettraffic.sources.prometheus import NodeTraffic, TrafficReport
+from kubectl_nettraffic.sources.prometheus import TrafficReport
 from webhook.admission import parse_review
 from webhook.app import create_app
 

@@ -31,11 +31,11 @@ import yaml
 
 from bench.report import bench_parser, write_section
 from harness.reviews import pod as pod_object
-from kubectl_nettraffic.bindings import BindingWatch
-from kubectl_nettraffic.cluster import api_client
 from kubectl_nettraffic.config import settings_from_mapping
-from kubectl_nettraffic.inflight import InflightState
-from kubectl_nettraffic.pods import BOOKING, STEERED_BY
+from kubectl_nettraffic.inflight.bindings import BindingWatch
+from kubectl_nettraffic.inflight.state import InflightState
+from kubectl_nettraffic.kube.cluster import api_client
+from kubectl_nettraffic.kube.pods import BOOKING, STEERED_BY
 
 RATE, SECONDS, NODES = 1000, 10, 5000
 LEDGER_ID = "0123456789"
@@ -334,7 +334,7 @@ def main(argv: list[str] | None = None) -> int:
 
     args = bench_parser(__doc__).parse_args(argv)
     # The watch's re-list when the stand-in server stops is not news here.
-    logging.getLogger("kubectl_nettraffic.cluster").setLevel(logging.ERROR)
+    logging.getLogger("kubectl_nettraffic.kube.cluster").setLevel(logging.ERROR)
     results = {}
     for replicas in (1, 2, 3):
         with tempfile.TemporaryDirectory() as workdir:

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kubectl_nettraffic.rebalance_plan import percent
+from kubectl_nettraffic.rebalancing.plan import percent
 
 
 @dataclass(frozen=True)

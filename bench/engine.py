@@ -23,12 +23,12 @@ from bench.report import bench_parser, write_section
 from harness import QuietHandler
 from harness.reviews import pod
 from kubectl_nettraffic.config import DEFAULT_DEVICE_EXCLUDE, settings_from_mapping
-from kubectl_nettraffic.engine import FileNodes
 from kubectl_nettraffic.labels import parse_selector
-from kubectl_nettraffic.measurement import Measurer
-from kubectl_nettraffic.refresher_process import encode_message
-from kubectl_nettraffic.scoreboard import Scoreboard
-from kubectl_nettraffic.scoring import score_nodes
+from kubectl_nettraffic.measuring.engine import FileNodes
+from kubectl_nettraffic.measuring.measurement import Measurer
+from kubectl_nettraffic.measuring.refresher_process import encode_message
+from kubectl_nettraffic.measuring.scoreboard import Scoreboard
+from kubectl_nettraffic.scoring.node_scores import score_nodes
 from kubectl_nettraffic.serving import serving_parts
 from kubectl_nettraffic.sources.prometheus import PrometheusSource
 

@@ -34,7 +34,7 @@ UNUSED_PARTS = ("kubernetes/aio", "kubernetes/client/api")
 IMPORTS_PROBE = """
 import json, os, sys, tempfile
 import webhook.app, webhook.server, kubectl_nettraffic.cli.main
-import kubectl_nettraffic.cluster as cluster, kubectl_nettraffic.certs
+import kubectl_nettraffic.kube.cluster as cluster, kubectl_nettraffic.tls.certs
 import kubectl_nettraffic.sources.metrics_server
 path = os.path.join(tempfile.mkdtemp(), "config")
 with open(path, "w") as handle:

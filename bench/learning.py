@@ -30,13 +30,14 @@ from bench.report import bench_parser, write_section
 from harness.exporter import LiveExporter, serve_metrics
 from harness.prometheus import PrometheusServer
 from kubectl_nettraffic.config import Settings, settings_from_mapping
-from kubectl_nettraffic.engine import FileNodes
-from kubectl_nettraffic.learning import BandwidthLearning
-from kubectl_nettraffic.measurement import Measurer
-from kubectl_nettraffic.pod_slices import WHOLE, PodSlice
-from kubectl_nettraffic.sources.pod_traffic import PodTrafficReport, PodTrafficSource
+from kubectl_nettraffic.kube.workloads import Workload
+from kubectl_nettraffic.learning.learner import BandwidthLearning
+from kubectl_nettraffic.learning.pod_slices import WHOLE, PodSlice
+from kubectl_nettraffic.learning.pod_traffic import PodTrafficReport, PodTrafficSource
+from kubectl_nettraffic.learning.workload_bandwidth import BandwidthLearner
+from kubectl_nettraffic.measuring.engine import FileNodes
+from kubectl_nettraffic.measuring.measurement import Measurer
 from kubectl_nettraffic.sources.prometheus import PrometheusSource
-from kubectl_nettraffic.workload_bandwidth import BandwidthLearner, Workload
 
 PODS_EACH = 10
 SCRAPE = "15s"

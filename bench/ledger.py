@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 from bench.report import bench_parser, write_section
 from harness.ledger import unseen_summed_over_every_booking
-from kubectl_nettraffic.ledger import InflightLedger
+from kubectl_nettraffic.inflight.ledger import InflightLedger
 
 NODES, RATE, SECONDS = 5000, 1000, 150
 POD_STARTUP, WINDOW = 10.0, 120.0

@@ -58,7 +58,7 @@ expected-bandwidth annotation, so each is booked at 1Mi/s while it really
 sends about 20 MB/s, except in the rows that say otherwise; each booking
 moves to the node the pod was bound to (steering.followBindings); at every
 refresh the nodes are labelled by traffic tier as the webhook's leader
-labels them (kubectl_nettraffic/tiers.py, with its hysteresis), and each
+labels them (kubectl_nettraffic/scoring/tiers.py, with its hysteresis), and each
 pod's tier terms add to NodeAffinity's score of every node carrying a tier,
 sampled or not; and pods are booked at what the learner (learning.*, on by
 default) made of the pods placed so far, once a minute: their rate() over

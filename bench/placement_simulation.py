@@ -18,17 +18,19 @@ from bench.simulated_pod_traffic import SimulatedPodTraffic
 from harness.fakeapi import node
 from harness.reviews import pod as pod_object
 from kubectl_nettraffic.config import settings_from_mapping
-from kubectl_nettraffic.learning import BandwidthLearning
-from kubectl_nettraffic.measurement import Measurer
-from kubectl_nettraffic.nodes import node_from_json
-from kubectl_nettraffic.pod_bandwidth import expected_bandwidth
-from kubectl_nettraffic.pods import Pod
+from kubectl_nettraffic.kube.nodes import node_from_json
+from kubectl_nettraffic.kube.pods import Pod
+from kubectl_nettraffic.kube.workloads import Workload, pod_workload
+from kubectl_nettraffic.learning.learner import BandwidthLearning
+from kubectl_nettraffic.learning.pod_traffic import PodTrafficReport
+from kubectl_nettraffic.learning.workload_bandwidth import PodSample
+from kubectl_nettraffic.measuring.measurement import Measurer
+from kubectl_nettraffic.scoring.readings import NodeTraffic
+from kubectl_nettraffic.scoring.tiers import TIER_WEIGHTS, assign_tiers, tier_changes
 from kubectl_nettraffic.serving import Serving, serving_parts
-from kubectl_nettraffic.sources.pod_traffic import PodTrafficReport
-from kubectl_nettraffic.sources.prometheus import NodeTraffic, TrafficReport
-from kubectl_nettraffic.steering import Decision
-from kubectl_nettraffic.tiers import TIER_WEIGHTS, assign_tiers, tier_changes
-from kubectl_nettraffic.workload_bandwidth import PodSample, Workload, pod_workload
+from kubectl_nettraffic.sources.prometheus import TrafficReport
+from kubectl_nettraffic.steering.pod_bandwidth import expected_bandwidth
+from kubectl_nettraffic.steering.steerer import Decision
 
 WINDOW = 120.0
 REFRESH = 15.0
@@ -203,7 +205,7 @@ def simulate(scenario: Scenario, strategy: str, seed: int) -> tuple[Run, np.ndar
     lowest: int | None = None  # the tutorial's pick at the last refresh
     next_learning = 0.0
     # The traffic-tier labels as the leader writes them at each refresh
-    # (kubectl_nettraffic/tiers.py), and each node's weight from the tier terms.
+    # (kubectl_nettraffic/scoring/tiers.py), and each node's weight from the tier terms.
     tiers: dict[str, str] = {}
     label_weights = np.zeros(scenario.nodes, dtype=np.int64)
     labelled_at: float | None = None

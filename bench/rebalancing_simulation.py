@@ -17,14 +17,16 @@ from bench.simulated_pod_traffic import SimulatedPodTraffic
 from harness.fakeapi import node
 from harness.reviews import pod as pod_object
 from kubectl_nettraffic.config import settings_from_mapping
-from kubectl_nettraffic.learning import BandwidthLearning
-from kubectl_nettraffic.measurement import Measurer
-from kubectl_nettraffic.nodes import node_from_json
+from kubectl_nettraffic.kube.nodes import node_from_json
+from kubectl_nettraffic.kube.workloads import Workload
+from kubectl_nettraffic.learning.learner import BandwidthLearning
+from kubectl_nettraffic.learning.pod_traffic import PodTrafficReport
+from kubectl_nettraffic.learning.workload_bandwidth import PodSample
+from kubectl_nettraffic.measuring.measurement import Measurer
+from kubectl_nettraffic.scoring.readings import NodeTraffic
+from kubectl_nettraffic.scoring.tiers import TIER_WEIGHTS, assign_tiers
 from kubectl_nettraffic.serving import serving_parts
-from kubectl_nettraffic.sources.pod_traffic import PodTrafficReport
-from kubectl_nettraffic.sources.prometheus import NodeTraffic, TrafficReport
-from kubectl_nettraffic.tiers import TIER_WEIGHTS, assign_tiers
-from kubectl_nettraffic.workload_bandwidth import PodSample, Workload
+from kubectl_nettraffic.sources.prometheus import TrafficReport
 
 STEP = 15.0  # seconds: the scrape, refresh and learning interval
 WINDOW = 120.0  # the rate window of the node query and of the recording rule

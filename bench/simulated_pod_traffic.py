@@ -8,9 +8,9 @@ share each)."""
 
 from collections.abc import Callable, Mapping
 
-from kubectl_nettraffic.pod_slices import WHOLE, PodSlice
-from kubectl_nettraffic.sources.pod_traffic import PodTrafficReport, equal_shares
-from kubectl_nettraffic.workload_bandwidth import PodSample
+from kubectl_nettraffic.learning.pod_slices import WHOLE, PodSlice
+from kubectl_nettraffic.learning.pod_traffic import PodTrafficReport, equal_shares
+from kubectl_nettraffic.learning.workload_bandwidth import PodSample
 
 
 class SimulatedPodTraffic:

@@ -14,7 +14,7 @@ import yaml
 
 from harness import stop_process
 from harness.prometheus import free_port
-from kubectl_nettraffic.certs import Issuance, create_in_directory
+from kubectl_nettraffic.tls.certs import Issuance, create_in_directory
 
 
 def make_certs(directory: str) -> str:

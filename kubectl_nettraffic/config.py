@@ -169,7 +169,7 @@ class LearningSettings:
     # window.
     interval: float = key(15.0, values.duration)
     # The most of one Prometheus core the learner's queries may take in any
-    # minute (learning_schedule.py): 5%, 3 s of query time a minute. Reading
+    # minute (learning/schedule.py): 5%, 3 s of query time a minute. Reading
     # every pod at once took about 60% of a core at 150,000 pods, back to back
     # every 15s (python -m bench.learning), so a large cluster is read in
     # slices; the learned figures halve in weight daily, so a pass of many

@@ -12,14 +12,14 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from kubectl_nettraffic.bindings import BindingWatch
-from kubectl_nettraffic.cluster import ListWatchCache, api_client, namespace_cache
 from kubectl_nettraffic.config import Settings
-from kubectl_nettraffic.engine import needs_api
-from kubectl_nettraffic.inflight import InflightState
-from kubectl_nettraffic.refresher_process import RefresherProcess
-from kubectl_nettraffic.scoreboard import Scoreboard
-from kubectl_nettraffic.steering import Steerer
+from kubectl_nettraffic.inflight.bindings import BindingWatch
+from kubectl_nettraffic.inflight.state import InflightState
+from kubectl_nettraffic.kube.cluster import ListWatchCache, api_client, namespace_cache
+from kubectl_nettraffic.measuring.engine import needs_api
+from kubectl_nettraffic.measuring.refresher_process import RefresherProcess
+from kubectl_nettraffic.measuring.scoreboard import Scoreboard
+from kubectl_nettraffic.steering.steerer import Steerer
 
 
 @dataclass

@@ -8,6 +8,7 @@ Bandwidths and resource amounts are Kubernetes quantities (``1Mi``, ``500k``,
 
 import math
 import re
+from datetime import UTC, datetime
 
 from kubernetes.utils import parse_quantity as kubernetes_quantity
 
@@ -88,3 +89,8 @@ def format_rate(bytes_per_second: float | None, bits: bool = False) -> str:
             return f"{value:.0f}{prefix}{unit}" if prefix == "" else f"{value:.1f}{prefix}{unit}"
         value /= 1000.0
     raise AssertionError("unreachable")
+
+
+def rfc3339(epoch: float) -> str:
+    """An epoch time as RFC 3339 in UTC, whole seconds (as the API server writes times)."""
+    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

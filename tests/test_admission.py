@@ -8,8 +8,8 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from harness.reviews import pod, review
-from kubectl_nettraffic.affinity_patch import affinity_patch
-from kubectl_nettraffic.placement import Preference
+from kubectl_nettraffic.scoring.placement import Preference
+from kubectl_nettraffic.steering.affinity_patch import affinity_patch
 from webhook.admission import answer, parse_review
 
 # uids and warnings that JSON must escape: quotes, backslashes, controls, non-ASCII.

@@ -9,7 +9,9 @@ from cryptography import x509
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
 from harness.fakeapi import webhook_configuration
-from kubectl_nettraffic.cert_bundle import (
+from kubectl_nettraffic.errors import CertError, ClusterError
+from kubectl_nettraffic.kube.cluster import api_client
+from kubectl_nettraffic.tls.cert_bundle import (
     Bundle,
     dns_names,
     issue,
@@ -17,16 +19,14 @@ from kubectl_nettraffic.cert_bundle import (
     problems,
     signed_by,
 )
-from kubectl_nettraffic.cert_secret import read_secret
-from kubectl_nettraffic.certs import (
+from kubectl_nettraffic.tls.cert_secret import read_secret
+from kubectl_nettraffic.tls.certs import (
     Issuance,
     create_in_cluster,
     create_in_directory,
     patch_in_cluster,
     rotate_in_cluster,
 )
-from kubectl_nettraffic.cluster import api_client
-from kubectl_nettraffic.errors import CertError, ClusterError
 
 SECRETS = ("api/v1", "nettraffic", "secrets")
 WEBHOOKS = ("apis/admissionregistration.k8s.io/v1", None, "mutatingwebhookconfigurations")

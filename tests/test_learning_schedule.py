@@ -4,11 +4,12 @@ itself reading a synthetic cluster a slice at a time."""
 import pytest
 
 from kubectl_nettraffic.config import settings_from_mapping
-from kubectl_nettraffic.learning import BandwidthLearning
-from kubectl_nettraffic.learning_schedule import SLICE, YOUNG, LearningSchedule
-from kubectl_nettraffic.pod_slices import WHOLE, PodSlice
-from kubectl_nettraffic.sources.pod_traffic import PodTrafficReport
-from kubectl_nettraffic.workload_bandwidth import PodSample, Workload
+from kubectl_nettraffic.kube.workloads import Workload
+from kubectl_nettraffic.learning.learner import BandwidthLearning
+from kubectl_nettraffic.learning.pod_slices import WHOLE, PodSlice
+from kubectl_nettraffic.learning.pod_traffic import PodTrafficReport
+from kubectl_nettraffic.learning.schedule import SLICE, YOUNG, LearningSchedule
+from kubectl_nettraffic.learning.workload_bandwidth import PodSample
 
 
 def test_a_round_starts_once_the_last_minute_leaves_room_for_it():

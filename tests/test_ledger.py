@@ -5,7 +5,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from harness.ledger import unseen_summed_over_every_booking
-from kubectl_nettraffic.ledger import InflightLedger
+from kubectl_nettraffic.inflight.ledger import InflightLedger
 
 
 def test_ledger_counts_only_what_the_measurement_cannot_see_yet():

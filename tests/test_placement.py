@@ -11,16 +11,16 @@ from hypothesis import strategies as st
 
 from harness.fakeapi import node
 from harness.reviews import pod
-from kubectl_nettraffic.affinity_patch import affinity_patch
+from kubectl_nettraffic.kube.node_affinity import pod_fits
+from kubectl_nettraffic.kube.nodes import node_from_json
+from kubectl_nettraffic.kube.pods import PREFERRED, REQUIRED
 from kubectl_nettraffic.labels import parse_selector
-from kubectl_nettraffic.node_affinity import pod_fits
-from kubectl_nettraffic.nodes import node_from_json
-from kubectl_nettraffic.patch_check import PatchCheckFailed, apply_and_check
-from kubectl_nettraffic.placement import Preference, choose_nodes
-from kubectl_nettraffic.pod_bandwidth import expected_bandwidth
-from kubectl_nettraffic.pods import PREFERRED, REQUIRED
+from kubectl_nettraffic.learning.workload_bandwidth import LearnedBandwidth
+from kubectl_nettraffic.scoring.placement import Preference, choose_nodes
 from kubectl_nettraffic.serving import serving_parts
-from kubectl_nettraffic.workload_bandwidth import LearnedBandwidth
+from kubectl_nettraffic.steering.affinity_patch import affinity_patch
+from kubectl_nettraffic.steering.patch_check import PatchCheckFailed, apply_and_check
+from kubectl_nettraffic.steering.pod_bandwidth import expected_bandwidth
 from tests.harness.scoreboards import FixedBoard
 from tests.harness.scoreboards import fixed_board as _board
 from webhook.admission import encode_patch
@@ -439,8 +439,8 @@ def test_patch_is_idempotent_and_never_removes_a_field(affinity, annotations, ex
 @example(loads=[0, 0, 0, 0, 1e3, 1e8], bookings=[(5, 0.0)], count=1, share=(0, 2), bandwidth=5e7)
 def test_live_heap_chooses_exactly_what_the_scan_chooses(loads, bookings, count, share, bandwidth):
     """Also with a handicap: other replicas' nodes counting one more pod (handicapped_top)."""
-    from kubectl_nettraffic.placement import CandidateHeap
-    from kubectl_nettraffic.replica_share import ReplicaShare
+    from kubectl_nettraffic.inflight.candidates import CandidateHeap
+    from kubectl_nettraffic.inflight.replica_share import ReplicaShare
 
     handicap = None if share is None else ReplicaShare(*share).handicap(bandwidth)
     board = _board({f"n{i:02d}": load for i, load in enumerate(loads)})
@@ -466,7 +466,8 @@ def test_live_heap_chooses_exactly_what_the_scan_chooses(loads, bookings, count,
 def test_a_handicap_reaching_past_the_best_nodes_chooses_among_them():
     """handicapped_top reads at most MOST_READ nodes: with every one of the
     best 128 handicapped, the 300th (the only one spared) is not reached."""
-    from kubectl_nettraffic.placement import MOST_READ, CandidateHeap, handicapped_top
+    from kubectl_nettraffic.inflight.candidates import CandidateHeap
+    from kubectl_nettraffic.scoring.placement import MOST_READ, handicapped_top
 
     board = _board({f"n{i:03d}": i * 1e3 for i in range(300)})
     live = CandidateHeap(board.snapshot.candidates, {})
@@ -483,7 +484,7 @@ def test_a_handicap_reaching_past_the_best_nodes_chooses_among_them():
 def test_the_heap_stays_right_after_many_bookings_of_nodes_below_its_root():
     """Past SUPERSEDED_MOST bookings of nodes that are not the best, the heap
     drops its superseded entries; its top is still the live order."""
-    from kubectl_nettraffic.placement import SUPERSEDED_MOST, CandidateHeap
+    from kubectl_nettraffic.inflight.candidates import SUPERSEDED_MOST, CandidateHeap
 
     loads = {f"n{i}": i * 1e5 for i in range(6)}
     snap = _board(loads).snapshot

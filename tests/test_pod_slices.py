@@ -4,7 +4,7 @@ import string
 
 import pytest
 
-from kubectl_nettraffic.pod_slices import MOST_SLICES, PodSlice, slices_for
+from kubectl_nettraffic.learning.pod_slices import MOST_SLICES, PodSlice, slices_for
 
 # A pod name ends in a lowercase letter or a digit (DNS-1123).
 LAST = string.ascii_lowercase + string.digits

@@ -10,14 +10,14 @@ import pytest
 
 from harness.prometheus import PrometheusServer, prometheus_with_history
 from kubectl_nettraffic.config import settings_from_mapping
-from kubectl_nettraffic.pod_slices import PodSlice
-from kubectl_nettraffic.sources.pod_traffic import (
+from kubectl_nettraffic.kube.workloads import Workload
+from kubectl_nettraffic.learning.pod_slices import PodSlice
+from kubectl_nettraffic.learning.pod_traffic import (
     PodTrafficSource,
     build_learner_query,
     owned_pods_from,
 )
 from kubectl_nettraffic.sources.prometheus import PrometheusSource
-from kubectl_nettraffic.workload_bandwidth import Workload
 from tests.harness.kube_series import PodSeries, ReplicaSetSeries, kube_lines
 from tests.test_prometheus_source import CountingSession
 

@@ -12,9 +12,9 @@ from harness.fakeapi import node
 from harness.prometheus import Device, Exporter, prometheus_with_history
 from kubectl_nettraffic.config import PrometheusSettings, settings_from_mapping
 from kubectl_nettraffic.errors import SourceError
+from kubectl_nettraffic.kube.nodes import node_from_json
 from kubectl_nettraffic.labels import parse_selector
-from kubectl_nettraffic.nodes import node_from_json
-from kubectl_nettraffic.scoring import score_nodes
+from kubectl_nettraffic.scoring.node_scores import score_nodes
 from kubectl_nettraffic.sources.prometheus import PrometheusSource
 
 END = float(int(time.time()) // 60 * 60 - 120)  # whole minute, safely in the past
@@ -118,7 +118,7 @@ def test_link_utilization_mode_prefers_the_fast_nic(prometheus):
 
 @pytest.mark.parametrize(("direction", "n2_load"), [("receive", 10e6), ("transmit", 5e6)])
 def test_direction(prometheus, direction, n2_load):
-    from kubectl_nettraffic.scoring import directional_load
+    from kubectl_nettraffic.scoring.node_scores import directional_load
 
     report = _source(prometheus.url, direction=direction).fetch(NODES)
     assert directional_load(report.by_node["n2"], direction) == pytest.approx(n2_load, rel=0.01)

@@ -1,15 +1,15 @@
 """The rebalance plan and the descheduler's eviction rules, each on a
 hand-computed case (the rules cite their descheduler source in
-eviction_rules.py and rebalance_plan.py)."""
+eviction_rules.py and rebalancing/plan.py)."""
 
-from kubectl_nettraffic.eviction_rules import (
+from kubectl_nettraffic.rebalancing.eviction_rules import (
     EvictionPolicy,
     PodFacts,
     eviction_order,
     not_evictable,
     pod_facts,
 )
-from kubectl_nettraffic.rebalance_plan import NodeLoad, PodLoad, plan_rebalance
+from kubectl_nettraffic.rebalancing.plan import NodeLoad, PodLoad, plan_rebalance
 
 POLICY = EvictionPolicy(frozenset({"kube-system", "nettraffic"}), min_pod_age=600)
 OLD = 3600.0

@@ -15,8 +15,8 @@ import pytest
 from harness.fakeapi import node
 from harness.prometheus import Device, Exporter, free_port, prometheus_with_history
 from kubectl_nettraffic.config import settings_from_mapping
-from kubectl_nettraffic.refresher_process import RefresherProcess
-from kubectl_nettraffic.scoring import NodeScore
+from kubectl_nettraffic.measuring.refresher_process import RefresherProcess
+from kubectl_nettraffic.scoring.node_scores import NodeScore
 from kubectl_nettraffic.serving import Serving, serving_parts
 from tests.conftest import wait_for
 
@@ -157,8 +157,8 @@ def test_the_child_ends_when_the_serving_process_is_killed(prometheus, tmp_path)
             textwrap.dedent(
                 f"""
                 import time
-                from kubectl_nettraffic.refresher_process import RefresherProcess
-                from kubectl_nettraffic.scoreboard import Scoreboard
+                from kubectl_nettraffic.measuring.refresher_process import RefresherProcess
+                from kubectl_nettraffic.measuring.scoreboard import Scoreboard
                 from tests.test_refresher_process import _settings
                 # A long interval: the child is waiting, not sending, when its parent dies.
                 settings = _settings({prometheus.url!r}, {node_file!r}, interval="60s")
@@ -189,10 +189,11 @@ def test_the_child_ends_when_the_serving_process_is_killed(prometheus, tmp_path)
 def test_the_learned_table_crosses_the_pipe_only_after_a_learning_round():
     from dataclasses import replace
 
-    from kubectl_nettraffic.measurement import RefreshOutcome
-    from kubectl_nettraffic.refresher_process import RefresherProcess, encode_message
-    from kubectl_nettraffic.scoreboard import Scoreboard
-    from kubectl_nettraffic.workload_bandwidth import LearnedBandwidth, Workload
+    from kubectl_nettraffic.kube.workloads import Workload
+    from kubectl_nettraffic.learning.workload_bandwidth import LearnedBandwidth
+    from kubectl_nettraffic.measuring.measurement import RefreshOutcome
+    from kubectl_nettraffic.measuring.refresher_process import RefresherProcess, encode_message
+    from kubectl_nettraffic.measuring.scoreboard import Scoreboard
     from tests.harness.scoreboards import fixed_board
 
     board = fixed_board({"a": 0.0, "b": 1e6})

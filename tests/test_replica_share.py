@@ -5,9 +5,7 @@ import zlib
 import pytest
 
 from harness.reviews import pod
-from kubectl_nettraffic.labels import parse_selector
-from kubectl_nettraffic.placement import choose_nodes
-from kubectl_nettraffic.replica_share import (
+from kubectl_nettraffic.inflight.replica_share import (
     DELAY_MOST,
     RATE_WINDOW,
     WATCH_DELAY,
@@ -15,6 +13,8 @@ from kubectl_nettraffic.replica_share import (
     ReplicaShare,
     WatchDelay,
 )
+from kubectl_nettraffic.labels import parse_selector
+from kubectl_nettraffic.scoring.placement import choose_nodes
 from tests.harness.scoreboards import fixed_board
 
 HORIZON = 130.0

@@ -8,12 +8,12 @@ import pytest
 
 from harness.fakeapi import node, node_metrics
 from harness.prometheus import Device, Exporter, free_port, prometheus_with_history
-from kubectl_nettraffic.cluster import api_client
 from kubectl_nettraffic.config import Settings, settings_from_mapping
-from kubectl_nettraffic.engine import Engine, build_engine
-from kubectl_nettraffic.measurement import Measurer
-from kubectl_nettraffic.scoreboard import Scoreboard
-from kubectl_nettraffic.scoreview import scores_document
+from kubectl_nettraffic.kube.cluster import api_client
+from kubectl_nettraffic.measuring.engine import Engine, build_engine
+from kubectl_nettraffic.measuring.measurement import Measurer
+from kubectl_nettraffic.measuring.scoreboard import Scoreboard
+from kubectl_nettraffic.measuring.scoreview import scores_document
 from kubectl_nettraffic.sources.metrics_server import MetricsServerSource
 from kubectl_nettraffic.sources.prometheus import PrometheusSource
 
@@ -86,7 +86,7 @@ def test_nothing_answers_keeps_the_old_snapshot_until_stale(cluster, kubeconfig)
         {"prometheus": {"url": _dead_url()}, "refresh": {"maxStaleness": "1m"}}
     )
     api = api_client(kubeconfig)
-    from kubectl_nettraffic.cluster import list_nodes
+    from kubectl_nettraffic.kube.cluster import list_nodes
 
     engine = _engine(
         settings,
@@ -116,7 +116,7 @@ def test_readers_never_wait_for_a_hung_prometheus(cluster, kubeconfig):
     url = f"http://127.0.0.1:{listener.getsockname()[1]}"
     settings = settings_from_mapping({"prometheus": {"url": url, "timeout": "1500ms"}})
     api = api_client(kubeconfig)
-    from kubectl_nettraffic.cluster import list_nodes
+    from kubectl_nettraffic.kube.cluster import list_nodes
 
     engine = _engine(
         settings,

@@ -4,10 +4,10 @@ import pytest
 
 from harness.fakeapi import node
 from kubectl_nettraffic.config import settings_from_mapping
+from kubectl_nettraffic.kube.nodes import node_from_json
 from kubectl_nettraffic.labels import parse_selector
-from kubectl_nettraffic.nodes import node_from_json
-from kubectl_nettraffic.scoring import NodeScore, score_nodes
-from kubectl_nettraffic.sources.prometheus import NodeTraffic
+from kubectl_nettraffic.scoring.node_scores import NodeScore, score_nodes
+from kubectl_nettraffic.scoring.readings import NodeTraffic
 
 GBIT = 1.25e8  # bytes/s
 

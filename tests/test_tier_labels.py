@@ -12,11 +12,15 @@ from dataclasses import replace
 import pytest
 
 from harness.fakeapi import node
-from kubectl_nettraffic.cluster import api_client
-from kubectl_nettraffic.lease import LeaseElection
-from kubectl_nettraffic.nodes import node_from_json
-from kubectl_nettraffic.tier_labels import TierLabeller, lease_namespace, remove_tier_labels
-from kubectl_nettraffic.tiers import TIER_LABEL
+from kubectl_nettraffic.kube.cluster import api_client
+from kubectl_nettraffic.kube.lease import LeaseElection
+from kubectl_nettraffic.kube.nodes import node_from_json
+from kubectl_nettraffic.measuring.tier_labels import (
+    TierLabeller,
+    lease_namespace,
+    remove_tier_labels,
+)
+from kubectl_nettraffic.scoring.tiers import TIER_LABEL
 from tests.harness.scoreboards import fixed_board
 
 NODES = ("api/v1", None, "nodes")
@@ -185,7 +189,7 @@ def test_a_refused_write_is_logged_with_the_fix_and_counted(fake_api, kubeconfig
     labeller = _labeller(kubeconfig, "a", clock)
     assert labeller.election.try_acquire_or_renew()
     fake_api.forbidden.add(("PATCH", "/api/v1/nodes"))
-    with caplog.at_level(logging.WARNING, logger="kubectl_nettraffic.tier_labels"):
+    with caplog.at_level(logging.WARNING, logger="kubectl_nettraffic.measuring.tier_labels"):
         assert labeller.label(_with_labels(fixed_board(cluster), fake_api)) == 0
     # RBAC refuses every node alike: one try per pass, not one per node.
     assert labeller.status().writes["refused"] == 1
@@ -207,7 +211,7 @@ def test_a_write_refused_by_an_admission_policy_quotes_its_message(
         "change only nettraffic.io/ labels on a Node"
     )
     fake_api.refused[("PATCH", "/api/v1/nodes")] = (403, "Forbidden", denial)
-    with caplog.at_level(logging.WARNING, logger="kubectl_nettraffic.tier_labels"):
+    with caplog.at_level(logging.WARNING, logger="kubectl_nettraffic.measuring.tier_labels"):
         labeller.label(_with_labels(fixed_board(cluster), fake_api))
     assert labeller.status().writes["refused"] == 8
     assert f"the API server refused it: {denial}" in caplog.text

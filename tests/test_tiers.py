@@ -6,12 +6,12 @@ from dataclasses import replace
 import jsonpatch
 
 from harness.reviews import pod
-from kubectl_nettraffic.affinity_patch import affinity_patch
-from kubectl_nettraffic.patch_check import apply_and_check
-from kubectl_nettraffic.placement import Preference
-from kubectl_nettraffic.pods import PREFERRED
-from kubectl_nettraffic.scoring import NodeScore
-from kubectl_nettraffic.tiers import TIER_LABEL, TIER_WEIGHTS, assign_tiers, tier_changes
+from kubectl_nettraffic.kube.pods import PREFERRED
+from kubectl_nettraffic.scoring.node_scores import NodeScore
+from kubectl_nettraffic.scoring.placement import Preference
+from kubectl_nettraffic.scoring.tiers import TIER_LABEL, TIER_WEIGHTS, assign_tiers, tier_changes
+from kubectl_nettraffic.steering.affinity_patch import affinity_patch
+from kubectl_nettraffic.steering.patch_check import apply_and_check
 
 BASE = NodeScore("x", 0, 0, 0, None, None, None, None, 0.0, 0.0, True, True, None)
 

@@ -1,9 +1,9 @@
 """A burst of a workload not learned yet spreads: hand-computed cases."""
 
 from harness.reviews import pod
-from kubectl_nettraffic.scoring import NodeScore
-from kubectl_nettraffic.unknown_workloads import POINTS_PER_POD, UnknownWorkloadPods
-from kubectl_nettraffic.workload_bandwidth import Workload
+from kubectl_nettraffic.inflight.unknown_workloads import POINTS_PER_POD, UnknownWorkloadPods
+from kubectl_nettraffic.kube.workloads import Workload
+from kubectl_nettraffic.scoring.node_scores import NodeScore
 from tests.harness.scoreboards import fixed_board
 
 WEB = Workload("default", "ReplicaSet", "web-7d9c4b")

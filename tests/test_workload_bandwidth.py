@@ -6,15 +6,14 @@ import pytest
 from harness.reviews import pod
 from kubectl_nettraffic.config import settings_from_mapping
 from kubectl_nettraffic.errors import ConfigError
-from kubectl_nettraffic.workload_bandwidth import (
+from kubectl_nettraffic.kube.workloads import Workload, pod_workload
+from kubectl_nettraffic.learning.workload_bandwidth import (
     GROWTH,
     BandwidthLearner,
     DecayingHistogram,
     PodSample,
-    Workload,
     bucket_of,
     bucket_top,
-    pod_workload,
 )
 
 DAY = 24 * 3600.0

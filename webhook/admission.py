@@ -8,8 +8,8 @@ from binascii import b2a_base64
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
-from kubectl_nettraffic.affinity_patch import AddOp, json_string
 from kubectl_nettraffic.errors import InputError
+from kubectl_nettraffic.steering.affinity_patch import AddOp, json_string
 
 API_VERSION = "admission.k8s.io/v1"
 KIND = "AdmissionReview"

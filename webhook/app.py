@@ -16,7 +16,7 @@ from flask import Flask, Response, request
 from werkzeug.exceptions import HTTPException
 
 from kubectl_nettraffic.config import Settings
-from kubectl_nettraffic.scoreview import (
+from kubectl_nettraffic.measuring.scoreview import (
     diagnostics_document,
     scores_document,
     workloads_document,

@@ -18,10 +18,10 @@ from typing import Any, NotRequired, TypedDict
 
 from kubectl_nettraffic.config import ExtenderSettings
 from kubectl_nettraffic.errors import ClusterError
+from kubectl_nettraffic.kube.nodes import Node, ineligibility, node_from_json
 from kubectl_nettraffic.labels import LabelSelector
-from kubectl_nettraffic.measurement import Snapshot
-from kubectl_nettraffic.nodes import Node, ineligibility, node_from_json
-from kubectl_nettraffic.scoring import NodeScore
+from kubectl_nettraffic.measuring.measurement import Snapshot
+from kubectl_nettraffic.scoring.node_scores import NodeScore
 from webhook.admission import HttpInputError
 
 MAX_EXTENDER_PRIORITY = 10  # extenderv1.MaxExtenderPriority

@@ -1,8 +1,8 @@
 """The catalogue of the webhook's own metrics (/metrics): every series, its
 help text and where its value is read from."""
 
-from kubectl_nettraffic.bindings import BindingWatch
-from kubectl_nettraffic.scoreboard import Scoreboard
+from kubectl_nettraffic.inflight.bindings import BindingWatch
+from kubectl_nettraffic.measuring.scoreboard import Scoreboard
 from webhook.front import CONNECTIONS_CLOSED
 from webhook.metrics import ADMISSION_BUCKETS, Counter, Gauge, OutcomeHistogram, Reading, Registry
 from webhook.tls import CertReloader

@@ -55,7 +55,7 @@ def _matches(expression: Mapping[str, Any], value: str | None) -> bool:
     """One node selector requirement (k8s.io/component-helpers, scheduling/
     corev1/nodeaffinity/nodeaffinity.go: the labels.Selector and
     fields.Selector a term compiles to). The product's own matcher
-    (kubectl_nettraffic/node_affinity.py) is not used on purpose: the
+    (kubectl_nettraffic/kube/node_affinity.py) is not used on purpose: the
     scheduler stand-in judges the product's terms, so it must not share
     their code."""
     operator, values = expression.get("operator"), [str(v) for v in expression.get("values") or []]

@@ -2,16 +2,16 @@
 
 import argparse
 
-from kubectl_nettraffic.certs import (
+from kubectl_nettraffic.errors import ConfigError
+from kubectl_nettraffic.kube.cluster import api_client
+from kubectl_nettraffic.tls.certs import (
     Issuance,
     create_in_cluster,
     create_in_directory,
     patch_in_cluster,
     rotate_in_cluster,
 )
-from kubectl_nettraffic.cluster import api_client
-from kubectl_nettraffic.errors import ConfigError
-from kubectl_nettraffic.webhook_configuration import delete_webhook_configuration
+from kubectl_nettraffic.tls.webhook_configuration import delete_webhook_configuration
 
 
 def _issuance(args: argparse.Namespace) -> Issuance:

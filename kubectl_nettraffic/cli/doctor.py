@@ -11,17 +11,17 @@ from typing import Any
 
 from cryptography import x509
 
-from kubectl_nettraffic.cert_bundle import signed_by
-from kubectl_nettraffic.cert_secret import read_secret
 from kubectl_nettraffic.cli.top import WebhookLocation
-from kubectl_nettraffic.cluster import api_client, describe_api_error, list_nodes, request_json
 from kubectl_nettraffic.config import LearningSettings
 from kubectl_nettraffic.config_file import load_settings
 from kubectl_nettraffic.errors import NetTrafficError
+from kubectl_nettraffic.kube.cluster import api_client, describe_api_error, list_nodes, request_json
+from kubectl_nettraffic.learning.pod_traffic import PodTrafficSource
 from kubectl_nettraffic.sources.metrics_server import MetricsServerSource
-from kubectl_nettraffic.sources.pod_traffic import PodTrafficSource
 from kubectl_nettraffic.sources.prometheus import PrometheusSource
-from kubectl_nettraffic.webhook_configuration import read_webhook_configuration
+from kubectl_nettraffic.tls.cert_bundle import signed_by
+from kubectl_nettraffic.tls.cert_secret import read_secret
+from kubectl_nettraffic.tls.webhook_configuration import read_webhook_configuration
 
 
 @dataclass(frozen=True)

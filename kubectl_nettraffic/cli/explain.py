@@ -6,11 +6,11 @@ from typing import Any
 from kubernetes import config as k8s_config
 
 from kubectl_nettraffic.cli.top import WebhookLocation, fetch
-from kubectl_nettraffic.cluster import api_client, describe_api_error, request_json
 from kubectl_nettraffic.config import Settings
 from kubectl_nettraffic.config_file import load_settings
 from kubectl_nettraffic.errors import ClusterError, NetTrafficError
-from kubectl_nettraffic.pods import (
+from kubectl_nettraffic.kube.cluster import api_client, describe_api_error, request_json
+from kubectl_nettraffic.kube.pods import (
     BANDWIDTH_SOURCE,
     BOOKED_BANDWIDTH,
     PREFERRED,
@@ -21,7 +21,7 @@ from kubectl_nettraffic.pods import (
     SOURCE,
     untouchable_reason,
 )
-from kubectl_nettraffic.tiers import TIER_LABEL
+from kubectl_nettraffic.scoring.tiers import TIER_LABEL
 from kubectl_nettraffic.units import format_rate
 
 SKIP_EXPLANATIONS = {

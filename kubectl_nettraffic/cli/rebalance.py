@@ -5,7 +5,7 @@ where the webhook would steer each replacement. It reads; it never evicts.
 Inputs: the scores (the running webhook's /scores, or computed here, as
 ``top`` gets them), every pod on a node from the API (for the eviction
 rules, eviction_rules.py) and each pod's rates from Prometheus (the
-learner's query, as ``top pods``). The plan: rebalance_plan.py.
+learner's query, as ``top pods``). The plan: rebalancing/plan.py.
 """
 
 import argparse
@@ -19,12 +19,12 @@ import yaml
 from kubectl_nettraffic.cli.render import aligned
 from kubectl_nettraffic.cli.top import WebhookLocation, fetch
 from kubectl_nettraffic.cli.top_pods import pod_traffic_report, pod_traffic_source
-from kubectl_nettraffic.cluster import api_client, describe_api_error, request_json
 from kubectl_nettraffic.config import Settings
 from kubectl_nettraffic.errors import NetTrafficError
-from kubectl_nettraffic.eviction_rules import EvictionPolicy, pod_facts
-from kubectl_nettraffic.rebalance_plan import NodeLoad, Plan, PodStep, plan_rebalance, pod_rates
-from kubectl_nettraffic.scoring import directional_load
+from kubectl_nettraffic.kube.cluster import api_client, describe_api_error, request_json
+from kubectl_nettraffic.rebalancing.eviction_rules import EvictionPolicy, pod_facts
+from kubectl_nettraffic.rebalancing.plan import NodeLoad, Plan, PodStep, plan_rebalance, pod_rates
+from kubectl_nettraffic.scoring.node_scores import directional_load
 from kubectl_nettraffic.units import format_rate
 
 

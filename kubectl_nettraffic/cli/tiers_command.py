@@ -10,9 +10,9 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
-from kubectl_nettraffic.cluster import api_client, describe_api_error, request_json
-from kubectl_nettraffic.tier_labels import remove_tier_labels
-from kubectl_nettraffic.tiers import TIER_LABEL
+from kubectl_nettraffic.kube.cluster import api_client, describe_api_error, request_json
+from kubectl_nettraffic.measuring.tier_labels import remove_tier_labels
+from kubectl_nettraffic.scoring.tiers import TIER_LABEL
 
 POLL_SECONDS = 2.0
 

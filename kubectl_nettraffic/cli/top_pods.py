@@ -21,15 +21,15 @@ import yaml
 
 from kubectl_nettraffic.cli.render import aligned
 from kubectl_nettraffic.cli.top import WebhookLocation
-from kubectl_nettraffic.cluster import api_client, describe_api_error, request_json
 from kubectl_nettraffic.config import Settings
 from kubectl_nettraffic.errors import NetTrafficError, SourceError
-from kubectl_nettraffic.scoreview import rfc3339
-from kubectl_nettraffic.scoring import directional_load
-from kubectl_nettraffic.sources.pod_traffic import PodTrafficReport, PodTrafficSource
+from kubectl_nettraffic.kube.cluster import api_client, describe_api_error, request_json
+from kubectl_nettraffic.kube.workloads import Workload
+from kubectl_nettraffic.learning.pod_traffic import PodTrafficReport, PodTrafficSource
+from kubectl_nettraffic.learning.workload_bandwidth import BandwidthLearner, PodSample
+from kubectl_nettraffic.scoring.node_scores import directional_load
 from kubectl_nettraffic.sources.prometheus import PrometheusSource
-from kubectl_nettraffic.units import format_duration, format_rate
-from kubectl_nettraffic.workload_bandwidth import BandwidthLearner, PodSample, Workload
+from kubectl_nettraffic.units import format_duration, format_rate, rfc3339
 
 POD_SORT_KEYS = ("traffic", "rx", "tx", "learned", "name")
 WORKLOAD_SORT_KEYS = (*POD_SORT_KEYS, "pods")

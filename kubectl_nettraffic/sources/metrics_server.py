@@ -5,19 +5,13 @@ parse the raw usage, through the real kubernetes client.
 """
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 from kubernetes import client as k8s
 
-from kubectl_nettraffic.cluster import describe_api_error, request_json
 from kubectl_nettraffic.errors import SourceError
+from kubectl_nettraffic.kube.cluster import describe_api_error, request_json
+from kubectl_nettraffic.scoring.readings import NodeUsage
 from kubectl_nettraffic.units import parse_quantity
-
-
-@dataclass(frozen=True)
-class NodeUsage:
-    cpu: float  # cores
-    memory: float  # bytes
 
 
 class MetricsServerSource:

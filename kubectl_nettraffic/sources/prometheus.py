@@ -32,18 +32,11 @@ import requests
 
 from kubectl_nettraffic.config import PrometheusSettings
 from kubectl_nettraffic.errors import SourceError
-from kubectl_nettraffic.nodes import Node
+from kubectl_nettraffic.kube.nodes import Node
+from kubectl_nettraffic.scoring.readings import NodeTraffic
 from kubectl_nettraffic.units import promql_duration
 
 SIGNAL_LABEL = "nettraffic_signal"
-
-
-@dataclass(frozen=True)
-class NodeTraffic:
-    receive: float  # bytes/s
-    transmit: float  # bytes/s
-    link_speed: float | None  # bytes/s over included devices with a known speed
-    exporters: tuple[str, ...]
 
 
 @dataclass(frozen=True)

@@ -16,15 +16,15 @@ import requests
 
 from harness.fakeapi import FakeKubeAPI, node, node_metrics, webhook_configuration
 from harness.webhook import WebhookProcess
-from kubectl_nettraffic.cert_files import write_files
-from kubectl_nettraffic.cert_secret import read_secret
-from kubectl_nettraffic.certs import (
+from kubectl_nettraffic.kube.cluster import api_client
+from kubectl_nettraffic.tls.cert_files import write_files
+from kubectl_nettraffic.tls.cert_secret import read_secret
+from kubectl_nettraffic.tls.certs import (
     Issuance,
     create_in_cluster,
     patch_in_cluster,
     rotate_in_cluster,
 )
-from kubectl_nettraffic.cluster import api_client
 from tests.conftest import wait_for
 from tests.e2e.conftest import EQUAL, MIXED_RATES, node_file, webhook_config
 

@@ -18,8 +18,8 @@ import requests
 from harness.fakeapi import node
 from harness.reviews import pod, review
 from harness.webhook import WebhookProcess
-from kubectl_nettraffic.cert_files import write_files
-from kubectl_nettraffic.certs import Issuance
+from kubectl_nettraffic.tls.cert_files import write_files
+from kubectl_nettraffic.tls.certs import Issuance
 from tests.conftest import wait_for
 from tests.e2e.conftest import (
     EQUAL,

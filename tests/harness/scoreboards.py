@@ -6,13 +6,14 @@ from typing import Any
 
 from harness.fakeapi import node
 from kubectl_nettraffic.config import settings_from_mapping
-from kubectl_nettraffic.inflight import InflightState
-from kubectl_nettraffic.measurement import Measurer, Snapshot
-from kubectl_nettraffic.nodes import Node, node_from_json
-from kubectl_nettraffic.scoreboard import Scoreboard
+from kubectl_nettraffic.inflight.state import InflightState
+from kubectl_nettraffic.kube.nodes import Node, node_from_json
+from kubectl_nettraffic.measuring.measurement import Measurer, Snapshot
+from kubectl_nettraffic.measuring.scoreboard import Scoreboard
+from kubectl_nettraffic.scoring.readings import NodeTraffic
 from kubectl_nettraffic.serving import serving_parts
-from kubectl_nettraffic.sources.prometheus import NodeTraffic, TrafficReport
-from kubectl_nettraffic.steering import Steerer
+from kubectl_nettraffic.sources.prometheus import TrafficReport
+from kubectl_nettraffic.steering.steerer import Steerer
 
 MEASURED_AT = 1000.0
 

@@ -1,7 +1,7 @@
 {{/*
 Each node's network utilisation, 0 to 1, labelled instance=<node name>, as
 the webhook scores it (kubectl_nettraffic/sources/prometheus.py and
-scoring.py): per exporter, the selected devices' rates summed; per node, the
+scoring/node_scores.py): per exporter, the selected devices' rates summed; per node, the
 highest of its exporters (two exporters on one node measure the same NIC);
 the busiest selected direction over the link speed. A node whose link speed
 is unknown is measured against the slowest speed known in the cluster, as

@@ -1,0 +1,277 @@
+"""Bookings follow the binding, and every replica books every steered pod:
+a watch of the pods the webhook's replicas steered.
+
+A steered pod is booked in the in-flight ledger on its first preference,
+because that is all the webhook knows at admission. kube-scheduler may bind
+it elsewhere (the preference is only a preference, and it scores a sample
+of the nodes). Every comparable system books where the pod was actually
+bound: koordinator's LoadAwareScheduling (its pod-assign cache), crane-
+scheduler (binding records) and trimaran (its scheduled-pods cache). So do
+we, from a watch:
+
+- bound (``spec.nodeName`` set): the booking moves to that node, once;
+- deleted, or Failed/Succeeded, before it was bound: the booking is dropped;
+- not seen bound yet: the first preference keeps it, as without the watch.
+
+The Steerer labels each pod it books with its ledger's id
+(``nettraffic.io/steered-by``, random per process) and annotates the
+booking's key (``nettraffic.io/booking``), what it booked
+(``nettraffic.io/booked-bandwidth``) and its preferred nodes. The watch
+selects every pod carrying the label, whichever replica wrote it; the API
+server is the state the replicas share:
+
+- this process's own pods: their bookings move or drop, as above, and the
+  first event of each times the watch's delay (replica_share.WatchDelay);
+- another replica's (or this pod's before a restart): booked here too, when
+  first seen, at what that replica booked, on the node it is bound to or
+  else its first preference, as of its creation; then moved or dropped like
+  the rest. Pods created longer ago than ``pod_startup`` plus the rate
+  window are skipped: the measurements show their traffic already.
+
+A booking lives only until a measurement shows its pod's traffic (the
+ledger forgets it then); events about older pods find nothing and cost one
+lookup. After a dropped watch the list that follows replays what was missed
+for pods that still exist; a pod deleted meanwhile keeps its booking until
+the ledger forgets it.
+"""
+
+import logging
+import math
+import threading
+import time
+from collections.abc import Callable, Mapping
+from datetime import datetime
+from typing import Any, NamedTuple, Protocol
+
+from kubernetes import client as k8s
+
+from kubectl_nettraffic.kube.cluster import Reflector
+from kubectl_nettraffic.kube.pods import (
+    BANDWIDTH_SOURCE,
+    BOOKED_BANDWIDTH,
+    BOOKING,
+    PREFERRED_NODES,
+    STEERED_BY,
+)
+from kubectl_nettraffic.kube.workloads import Workload, pod_workload
+
+log = logging.getLogger(__name__)
+
+# Phases after which a pod never runs again; unbound in one, it never will.
+_FINISHED = ("Failed", "Succeeded")
+
+
+class BookingKeeper(Protocol):
+    def book_seen(
+        self, node: str, bandwidth: float, at: float, replica: str, unknown: Workload | None = None
+    ) -> int: ...
+    def is_pending(self, key: int) -> bool: ...
+    def shown(self, key: int, at: float) -> None: ...
+    @property
+    def watch_delay(self) -> float: ...
+    def rebook(self, key: int, node: str) -> str | None: ...
+    def release(self, key: int) -> bool: ...
+
+
+def booking_key(pod: Mapping[str, Any]) -> int:
+    """The pod's booking key from its annotation; 0 when absent or not a key."""
+    annotations = (pod.get("metadata") or {}).get("annotations") or {}
+    text = annotations.get(BOOKING) if isinstance(annotations, dict) else None
+    if isinstance(text, str) and text.isdigit() and len(text) < 19:
+        return int(text)
+    return 0
+
+
+# The booking annotation as it appears in a watch event's JSON (Go's encoder,
+# like Python's, writes the key's "/" unescaped). Inside another annotation's
+# value (kubectl's last-applied-configuration) its quotes are escaped: no match.
+_BOOKING_IN_JSON = b'"' + BOOKING.encode() + b'":"'
+_STEERED_BY_IN_JSON = b'"' + STEERED_BY.encode() + b'":"'
+# The pod's own: managedFields and owner references carry no creationTimestamp.
+_CREATED_IN_JSON = b'"creationTimestamp":"'
+
+
+def _raw_value(line: bytes, marker: bytes) -> bytes:
+    """The string value after ``marker`` in a raw JSON line; b"" when absent."""
+    at = line.find(marker)
+    if at < 0:
+        return b""
+    start = at + len(marker)
+    return line[start : line.find(b'"', start)]
+
+
+def _ledger_of(pod: Mapping[str, Any]) -> str | None:
+    """The steered-by label: the id of the ledger that booked the pod."""
+    labels = (pod.get("metadata") or {}).get("labels") or {}
+    ledger = labels.get(STEERED_BY) if isinstance(labels, dict) else None
+    return str(ledger) if ledger is not None else None
+
+
+def _bound_node(pod: Mapping[str, Any]) -> str:
+    node = (pod.get("spec") or {}).get("nodeName")
+    return node if isinstance(node, str) else ""
+
+
+class SeenBooking(NamedTuple):
+    """Another replica's booking, from its pod's annotations."""
+
+    node: str  # its first preferred node
+    bandwidth: float  # bytes/s
+    created: float  # the pod's creation, epoch seconds
+    # Its workload when it was booked at the default: its pods spread
+    # (unknown_workloads.py) on every replica.
+    unknown: Workload | None
+
+
+def _seen_booking(pod: Mapping[str, Any]) -> SeenBooking | None:
+    """Another replica's booking; None when its annotations do not make one."""
+    metadata = pod.get("metadata") or {}
+    annotations = metadata.get("annotations") or {}
+    try:
+        bandwidth = float(annotations.get(BOOKED_BANDWIDTH, ""))
+        created = datetime.fromisoformat(str(metadata.get("creationTimestamp"))).timestamp()
+    except ValueError:
+        return None
+    node = str(annotations.get(PREFERRED_NODES) or "").split(",")[0]
+    if not node or not math.isfinite(bandwidth) or bandwidth <= 0:
+        return None
+    default = annotations.get(BANDWIDTH_SOURCE) == "default"
+    return SeenBooking(node, bandwidth, created, pod_workload(pod) if default else None)
+
+
+class BindingWatch(Reflector):
+    """Moves or drops the bookings of this process's pods (labelled
+    ``steered-by=<ledger_id>``) as they are bound or go, and books the other
+    replicas' steered pods (any other ``steered-by``) as they appear.
+
+    ``horizon``: seconds after its creation a pod's traffic is fully
+    measured (pod_startup + the rate window); older pods are not booked."""
+
+    def __init__(
+        self,
+        api: k8s.ApiClient,
+        keeper: BookingKeeper,
+        ledger_id: str,
+        horizon: float = math.inf,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        super().__init__(api, "/api/v1/pods", "steered pods", STEERED_BY)
+        self.keeper = keeper
+        self._own = ledger_id
+        self._own_raw = ledger_id.encode()
+        self._horizon, self._clock = horizon, clock
+        # (the other ledger's id, its booking key) -> (our key, creation time)
+        self._seen: dict[tuple[str, int], tuple[int, float]] = {}
+        self._upserts = 0
+        self._counts_lock = threading.Lock()
+        # outcome -> bookings: moved (bound elsewhere), kept (bound to the
+        # first preference), dropped (went unbound), seen (another replica's
+        # pod, booked here).
+        self._counts = {"moved": 0, "kept": 0, "dropped": 0, "seen": 0}
+
+    def counts(self) -> dict[str, int]:
+        with self._counts_lock:
+            return dict(self._counts)
+
+    def _count(self, outcome: str) -> None:
+        with self._counts_lock:
+            self._counts[outcome] += 1
+
+    def _decode(self, line: bytes) -> dict[str, Any] | None:
+        """Skip, undecoded, the events of pods whose booking is settled.
+
+        A pod's events go on after its binding (the kubelet's status updates
+        until it ends), and decoding them was most of the watch's cost. Its
+        ledger and booking key are found in the raw line; once this ledger no
+        longer holds the booking, nothing in the event can matter. A skipped
+        event's resourceVersion is not recorded: a watch resumed after one
+        gets it again, or a 410 and a list, either way harmless.
+        """
+        digits = _raw_value(line, _BOOKING_IN_JSON)
+        if digits.isdigit() and len(digits) < 19:
+            ledger = _raw_value(line, _STEERED_BY_IN_JSON)
+            if ledger == self._own_raw:
+                if not self.keeper.is_pending(int(digits)):
+                    return None
+            else:
+                seen = self._seen.get((ledger.decode(errors="replace"), int(digits)))
+                if seen is not None and not self.keeper.is_pending(seen[0]):
+                    return None
+                if seen is None and self._measured_already(_raw_value(line, _CREATED_IN_JSON)):
+                    return None  # another replica's pod, too old to book
+        return super()._decode(line)
+
+    def _measured_already(self, created: bytes) -> bool:
+        try:
+            at = datetime.fromisoformat(created.decode()).timestamp()
+        except ValueError:
+            return False
+        return self._before_horizon(at)
+
+    def _before_horizon(self, created: float) -> bool:
+        """A pod created then sends in the measurements already: not booked."""
+        return created < self._clock() - self._horizon
+
+    def _replace(self, objects: list[Mapping[str, Any]]) -> None:
+        self._forget_measured()
+        for pod in objects:
+            self._upsert(pod)
+
+    def _forget_measured(self) -> None:
+        """Drop the other replicas' pods the measurements show by now: the
+        ledger has forgotten their bookings, and their events are skipped by
+        age once looked at again."""
+        oldest = self._clock() - self._horizon
+        self._seen = {k: v for k, v in self._seen.items() if v[1] >= oldest}
+
+    def _upsert(self, pod: Mapping[str, Any]) -> None:
+        key = booking_key(pod)
+        if not key:
+            return
+        ledger = _ledger_of(pod)
+        if ledger != self._own:
+            self._upsert_seen(str(ledger), key, pod)
+            return
+        self.keeper.shown(key, self._clock())
+        node = _bound_node(pod)
+        if node:
+            outcome = self.keeper.rebook(key, node)
+            if outcome:
+                self._count(outcome)
+        elif (pod.get("status") or {}).get("phase") in _FINISHED and self.keeper.release(key):
+            self._count("dropped")
+
+    def _upsert_seen(self, ledger: str, their_key: int, pod: Mapping[str, Any]) -> None:
+        self._upserts += 1
+        if self._upserts % 10_000 == 0:
+            self._forget_measured()
+        finished = (pod.get("status") or {}).get("phase") in _FINISHED
+        node = _bound_node(pod)
+        seen = self._seen.get((ledger, their_key))
+        if seen is None:
+            booking = None if finished else _seen_booking(pod)
+            if booking is None or self._before_horizon(booking.created):
+                return
+            ours = self.keeper.book_seen(
+                booking.node, booking.bandwidth, booking.created, ledger, booking.unknown
+            )
+            self._seen[(ledger, their_key)] = (ours, booking.created)
+            self._count("seen")
+            seen = (ours, booking.created)
+        if node:
+            outcome = self.keeper.rebook(seen[0], node)
+            if outcome:
+                self._count(outcome)
+        elif finished and self.keeper.release(seen[0]):
+            self._count("dropped")
+
+    def _remove(self, pod: Mapping[str, Any]) -> None:
+        key = booking_key(pod)
+        if not key or _bound_node(pod):
+            return
+        ledger = _ledger_of(pod)
+        if ledger != self._own:
+            seen = self._seen.pop((str(ledger), key), None)
+            key = seen[0] if seen is not None else 0
+        if key and self.keeper.release(key):
+            self._count("dropped")

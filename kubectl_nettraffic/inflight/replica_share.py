@@ -1,0 +1,169 @@
+"""How several replicas share the quiet nodes while they steer at once.
+
+Each replica books the other replicas' pods only once its binding watch
+sees them, some milliseconds after they were admitted. Pods of one burst
+admitted by two replicas within that time would otherwise both go to the
+node each sees as the best: the stale view herds.
+
+So each replica counts, on every node that is not its own, the part of a
+pod of the size it is placing that another replica may be steering there
+right now, unseen. A node is a replica's own by a hash of its name, modulo
+the number of replicas (``ReplicaShare.owns``); the replicas are the ones
+whose steered pods the watch showed within the measurement horizon, with
+this one, in the order of their ids, so every replica draws the same lines
+without talking to another. Near-equal nodes then go to different
+replicas, and a replica still takes another's node when that node is
+better by more than that part of a pod.
+
+The part is the pods another replica admits within the watch's delay:
+this replica's own admissions over the last RATE_WINDOW (the Service
+spreads admissions evenly over the replicas, so each other one admits about
+as many) times the delay, at most one pod. The delay is measured on this
+replica's own pods, from its admission to its watch showing the pod, which
+is the way another replica's pod takes too (``WatchDelay``). A whole pod
+at any pace kept each replica up to a pod's worth of balance away from the
+others' nodes (docs/design/new-workloads.md has the figures of both).
+
+With one replica (or none seen lately) nothing changes. A replica that
+stopped steering counts until the horizon passes: its nodes are then taken
+only when they are that part of a pod better.
+"""
+
+import functools
+import zlib
+from collections import deque
+from collections.abc import Callable
+from typing import NamedTuple
+
+from kubectl_nettraffic.scoring.node_scores import NodeScore
+
+# Seconds from another replica's admission to this replica's watch showing
+# the pod (the API server persists it, then sends the watch event), until
+# one is measured: tens of milliseconds on a healthy control plane, and
+# 50 ms the upper end of that.
+WATCH_DELAY = 0.05
+# A pod its watch has not shown this long after its admission counts as
+# shown after this long: the watch is down or far behind, and from a delay
+# of a second on, any burst's pace makes the unseen part a whole pod.
+DELAY_MOST = 1.0
+# Weight of each new measurement in the delay's moving average: about the
+# last ten pods.
+DELAY_WEIGHT = 0.1
+# Seconds of this replica's admissions its pace is read over: a burst's
+# pace within one second, not the minute's average.
+RATE_WINDOW = 1.0
+
+
+@functools.lru_cache(maxsize=2**16)  # a choice reads up to placement.MOST_READ nodes
+def _node_hash(node: str) -> int:
+    # crc32, not hash(): the same on every replica (hash() of a str is
+    # randomised per process).
+    return zlib.crc32(node.encode())
+
+
+class ReplicaShare(NamedTuple):
+    part: int  # this replica's place among the ids, in order
+    parts: int  # replicas steering lately, this one included
+    unseen: float = 1.0  # pods each other replica may be steering unseen (at most 1)
+
+    def owns(self, node: str) -> bool:
+        return _node_hash(node) % self.parts == self.part
+
+    def handicap(self, bandwidth: float) -> Callable[[NodeScore], float]:
+        """The points a node loses for a pod of ``bandwidth`` bytes/s: the
+        unseen part of such a pod more on another replica's node."""
+        unseen = bandwidth * self.unseen
+
+        def points(score: NodeScore) -> float:
+            return 0.0 if self.owns(score.name) else score.penalty_per_byte * unseen
+
+        return points
+
+
+class WatchDelay:
+    """How long this replica's watch takes to show a pod it admitted: a
+    moving average over its pods, each capped at DELAY_MOST (a pod not shown
+    by then counts as that). Not thread-safe: see Replicas."""
+
+    def __init__(self) -> None:
+        self.seconds = WATCH_DELAY
+        self._unshown: dict[int, float] = {}  # booking key -> admitted at, oldest first
+
+    def admitted(self, key: int, at: float) -> None:
+        self._unshown[key] = at
+        unshown, oldest = self._unshown, at - DELAY_MOST
+        while unshown:
+            first = next(iter(unshown))
+            if unshown[first] > oldest:
+                break
+            del unshown[first]
+            self._measured(DELAY_MOST)
+
+    def shown(self, key: int, at: float) -> None:
+        """The watch showed the pod booked as ``key`` at ``at`` (any event)."""
+        admitted = self._unshown.pop(key, None)
+        if admitted is not None:
+            self._measured(min(max(at - admitted, 0.0), DELAY_MOST))
+
+    def _measured(self, seconds: float) -> None:
+        self.seconds += DELAY_WEIGHT * (seconds - self.seconds)
+
+
+class Replicas:
+    """The replicas steering lately, as the binding watch shows them.
+
+    ``own``: this replica's id (its steered-by label); ``horizon``: seconds
+    after which a replica whose pods the watch showed no more is forgotten
+    (the measurements show its pods by then). Not thread-safe: its owner
+    (InflightState) holds its lock around every call."""
+
+    def __init__(self, own: str | None, horizon: float) -> None:
+        self._own, self._horizon = own, horizon
+        self._last_seen: dict[str, float] = {}  # other replica's id -> its newest pod's creation
+        self._share: ReplicaShare | None = None
+        self._valid_until = float("-inf")  # when the oldest replica counted is forgotten
+        self._admitted: deque[float] = deque()  # this replica's admissions, last RATE_WINDOW
+        self.delay = WatchDelay()
+
+    def admitted(self, key: int, at: float) -> None:
+        """This replica booked as ``key`` a pod it admitted at ``at``."""
+        if self._own is None:
+            return  # it never shares (share() is None), and no watch shows its pods
+        self._admitted.append(at)
+        self._trim(at)
+        self.delay.admitted(key, at)
+
+    def saw(self, replica: str, created: float) -> None:
+        """A pod steered by ``replica`` and created at ``created`` was booked."""
+        if self._own is None or replica == self._own:
+            return  # this process's own pods, seen again after a restart of its watch
+        known = self._last_seen.get(replica)
+        if known is None or created > known:
+            self._last_seen[replica] = created
+            if known is None or known + self._horizon <= self._valid_until:
+                self._valid_until = float("-inf")  # recount at the next share()
+
+    def share(self, now: float) -> ReplicaShare | None:
+        """This replica's part of the nodes; None when it steers alone."""
+        if now >= self._valid_until:
+            self._recount(now)
+        if self._share is None:
+            return None
+        self._trim(now)
+        pace = len(self._admitted) / RATE_WINDOW
+        return self._share._replace(unseen=min(1.0, pace * self.delay.seconds))
+
+    def _trim(self, now: float) -> None:
+        admitted, oldest = self._admitted, now - RATE_WINDOW
+        while admitted and admitted[0] <= oldest:
+            admitted.popleft()
+
+    def _recount(self, now: float) -> None:
+        oldest = now - self._horizon
+        self._last_seen = {r: at for r, at in self._last_seen.items() if at > oldest}
+        if self._own is None or not self._last_seen:
+            self._share, self._valid_until = None, float("inf")
+            return
+        ids = sorted([self._own, *self._last_seen])
+        self._share = ReplicaShare(ids.index(self._own), len(ids))
+        self._valid_until = min(self._last_seen.values()) + self._horizon

@@ -1,0 +1,160 @@
+"""The learner on a thread of its own: it reads per-pod traffic
+(sources/pod_traffic.py) and updates the per-workload figures
+(workload_bandwidth.py); the scoreboard puts the latest figures in each
+snapshot. Its query is large in large clusters (bench.learning), so it
+never runs inside a refresh and never delays the scores, and it reads a
+large cluster a slice of the pods at a time (pod_slices.py), paced to
+``learning.prometheusShare`` of a Prometheus core in any minute, with the
+pods of the workloads created in the last ``learning.youngWorkloadAge``
+read between slices (learning/schedule.py). A failed round is logged and
+costs that round only: what was learned stays.
+"""
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Protocol
+
+from kubectl_nettraffic.config import Settings
+from kubectl_nettraffic.errors import NetTrafficError
+from kubectl_nettraffic.learning.pod_slices import WHOLE, PodSlice, slices_for
+from kubectl_nettraffic.learning.pod_traffic import PodTrafficReport
+from kubectl_nettraffic.learning.schedule import SLICE, YOUNG, LearningSchedule
+from kubectl_nettraffic.learning.workload_bandwidth import BandwidthLearner, LearnedBandwidth
+
+log = logging.getLogger(__name__)
+
+# Pods per slice before anything was measured: a guess on the safe side
+# (bench.learning read about 15,000 pods a second); the first full pass
+# over the cluster replaces it with what this Prometheus does.
+FIRST_PODS_PER_SLICE = 5000.0
+# A slice is sized to take this share of what slices may use of a minute:
+# a slice's time varies from one to the next by a third or so
+# (bench.learning), and one that takes longer than expected overruns the
+# minute it ends in.
+SLICE_OF_BUDGET = 0.5
+
+
+class PodTrafficReader(Protocol):
+    """Where the learner's samples come from (PodTrafficSource in the webhook)."""
+
+    def pod_count(self) -> int:
+        """How many pods the cluster runs (a cheap query, to size the slices)."""
+        ...
+
+    def samples(self, pods: PodSlice = WHOLE) -> PodTrafficReport:
+        """One slice's samples; what is missing, when nothing came back."""
+        ...
+
+    def young_samples(self) -> PodTrafficReport:
+        """The samples of the pods of the workloads created within
+        learning.youngWorkloadAge."""
+        ...
+
+
+class BandwidthLearning:
+    def __init__(
+        self,
+        settings: Settings,
+        reader: PodTrafficReader,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.schedule = LearningSchedule(
+            settings.learning.interval, settings.learning.prometheus_share
+        )
+        self.learner = BandwidthLearner.for_settings(
+            settings.learning, settings.prometheus.direction
+        )
+        self.reader = reader
+        self.clock = clock
+        self._latest: LearnedBandwidth | None = None
+        self.missing: tuple[str, ...] = ()
+        self.last_error: str | None = None
+        self.last_round_seconds = 0.0
+        # The slices of the pass under way, and what the last pass measured.
+        self.slices = 1
+        self.next_slice = 0
+        self.pods_per_slice = FIRST_PODS_PER_SLICE
+        self._pass_pods = 0
+        self._pass_seconds = 0.0
+        self._sized = False  # the first pass counts the pods; later ones use the last's
+        self._stop = threading.Event()
+
+    def latest(self) -> LearnedBandwidth | None:
+        return self._latest
+
+    def next_round(self) -> tuple[str, float]:
+        """The next round's kind, and when it may start (now at the earliest)."""
+        return self.schedule.next_round(self.slices > 1, self.clock())
+
+    def update(self) -> str:
+        """The next round, whenever its time (the benchmarks call this on
+        their own clock): read, learn, publish (a reference swap readers see
+        whole). Returns the round's kind."""
+        kind, _ = self.next_round()
+        started = self.clock()
+        try:
+            if kind == YOUNG:
+                report = self.reader.young_samples()
+            elif not self._sized:
+                # Counting the pods reads every pod's series: a round of its
+                # own, so the first slice waits for room after it.
+                self.slices = slices_for(self.reader.pod_count(), self.pods_per_slice)
+                self._sized = True
+                return kind
+            else:
+                report = self.reader.samples(PodSlice(self.next_slice, self.slices))
+        except NetTrafficError as error:
+            self.last_error = str(error)
+            log.warning("learning: per-pod traffic unavailable this round: %s", error)
+            return kind
+        finally:
+            self.last_round_seconds = self.clock() - started
+            self.schedule.finished(kind, started, self.last_round_seconds)
+        self.last_error = None
+        if kind == SLICE:
+            self._slice_done(len(report.samples), self.last_round_seconds)
+            self.missing = report.missing
+        if report.missing:
+            return kind
+        self.learner.observe(report.samples, report.evaluated_at)
+        self._latest = self.learner.learned(report.evaluated_at)
+        return kind
+
+    def _slice_done(self, pods: int, seconds: float) -> None:
+        self._pass_pods += pods
+        self._pass_seconds += seconds
+        self.next_slice += 1
+        if self.next_slice < self.slices:
+            return
+        # A pass is done: size the next one's slices so that each takes
+        # SLICE_OF_BUDGET of what slices may use of a minute, at this pass's
+        # speed, for the pods this one read (no count again).
+        if self._pass_pods and self._pass_seconds > 0:
+            speed = self._pass_pods / self._pass_seconds
+            budget = self.schedule.slice_budget(sliced=self.slices > 1)
+            self.pods_per_slice = speed * budget * SLICE_OF_BUDGET
+        if self._pass_pods:
+            self.slices = slices_for(self._pass_pods, self.pods_per_slice)
+        else:
+            self._sized = False  # nothing read: count again
+        self.next_slice = self._pass_pods = 0
+        self._pass_seconds = 0.0
+
+    def start(self) -> "BandwidthLearning":
+        threading.Thread(target=self._run, name="learning", daemon=True).start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            _, at = self.next_round()
+            if at > self.clock():
+                # Looked at again on waking, an interval at most.
+                if self._stop.wait(min(at - self.clock(), self.schedule.interval)):
+                    return
+                continue
+            self.update()

@@ -1,0 +1,175 @@
+"""What a pod will send, learned per workload from what its pods sent.
+
+Pure: samples in, figures out; the samples come from Prometheus
+(sources/pod_traffic.py) in the refresher process.
+
+The model is the Vertical Pod Autoscaler's, for network instead of CPU
+(kubernetes/autoscaler, vertical-pod-autoscaler/pkg/recommender):
+
+- each workload keeps a decaying histogram of its pods' bandwidth, one
+  sample per pod per refresh (util/decaying_histogram.go: a sample's weight
+  doubles every half-life of its time, which is a decay of every older one);
+  buckets grow by 5% each (model/aggregations_config.go,
+  DefaultHistogramBucketSizeGrowth), so a figure is within 5% of the sample;
+- the half-life is 24 h (DefaultCPUHistogramDecayHalfLife): a quiet minute,
+  or an hour, does not erase a day of history, and a workload that changed
+  for good is followed within a day or so;
+- the figure is the 90th percentile (logic/recommender.go, the target CPU
+  percentile) plus a 15% margin (its safetyMarginFraction).
+
+A workload is its controller: a ReplicaSet is rolled up to its Deployment,
+so a rollout keeps its history. All pods together give a cluster-wide
+figure, for pods of workloads not seen yet.
+"""
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+from kubectl_nettraffic.config import LearningSettings
+from kubectl_nettraffic.kube.workloads import Workload
+from kubectl_nettraffic.scoring.node_scores import directional_load
+
+# Bytes/s. Below the first bucket everything is "about nothing".
+FIRST_BUCKET = 1024.0
+GROWTH = 1.05
+MAX_BUCKET = 2000  # 1 KiB/s * 1.05**2000 is far beyond any NIC
+# Weights below this (relative to the newest sample's) are dropped: VPA's epsilon.
+EPSILON = 1e-4
+
+
+def bucket_of(value: float) -> int:
+    if value < FIRST_BUCKET:
+        return 0
+    return min(MAX_BUCKET, 1 + int(math.log(value / FIRST_BUCKET, GROWTH)))
+
+
+def bucket_top(index: int) -> float:
+    """The upper bound of a bucket: a percentile answers with it, as VPA's does."""
+    return FIRST_BUCKET * GROWTH**index
+
+
+class DecayingHistogram:
+    """Weights per bucket; newer samples weigh more (VPA's decaying histogram).
+
+    A sample at ``t`` weighs ``2 ** ((t - reference) / half_life)``; the
+    reference moves forward (and every weight is rescaled) before the
+    exponent grows large, so the numbers stay small.
+    """
+
+    __slots__ = ("half_life", "reference", "samples", "total", "weights")
+
+    def __init__(self, half_life: float) -> None:
+        self.half_life = half_life
+        self.reference: float | None = None
+        self.weights: dict[int, float] = {}
+        self.total = 0.0
+        self.samples = 0
+
+    def add(self, value: float, at: float) -> None:
+        if self.reference is None:
+            self.reference = at
+        elif at - self.reference > 20 * self.half_life:
+            self._rebase(at)
+        weight = 2.0 ** ((at - self.reference) / self.half_life)
+        bucket = bucket_of(value)
+        self.weights[bucket] = self.weights.get(bucket, 0.0) + weight
+        self.total += weight
+        self.samples += 1
+
+    def _rebase(self, at: float) -> None:
+        assert self.reference is not None
+        factor = 2.0 ** ((self.reference - at) / self.half_life)
+        self.weights = {b: w * factor for b, w in self.weights.items() if w * factor > EPSILON}
+        self.total = sum(self.weights.values())
+        self.reference = at
+
+    def percentile(self, share: float) -> float:
+        if self.total <= 0:
+            return 0.0
+        needed, seen = share * self.total, 0.0
+        for bucket in sorted(self.weights):
+            seen += self.weights[bucket]
+            if seen >= needed:
+                return bucket_top(bucket)
+        return bucket_top(max(self.weights))
+
+
+@dataclass(frozen=True)
+class LearnedBandwidth:
+    """What the steering uses: workload -> bytes/s, and the cluster-wide figure."""
+
+    workloads: Mapping[Workload, float] = field(default_factory=dict)
+    cluster: float | None = None  # None until enough pods were seen
+    learned_at: float = 0.0
+
+
+class PodSample(NamedTuple):
+    """One pod's rates over the rate window, and its workload."""
+
+    namespace: str
+    pod: str
+    receive: float
+    transmit: float
+    workload: Workload | None  # None: no owner known (a bare pod)
+
+
+@dataclass
+class BandwidthLearner:
+    """Histograms per workload and over the cluster, fed one refresh at a time."""
+
+    percentile: float = 0.9
+    margin: float = 0.15
+    half_life: float = 24 * 3600.0
+    min_samples: int = 3  # a workload's figure is used once it has this many
+    direction: str = "both"  # receive | transmit | both, as prometheus.direction
+    histograms: dict[Workload, DecayingHistogram] = field(default_factory=dict)
+    cluster_histogram: DecayingHistogram | None = None
+
+    @classmethod
+    def for_settings(
+        cls, learning: LearningSettings, direction: str, min_samples: int | None = None
+    ) -> "BandwidthLearner":
+        """A learner as ``learning.*`` and ``prometheus.direction`` configure it."""
+        return cls(
+            learning.percentile,
+            learning.margin,
+            learning.half_life,
+            learning.min_samples if min_samples is None else min_samples,
+            direction,
+        )
+
+    def bandwidth(self, sample: PodSample) -> float:
+        return directional_load(sample, self.direction)
+
+    def observe(self, samples: Iterable[PodSample], at: float) -> None:
+        if self.cluster_histogram is None:
+            self.cluster_histogram = DecayingHistogram(self.half_life)
+        for sample in samples:
+            value = self.bandwidth(sample)
+            if not math.isfinite(value) or value < 0:
+                continue
+            self.cluster_histogram.add(value, at)
+            if sample.workload is not None:
+                histogram = self.histograms.get(sample.workload)
+                if histogram is None:
+                    histogram = self.histograms[sample.workload] = DecayingHistogram(self.half_life)
+                histogram.add(value, at)
+
+    def figure(self, histogram: DecayingHistogram) -> float:
+        return histogram.percentile(self.percentile) * (1.0 + self.margin)
+
+    def learned(self, at: float) -> LearnedBandwidth:
+        workloads = {
+            workload: self.figure(h)
+            for workload, h in self.histograms.items()
+            if h.samples >= self.min_samples
+        }
+        cluster = None
+        if (
+            self.cluster_histogram is not None
+            and self.cluster_histogram.samples >= self.min_samples
+        ):
+            cluster = self.figure(self.cluster_histogram)
+        return LearnedBandwidth(workloads, cluster, at)

@@ -1,0 +1,6 @@
+"""One refresh: ask the sources, score, publish an immutable Snapshot; the
+refresher process, the Scoreboard, the scores document and the tier labels
+written after each measurement.
+
+May import: learning, sources, scoring, kube and the foundation.
+"""

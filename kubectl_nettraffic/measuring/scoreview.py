@@ -1,0 +1,121 @@
+"""The scoreboard as the JSON document of docs/design/architecture.md, Contracts (``top -o json``, ``/scores``).
+
+Pure: snapshot + in-flight ledger view in, wire dict out. The in-flight load
+is folded into each node's score here, so what ``top`` shows is exactly what
+the next admission would use.
+"""
+
+from collections.abc import Mapping
+from typing import Any, TypedDict
+
+from kubectl_nettraffic.measuring.measurement import Snapshot
+from kubectl_nettraffic.scoring.node_scores import rank_key
+from kubectl_nettraffic.scoring.tiers import TIER_LABEL
+from kubectl_nettraffic.units import format_duration, rfc3339
+
+
+class NodeRow(TypedDict):
+    name: str
+    receiveBytesPerSecond: float | None
+    transmitBytesPerSecond: float | None
+    trafficBytesPerSecond: float | None
+    linkUtilization: float | None
+    linkSpeedBytesPerSecond: float | None  # summed over the selected devices that report one
+    cpuUsageRatio: float | None
+    memoryUsageRatio: float | None
+    inflightPods: int
+    inflightBytesPerSecond: float  # booked on this node and not yet measured
+    score: int
+    tier: str | None  # the node's nettraffic.io/traffic-tier label, as written
+    eligible: bool
+    reason: str | None
+
+
+class ScoresDocument(TypedDict):
+    generatedAt: str
+    source: str
+    window: str
+    stale: bool
+    nodes: list[NodeRow]
+
+
+def _rounded(value: float | None, digits: int) -> float | None:
+    return None if value is None else round(value, digits)
+
+
+def _tier(snapshot: Snapshot, name: str) -> str | None:
+    node = snapshot.nodes.get(name)
+    return node.labels.get(TIER_LABEL) if node is not None else None
+
+
+def scores_document(
+    snapshot: Snapshot, inflight: Mapping[str, tuple[float, int]], stale: bool
+) -> ScoresDocument:
+    def extra(name: str) -> float:
+        return inflight.get(name, (0.0, 0))[0]
+
+    ranked = sorted(snapshot.scores, key=lambda s: rank_key(s, extra(s.name)))
+    rows: list[NodeRow] = []
+    for node in ranked:
+        rows.append(
+            NodeRow(
+                name=node.name,
+                receiveBytesPerSecond=_rounded(node.receive, 3),
+                transmitBytesPerSecond=_rounded(node.transmit, 3),
+                trafficBytesPerSecond=_rounded(node.traffic, 3),
+                linkUtilization=_rounded(node.link_utilization, 6),
+                linkSpeedBytesPerSecond=node.link_speed,
+                cpuUsageRatio=_rounded(node.cpu_ratio, 6),
+                memoryUsageRatio=_rounded(node.memory_ratio, 6),
+                inflightPods=inflight.get(node.name, (0.0, 0))[1],
+                inflightBytesPerSecond=round(extra(node.name), 3),
+                score=round(min(100.0, max(0.0, node.score_with(extra(node.name))))),
+                tier=_tier(snapshot, node.name),
+                eligible=node.eligible,
+                reason=node.reason,
+            )
+        )
+    return ScoresDocument(
+        generatedAt=rfc3339(snapshot.generated_at),
+        source=snapshot.source,
+        window=format_duration(snapshot.window),
+        stale=stale,
+        nodes=rows,
+    )
+
+
+def diagnostics_document(snapshot: Snapshot) -> dict[str, Any]:
+    """Extra detail for ``-o wide`` and doctor: what did not map, and why."""
+    d = snapshot.diagnostics
+    return {
+        "unmappedSeries": list(d.unmapped_series),
+        "nodesWithoutSeries": list(d.nodes_without_series),
+        "duplicateExporters": {k: list(v) for k, v in d.duplicate_exporters.items()},
+        "nonFinite": list(d.non_finite),
+        "errors": list(d.errors),
+    }
+
+
+def workloads_document(snapshot: Snapshot) -> dict[str, Any]:
+    """The learned bandwidth table (``GET /workloads``): per workload, and cluster-wide."""
+    learned = snapshot.learned
+    rows = [
+        {
+            "namespace": workload.namespace,
+            "kind": workload.kind,
+            "name": workload.name,
+            "learnedBytesPerSecond": round(figure, 3),
+        }
+        for workload, figure in sorted((learned.workloads if learned else {}).items())
+    ]
+    return {
+        "generatedAt": rfc3339(
+            learned.learned_at if learned and learned.learned_at else snapshot.generated_at
+        ),
+        "learning": learned is not None,
+        "missing": list(snapshot.diagnostics.learning_missing),
+        "clusterBytesPerSecond": None
+        if learned is None or learned.cluster is None
+        else round(learned.cluster, 3),
+        "workloads": rows,
+    }

@@ -1,0 +1,243 @@
+"""Writes the traffic-tier node labels (tiers.py) from the latest snapshot.
+
+Runs in the refresher process (refresher_process.py), beside the
+measurements and off the serving process's GIL, and writes only while its
+LeaseElection says this replica leads. Each pass compares the tiers the
+snapshot's ranking gives (with hysteresis, against the labels the nodes
+carry now) with those labels, and PATCHes the nodes that differ:
+a JSON merge patch of ``metadata.labels`` with that one key, nothing else.
+
+Writes are paced (``writes_per_second``): the first labelling of a large
+cluster spreads over a few minutes instead of a burst of thousands of
+PATCHes, and a pass that cannot finish before the next snapshot simply
+continues from the new one. A refused write (RBAC, or the chart's
+ValidatingAdmissionPolicy) is logged with what to fix and counted. RBAC
+refuses every node alike, and an API server that does not answer fails
+them all: either ends the pass, to be tried again with the next snapshot.
+A policy's refusal may concern one node: the pass goes on.
+"""
+
+import json
+import logging
+import os
+import secrets
+import socket
+import threading
+import time
+from collections.abc import Callable
+
+from kubernetes import client as k8s
+from kubernetes.client.exceptions import ApiException
+
+from kubectl_nettraffic.config import Settings
+from kubectl_nettraffic.kube.cluster import describe_api_error, request_json
+from kubectl_nettraffic.kube.lease import LeaseElection
+from kubectl_nettraffic.measuring.measurement import Snapshot
+from kubectl_nettraffic.scoring.tiers import TIER_LABEL, TierLabelStatus, assign_tiers, tier_changes
+
+log = logging.getLogger(__name__)
+
+# A write reaches the node watch's cache well within this (seconds).
+_WATCH_DELAY = 1.0
+
+
+def label_patch(value: str | None) -> dict[str, object]:
+    """The merge patch that sets (or, with None, removes) the tier label."""
+    return {"metadata": {"labels": {TIER_LABEL: value}}}
+
+
+def patch_node_label(api: k8s.ApiClient, node: str, value: str | None) -> None:
+    request_json(
+        api,
+        "PATCH",
+        f"/api/v1/nodes/{node}",
+        body=label_patch(value),
+        content_type="application/merge-patch+json",
+    )
+
+
+def refusal_hint(error: ApiException) -> str:
+    """What to do when the API server refuses a label write: RBAC's refusal
+    gets the fix; an admission policy's (ours or another's) is quoted."""
+    try:
+        message = str(json.loads(error.body or "").get("message") or "")
+    except (ValueError, AttributeError):
+        message = str(error.body or error.reason or "")
+    if error.status == 403 and "admission" not in message.lower():
+        return (
+            "RBAC forbids it: grant patch on nodes to the webhook's service account "
+            "(the chart does with steering.trafficTiers=true), or set steering.trafficTiers=false"
+        )
+    return f"the API server refused it: {message.strip()[:300]}"
+
+
+class TierLabeller:
+    def __init__(
+        self,
+        api: k8s.ApiClient,
+        election: LeaseElection,
+        margin: float,
+        writes_per_second: float,
+        clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._api = api
+        self._wall = wall_clock
+        self.election = election
+        self.margin = margin
+        self._interval = 1.0 / writes_per_second
+        self._clock = clock
+        self._latest: Snapshot | None = None
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._writes = {"written": 0, "refused": 0, "failed": 0}
+        self._last_error: str | None = None
+        self._thread: threading.Thread | None = None
+        # Labels this labeller wrote, and when (wall clock): a snapshot whose
+        # node list was taken before a write still shows the old label.
+        self._written: dict[str, tuple[str | None, float]] = {}
+
+    def status(self) -> TierLabelStatus:
+        with self._lock:
+            return TierLabelStatus(self.election.is_leader(), dict(self._writes), self._last_error)
+
+    def offer(self, snapshot: Snapshot | None) -> None:
+        """The latest snapshot; the writer thread labels from it when it can."""
+        if snapshot is not None:
+            self._latest = snapshot
+            self._wake.set()
+
+    def start(self) -> "TierLabeller":
+        self.election.start()
+        self._thread = threading.Thread(target=self._run, name="tier-labels", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(10)
+        self.election.stop()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self._wake.wait()
+            self._wake.clear()
+            if self._stop.is_set():
+                return
+            snapshot = self._latest
+            if snapshot is not None and self.election.is_leader():
+                self.label(snapshot)
+
+    def changes(self, snapshot: Snapshot) -> dict[str, str | None]:
+        """The label writes that bring the nodes to ``snapshot``'s tiers."""
+        current: dict[str, str | None] = {
+            name: node.labels.get(TIER_LABEL) for name, node in snapshot.nodes.items()
+        }
+        # What we wrote since the node list was taken counts as there.
+        for name, (value, _) in self._written.items():
+            if name in current:
+                current[name] = value
+        previous = {name: value for name, value in current.items() if value is not None}
+        assigned = assign_tiers(snapshot.candidates, previous, self.margin)
+        return tier_changes(assigned, current)
+
+    def label(self, snapshot: Snapshot) -> int:
+        """One pass; returns how many labels were written. Stops early when a
+        newer snapshot arrives or leadership is lost."""
+        # The snapshot's node list (taken with its measurement, from the watch
+        # cache) shows what was written before it: from then on, it is the truth,
+        # also when someone else has changed a label since.
+        listed_after = snapshot.generated_at - _WATCH_DELAY
+        self._written = {
+            name: (value, at) for name, (value, at) in self._written.items() if at > listed_after
+        }
+        written = 0
+        next_at = self._clock()
+        for name, value in self.changes(snapshot).items():
+            if self._stop.is_set() or self._wake.is_set() or not self.election.is_leader():
+                break  # a newer snapshot, or another replica's turn
+            pause = next_at - self._clock()
+            if pause > 0 and self._stop.wait(pause):
+                break
+            next_at = max(next_at, self._clock()) + self._interval
+            outcome = self._write(name, value)
+            if outcome == "written":
+                written += 1
+            elif outcome == "stop":
+                break  # every other node would fail the same way: next pass
+        return written
+
+    def _write(self, node: str, value: str | None) -> str:
+        """One PATCH: "written", "skip" (this node only) or "stop" (the pass)."""
+        try:
+            patch_node_label(self._api, node, value)
+        except ApiException as error:
+            if error.status == 404:
+                return "skip"  # the node is gone; the next node list drops it
+            if error.status in (403, 422):
+                hint = refusal_hint(error)
+                self._failed("refused", f"cannot set {TIER_LABEL} on node {node}: {hint}")
+                # RBAC refuses every node alike; a policy may refuse just this one.
+                return "stop" if hint.startswith("RBAC") else "skip"
+            self._failed("failed", str(describe_api_error(error, f"labelling node {node}")))
+            return "stop"
+        except Exception as error:  # the API server did not answer
+            self._failed("failed", str(describe_api_error(error, f"labelling node {node}")))
+            return "stop"
+        self._written[node] = (value, self._wall())
+        self._count("written", None)
+        return "written"
+
+    def _failed(self, outcome: str, message: str) -> None:
+        self._count(outcome, message)
+        log.warning("%s", message)
+
+    def _count(self, outcome: str, error: str | None) -> None:
+        with self._lock:
+            self._writes[outcome] += 1
+            if error is not None:
+                self._last_error = error
+
+
+SERVICE_ACCOUNT_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+
+
+def lease_namespace(configured: str, namespace_file: str = SERVICE_ACCOUNT_NAMESPACE) -> str:
+    """The configured namespace, else the pod's own (POD_NAMESPACE, then the
+    service account's namespace file), else "default"."""
+    if configured:
+        return configured
+    if os.environ.get("POD_NAMESPACE"):
+        return os.environ["POD_NAMESPACE"]
+    try:
+        with open(namespace_file, encoding="utf-8") as handle:
+            return handle.read().strip() or "default"
+    except OSError:
+        return "default"
+
+
+def tier_labeller(settings: Settings, api: k8s.ApiClient) -> TierLabeller:
+    """The labeller for these settings, campaigning as this pod (its name and a
+    random suffix, so a restarted pod does not pass for its predecessor)."""
+    config = settings.tier_labels
+    identity = f"{os.environ.get('POD_NAME') or socket.gethostname()}_{secrets.token_hex(4)}"
+    election = LeaseElection(
+        api, lease_namespace(config.lease_namespace), config.lease_name, identity
+    )
+    return TierLabeller(api, election, config.hysteresis, config.writes_per_second)
+
+
+def remove_tier_labels(api: k8s.ApiClient) -> list[str]:
+    """Take the tier label off every node that has it (the uninstall cleanup)."""
+    listed = request_json(api, "GET", "/api/v1/nodes", query={"labelSelector": TIER_LABEL})
+    names = [str(item["metadata"]["name"]) for item in listed.get("items") or []]
+    for name in names:
+        try:
+            patch_node_label(api, name, None)
+        except ApiException as error:
+            if error.status != 404:
+                raise
+    return names

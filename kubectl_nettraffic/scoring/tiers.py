@@ -1,0 +1,85 @@
+"""Traffic tiers: a coarse, slowly changing label per node, so that a pod's
+preference holds over whichever nodes kube-scheduler happens to score.
+
+kube-scheduler scores only a sample of the feasible nodes in a large
+cluster (numFeasibleNodesToFind: 500 of 5,000), and a pod's per-node
+preferred terms name 3 nodes that are usually not in it. A preferred term
+on a node *label* matches in every sample. So each eligible node with data
+is put in one of ``TIERS`` tiers by its rank among them (tier 1: the
+quietest quarter, by the same score the webhook ranks with), written as the
+label ``nettraffic.io/traffic-tier``, and every steered pod also prefers
+the quieter tiers (``TIER_WEIGHTS``).
+
+Ranks, not score thresholds: scores are relative (traffic mode divides by
+the busiest node), and quarters give every sample a spread of tiers
+whatever the cluster's load. Hysteresis keeps label writes rare: a node
+leaves its tier only once its rank is ``margin`` past the tier's bounds,
+so nodes near a boundary do not flap between refreshes.
+"""
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from kubectl_nettraffic.scoring.node_scores import NodeScore
+
+TIER_LABEL = "nettraffic.io/traffic-tier"
+TIERS = 4
+# Preferred-term weight per tier. The busiest tier gets none. Against the
+# per-node terms (100 for the best node): a preferred node in tier 1 scores
+# 100 + 60, any other tier-1 node 60, so within a sample the named nodes still
+# come first, then the quiet tiers in order.
+TIER_WEIGHTS = {"1": 60, "2": 40, "3": 20}
+# 0.05: a node must move 5% of the ranking past its tier's edge to change
+# tier; at 5,000 nodes that is 250 places.
+DEFAULT_MARGIN = 0.05
+
+
+def assign_tiers(
+    ranked: Sequence[NodeScore],
+    previous: Mapping[str, str],
+    margin: float = DEFAULT_MARGIN,
+    tiers: int = TIERS,
+) -> dict[str, str]:
+    """node -> tier ("1" quietest .. str(tiers)) for ``ranked`` (best first).
+
+    ``previous`` is each node's current tier label; a node keeps it while
+    its rank's fraction stays within that tier's bounds widened by ``margin``.
+    """
+    count = len(ranked)
+    assigned: dict[str, str] = {}
+    for rank, score in enumerate(ranked):
+        # The middle of the node's place in the ranking, 0..1.
+        position = (rank + 0.5) / count
+        natural = min(tiers, int(position * tiers) + 1)
+        kept = previous.get(score.name)
+        if kept is not None and kept.isdigit() and 1 <= int(kept) <= tiers:
+            low, high = (int(kept) - 1) / tiers - margin, int(kept) / tiers + margin
+            if low <= position <= high:
+                assigned[score.name] = kept
+                continue
+        assigned[score.name] = str(natural)
+    return assigned
+
+
+def tier_changes(
+    assigned: Mapping[str, str], current: Mapping[str, str | None]
+) -> dict[str, str | None]:
+    """The label writes that take nodes from ``current`` to ``assigned``:
+    node -> new tier, or None to remove the label (nodes no longer ranked)."""
+    changes: dict[str, str | None] = {
+        name: tier for name, tier in assigned.items() if current.get(name) != tier
+    }
+    for name, tier in current.items():
+        if tier is not None and name not in assigned:
+            changes[name] = None
+    return changes
+
+
+@dataclass(frozen=True)
+class TierLabelStatus:
+    """What the label writer has done so far (tier_labels.py), as the refresher
+    process reports it to the serving process for /metrics."""
+
+    leader: bool = False
+    writes: Mapping[str, int] = field(default_factory=dict)  # outcome -> PATCHes
+    last_error: str | None = None

@@ -1,0 +1,152 @@
+"""The JSON patch that appends our preferred terms and annotations to a pod.
+
+Existing affinity of any shape is kept; our terms are appended, and a node
+or tier term the pod already has is not added twice (reinvocation).
+
+Each op carries its own compact JSON text (AddOp), so no encoder runs for a
+patch; the admission answer is written the same way (webhook/admission.py).
+"""
+
+import json
+from collections.abc import Mapping, Sequence
+from json.encoder import encode_basestring_ascii
+from typing import Any
+
+from kubectl_nettraffic.kube.pods import PREFERRED, JsonPatch, Pod
+from kubectl_nettraffic.scoring.placement import Preference
+from kubectl_nettraffic.scoring.tiers import TIER_LABEL, TIER_WEIGHTS
+
+
+def _escape(key: str) -> str:
+    return key.replace("~", "~0").replace("/", "~1")
+
+
+def _steered_nodes(affinity: Mapping[str, Any]) -> set[str]:
+    """Nodes that already have a one-node matchFields preferred term, and
+    TIER_LABEL if a term on the tier label is there already."""
+    node_affinity = affinity.get("nodeAffinity") or {}
+    found: set[str] = set()
+    for term in node_affinity.get(PREFERRED) or []:
+        preference = term.get("preference") or {}
+        for field in preference.get("matchFields") or []:
+            if field.get("key") == "metadata.name" and field.get("operator") == "In":
+                found.update(field.get("values") or [])
+        for expression in preference.get("matchExpressions") or []:
+            if expression.get("key") == TIER_LABEL:
+                found.add(TIER_LABEL)
+    return found
+
+
+# The preferred terms on the traffic-tier label, the same for every pod: built once.
+_TIER_TERMS = [
+    {
+        "weight": weight,
+        "preference": {
+            "matchExpressions": [{"key": TIER_LABEL, "operator": "In", "values": [tier]}]
+        },
+    }
+    for tier, weight in TIER_WEIGHTS.items()
+]
+_TIER_TEXTS = [json.dumps(term, separators=(",", ":")) for term in _TIER_TERMS]
+
+
+class AddOp(dict[str, Any]):
+    """A JSON patch ``add`` op that carries its own compact JSON text.
+
+    The generic encoder turns every map it meets into a list of item pairs
+    and every key and value into a string of its own before joining them,
+    and our preferred terms are maps and lists four deep, so encoding cost
+    more than building the patch. Their text is written from a template
+    when the op is built, from the same values. The annotation ops carry theirs too, so
+    no JSON encoder runs for a patch at all (the webhook's answer is written
+    the same way: admission.answer). It is what
+    ``json.dumps(op, separators=(",", ":"))`` writes, byte for byte; a
+    property test holds the two equal. Read-only once built: the text would
+    not follow a change.
+    """
+
+    __slots__ = ("json",)
+    json: str
+
+
+# A JSON string literal, exactly as json.dumps writes it: the function it
+# calls, without its argument handling (which cost more than the encoding).
+# The webhook's answer (admission.answer) writes its strings with it too.
+json_string = encode_basestring_ascii
+
+
+def _add_op(path: str, value: Any, value_json: str) -> AddOp:
+    op = AddOp(op="add", path=path, value=value)
+    op.json = f'{{"op":"add","path":{json_string(path)},"value":{value_json}}}'
+    return op
+
+
+def metadata_ops(pod: Pod, field: str, entries: Mapping[str, str]) -> JsonPatch:
+    """Adds of string ``entries`` to the pod's ``metadata.<field>`` (annotations, labels)."""
+    existing = (pod.get("metadata") or {}).get(field)
+    if not isinstance(existing, dict):
+        value = dict(entries)
+        pairs = ",".join([f"{json_string(k)}:{json_string(v)}" for k, v in value.items()])
+        return [_add_op(f"/metadata/{field}", value, f"{{{pairs}}}")]
+    return [
+        _add_op(f"/metadata/{field}/{_escape(key)}", value, json_string(value))
+        for key, value in entries.items()
+    ]
+
+
+def annotation_ops(pod: Pod, annotations: Mapping[str, str]) -> JsonPatch:
+    return metadata_ops(pod, "annotations", annotations)
+
+
+def affinity_patch(
+    pod: Pod,
+    preferences: Sequence[Preference],
+    annotations: Mapping[str, str],
+    labels: Mapping[str, str] | None = None,
+    tier_terms: bool = False,
+) -> JsonPatch:
+    """JSON patch appending our terms to whatever affinity the pod has."""
+    # isinstance(..., dict), not Mapping: the pod is decoded JSON, and the
+    # abstract check costs several times more on every admission.
+    affinity = (pod.get("spec") or {}).get("affinity")
+    already = _steered_nodes(affinity) if isinstance(affinity, dict) else ()
+    terms, texts = [], []
+    for p in preferences:
+        if p.node not in already:
+            terms.append(
+                {
+                    "weight": p.weight,
+                    "preference": {
+                        "matchFields": [
+                            {"key": "metadata.name", "operator": "In", "values": [p.node]}
+                        ]
+                    },
+                }
+            )
+            texts.append(
+                f'{{"weight":{p.weight!r},"preference":{{"matchFields":[{{"key":"metadata.name",'
+                f'"operator":"In","values":[{json_string(p.node)}]}}]}}}}'
+            )
+    if tier_terms and TIER_LABEL not in already:
+        terms.extend(_TIER_TERMS)
+        texts.extend(_TIER_TEXTS)
+    ops: JsonPatch = []
+    if terms:
+        listed = f"[{','.join(texts)}]"
+        if not isinstance(affinity, dict):
+            value = {"nodeAffinity": {PREFERRED: terms}}
+            ops.append(
+                _add_op("/spec/affinity", value, f'{{"nodeAffinity":{{"{PREFERRED}":{listed}}}}}')
+            )
+        elif not isinstance(affinity.get("nodeAffinity"), dict):
+            path = "/spec/affinity/nodeAffinity"
+            ops.append(_add_op(path, {PREFERRED: terms}, f'{{"{PREFERRED}":{listed}}}'))
+        elif not isinstance(affinity["nodeAffinity"].get(PREFERRED), list):
+            ops.append(_add_op(f"/spec/affinity/nodeAffinity/{PREFERRED}", terms, listed))
+        else:
+            path = f"/spec/affinity/nodeAffinity/{PREFERRED}/-"
+            ops.extend(_add_op(path, term, text) for term, text in zip(terms, texts, strict=True))
+    ops.extend(annotation_ops(pod, annotations))
+    if labels:
+        ops.extend(metadata_ops(pod, "labels", labels))
+    return ops

@@ -1,0 +1,177 @@
+"""One admission decision: skip rules, candidate choice, burst booking, patch.
+
+Glue between the published scores (scoreboard.py), the pods steered since
+(inflight/state.py) and placement (pure rules); the webhook's /mutate and the
+placement benchmark both call ``Steerer.decide``.
+"""
+
+import logging
+import time
+from collections.abc import Callable, Mapping
+from typing import NamedTuple
+
+from kubectl_nettraffic.config import Settings
+from kubectl_nettraffic.inflight.state import InflightState
+from kubectl_nettraffic.kube.pod_shape import malformed_part
+from kubectl_nettraffic.kube.pods import (
+    BANDWIDTH_SOURCE,
+    BOOKED_BANDWIDTH,
+    BOOKING,
+    PREFERRED_NODES,
+    SCORED_AT,
+    SCORES,
+    SKIPPED,
+    SOURCE,
+    STEERED_BY,
+    JsonPatch,
+    Pod,
+    untouchable_reason,
+)
+from kubectl_nettraffic.kube.workloads import pod_workload
+from kubectl_nettraffic.labels import parse_selector
+from kubectl_nettraffic.measuring.measurement import Snapshot
+from kubectl_nettraffic.measuring.scoreboard import Scoreboard
+from kubectl_nettraffic.scoring.placement import Preference
+from kubectl_nettraffic.steering.affinity_patch import affinity_patch, annotation_ops
+from kubectl_nettraffic.steering.patch_check import PatchCheckFailed, apply_and_check
+from kubectl_nettraffic.steering.pod_bandwidth import expected_bandwidth
+from kubectl_nettraffic.units import rfc3339
+
+log = logging.getLogger(__name__)
+
+
+class Decision(NamedTuple):  # a tuple: one is made on every admission
+    patch: JsonPatch | None  # None: allow unchanged
+    preferences: tuple[Preference, ...] = ()
+    skip: str | None = None  # reason code when not steered
+    warnings: tuple[str, ...] = ()
+    booking: int = 0  # the pod's key in the in-flight ledger; 0: not booked
+
+
+class Steerer:
+    """Decides each admission from the published scores (``scoreboard``) and
+    the pods steered since (``inflight``).
+
+    ``ledger_label``: when given, each booked pod is labelled with it
+    (``nettraffic.io/steered-by``) and annotated with its booking's key, so a
+    BindingWatch can move the booking to the node the pod is bound to."""
+
+    def __init__(
+        self,
+        scoreboard: Scoreboard,
+        inflight: InflightState,
+        settings: Settings,
+        clock: Callable[[], float] = time.time,
+        ledger_label: str | None = None,
+    ) -> None:
+        self.scoreboard = scoreboard
+        self.inflight = inflight
+        self.settings = settings
+        self.clock = clock
+        self.ledger_label = ledger_label
+        self.selector = parse_selector(settings.nodes.selector)
+        # Of the latest snapshot seen, renewed when it changes: when it turns
+        # stale and its RFC 3339 time, needed on every admission. One tuple,
+        # so concurrent admissions swap it whole.
+        self._derived: tuple[Snapshot | None, float, str] = (None, float("-inf"), "")
+
+    def _derived_of(self, snapshot: Snapshot) -> tuple[Snapshot | None, float, str]:
+        derived = self._derived
+        if derived[0] is not snapshot:
+            derived = (
+                snapshot,
+                self.scoreboard.stale_after(snapshot),
+                rfc3339(snapshot.generated_at),
+            )
+            self._derived = derived
+        return derived
+
+    def _skipped(self, pod: Pod, reason: str, warning: str) -> Decision:
+        # Soft skips are written on the pod so `kubectl nettraffic explain` can say why.
+        patch = annotation_ops(pod, {SKIPPED: reason})
+        try:
+            apply_and_check(pod, patch)
+        except PatchCheckFailed:
+            patch = []
+        return Decision(patch=patch or None, skip=reason, warnings=(warning,))
+
+    def decide(
+        self, pod: Pod, namespace_labels: Mapping[str, str] | None, dry_run: bool
+    ) -> Decision:
+        steering = self.settings.steering
+        reason = untouchable_reason(pod, namespace_labels, steering.scheduler_names)
+        if reason == "malformed-pod":
+            return Decision(
+                patch=None,
+                skip=reason,
+                warnings=(f"nettraffic: {malformed_part(pod)}; pod not steered",),
+            )
+        if reason:
+            return Decision(patch=None, skip=reason)
+        snapshot = self.scoreboard.snapshot
+        if snapshot is None:
+            return self._skipped(
+                pod,
+                "no-snapshot",
+                "nettraffic: no traffic data yet; node choice left to the scheduler",
+            )
+        now = self.clock()
+        if now > self._derived_of(snapshot)[1]:
+            return self._skipped(
+                pod,
+                "stale-snapshot",
+                f"nettraffic: traffic data is {snapshot.age(now):.0f}s old; "
+                "node choice left to the scheduler",
+            )
+        bandwidth, bandwidth_source, warning = expected_bandwidth(
+            pod, snapshot.learned, steering.default_pod_bandwidth
+        )
+        warnings = (warning,) if warning else ()
+        with self.inflight.steering(snapshot) as held:
+            # The snapshot the in-flight state follows: this one or a newer one.
+            snapshot = held.snapshot
+            # Booked at the default, nothing learned yet: its workload's burst
+            # spreads (unknown_workloads.py).
+            unknown = pod_workload(pod) if bandwidth_source == "default" else None
+            preferences = held.choose(
+                pod, self.selector, steering.preferred_nodes, bandwidth, now, unknown
+            )
+            if not preferences:
+                decision = self._skipped(
+                    pod, "no-candidate", "nettraffic: no eligible node fits this pod's constraints"
+                )
+                return Decision(
+                    decision.patch, skip=decision.skip, warnings=warnings + decision.warnings
+                )
+            names, scores = [], []
+            for p in preferences:
+                score = round(p.score)  # in-flight load can take it below 0
+                names.append(p.node)
+                scores.append(f"{p.node}={0 if score < 0 else 100 if score > 100 else score}")
+            annotations = {
+                PREFERRED_NODES: ",".join(names),
+                SCORED_AT: self._derived_of(snapshot)[2],
+                SOURCE: snapshot.source,
+                SCORES: ",".join(scores),
+                BOOKED_BANDWIDTH: f"{bandwidth:.0f}",
+                BANDWIDTH_SOURCE: bandwidth_source,
+            }
+            # sideEffects None: a dry run books nothing.
+            key = held.new_key() if bandwidth > 0 and not dry_run else 0
+            labels = None
+            if key and self.ledger_label:
+                annotations[BOOKING] = str(key)
+                labels = {STEERED_BY: self.ledger_label}
+            patch = affinity_patch(pod, preferences, annotations, labels, steering.traffic_tiers)
+            try:
+                apply_and_check(pod, patch)
+            except PatchCheckFailed as error:
+                log.warning("patch check failed, allowing unchanged: %s", error)
+                return Decision(
+                    patch=None,
+                    skip="patch-check-failed",
+                    warnings=(*warnings, f"nettraffic: patch not applied ({error})"),
+                )
+            if key:
+                held.book(preferences[0].node, bandwidth, now, key, unknown)
+        return Decision(patch, tuple(preferences), None, warnings, key)
