@@ -191,7 +191,7 @@ def simulate(scenario: Scenario, strategy: str, seed: int) -> tuple[Run, np.ndar
         learning=learning,
     )
     webhooks = [
-        serving_parts(settings, clock=lambda: now[0], ledger_label=f"replica-{i}")
+        serving_parts(settings, clock=lambda: now[0], replica=f"replica-{i}")
         for i in range(scenario.replicas)
     ]
     serving = webhooks[0]
@@ -370,7 +370,7 @@ def _seen_by_the_others(
         for webhook in webhooks:
             if webhook is not steering:
                 key = webhook.inflight.book_seen(
-                    first, bandwidth, at, steering.steerer.ledger_label or "", unknown
+                    first, bandwidth, at, steering.inflight.replica or "", unknown
                 )
                 webhook.inflight.rebook(key, bound)
 

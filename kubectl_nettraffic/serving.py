@@ -34,12 +34,12 @@ class Serving:
 
 
 def serving_parts(
-    settings: Settings, clock: Callable[[], float] = time.time, ledger_label: str | None = None
+    settings: Settings, clock: Callable[[], float] = time.time, replica: str | None = None
 ) -> Serving:
     """Scoreboard, in-flight state and Steerer, wired; nothing started."""
-    inflight = InflightState(settings, ledger_label)
+    inflight = InflightState(settings, replica)
     scoreboard = Scoreboard(settings, clock, on_snapshot=inflight.adopt)
-    steerer = Steerer(scoreboard, inflight, settings, clock, ledger_label)
+    steerer = Steerer(scoreboard, inflight, settings, clock)
     return Serving(settings, scoreboard, inflight, steerer)
 
 
@@ -49,16 +49,16 @@ def start_serving(settings: Settings) -> Serving:
     follow = needs_api(settings) and settings.steering.follow_bindings
     # This process's ledger id: random, so that pods labelled by an earlier
     # process (whose booking keys would collide) are not selected.
-    ledger_label = secrets.token_hex(5) if follow else None
-    serving = serving_parts(settings, ledger_label=ledger_label)
+    replica = secrets.token_hex(5) if follow else None
+    serving = serving_parts(settings, replica=replica)
     # Refreshes run in a child process, off this process's GIL (refresher_process).
     serving.refresher = RefresherProcess(settings, serving.scoreboard).start()
     if needs_api(settings):
         api = api_client(settings.kubeconfig)
         serving.namespaces = namespace_cache(api).start()
-        if ledger_label is not None:
+        if replica is not None:
             # A pod's traffic is fully in the measurements this long after its creation.
             horizon = settings.steering.pod_startup + settings.prometheus.window
-            serving.bindings = BindingWatch(api, serving.inflight, ledger_label, horizon)
+            serving.bindings = BindingWatch(api, serving.inflight, replica, horizon)
             serving.bindings.start()
     return serving

@@ -18,7 +18,7 @@ HEAVY = 100 * 2**20
 
 @pytest.fixture
 def board():
-    return FixedBoard({"a": 0.0, "b": 1e6, "c": 2e6}, ledger_label="ledger1")
+    return FixedBoard({"a": 0.0, "b": 1e6, "c": 2e6}, replica="ledger1")
 
 
 @pytest.fixture
@@ -47,10 +47,10 @@ def _steer(steerer, name, bandwidth=HEAVY):
 
 
 def _inflight(steerer):
-    return dict(steerer.inflight.view(steerer.scoreboard.snapshot))
+    return dict(steerer.inflight.view())
 
 
-def test_a_booked_pod_carries_its_ledger_label_and_key(steerer):
+def test_a_booked_pod_carries_its_replica_and_key(steerer):
     steered, decision = _steer(steerer, "p1")
     assert steered["metadata"]["labels"][STEERED_BY] == "ledger1"
     assert steered["metadata"]["annotations"][BOOKING] == str(decision.booking)
@@ -116,7 +116,7 @@ def _watch(fake_api, kubeconfig, board, ledger, horizon=150.0):
 def test_a_pod_another_replica_steered_is_booked_here_moves_and_drops(
     fake_api, kubeconfig, steerer, watch
 ):
-    other = FixedBoard({"a": 0.0, "b": 1e6, "c": 2e6}, ledger_label="ledger2")
+    other = FixedBoard({"a": 0.0, "b": 1e6, "c": 2e6}, replica="ledger2")
     theirs = _watch(fake_api, kubeconfig, other, "ledger2")
     try:
         first, decision = _steer(steerer, "p1")  # steered by replica 1
@@ -155,7 +155,7 @@ def test_a_restarted_replica_rebuilds_its_bookings_from_the_pods(fake_api, kubec
     old["metadata"]["creationTimestamp"] = "2020-01-01T00:00:00Z"  # measured long since
     fake_api.put(old)
     # The same webhook pod after a restart: a new process, a new ledger id.
-    restarted = FixedBoard({"a": 0.0, "b": 1e6, "c": 2e6}, ledger_label="ledger9")
+    restarted = FixedBoard({"a": 0.0, "b": 1e6, "c": 2e6}, replica="ledger9")
     watch = _watch(fake_api, kubeconfig, restarted, "ledger9")
     try:
         assert watch.counts()["seen"] == 2
@@ -193,7 +193,7 @@ def test_replicas_that_saw_each_others_pods_put_different_nodes_first(fake_api, 
     the last second, times the watch's delay, well under a second)."""
     loads = {"a": 0.0, "d": 0.0, "c": 1e6, "e": 4e6}
     labels = ("ledger1", "ledger2")
-    boards = [FixedBoard(loads, ledger_label=label) for label in labels]
+    boards = [FixedBoard(loads, replica=label) for label in labels]
     heavy = pod(annotations={EXPECTED_BANDWIDTH: "400000"})  # 10 score points
 
     def firsts():
@@ -217,7 +217,7 @@ def test_replicas_that_saw_each_others_pods_put_different_nodes_first(fake_api, 
 
 def test_the_watch_times_how_long_it_takes_to_show_this_replicas_pods(fake_api, kubeconfig):
     now = [MEASURED_AT]  # the admissions' and the watch's clock
-    board = FixedBoard({"a": 0.0, "b": 1e6}, clock=lambda: now[0], ledger_label="ledger1")
+    board = FixedBoard({"a": 0.0, "b": 1e6}, clock=lambda: now[0], replica="ledger1")
     inflight = board.inflight
     watch = BindingWatch(
         api_client(kubeconfig), inflight, "ledger1", horizon=150.0, clock=lambda: now[0]
@@ -248,7 +248,7 @@ def test_another_replicas_pod_booked_at_the_default_spreads_its_workload_here(fa
     the default (1Mi) costs a node 0.26 points, another replica's node 0.26
     more, and a pod of the same workload booked at the default 5."""
     loads = {"a": 0.0, "b": 1e7, "c": 4e8}
-    boards = [FixedBoard(loads, ledger_label=label) for label in ("ledger1", "ledger2")]
+    boards = [FixedBoard(loads, replica=label) for label in ("ledger1", "ledger2")]
     theirs = _watch(fake_api, kubeconfig, boards[1], "ledger2")
     try:
         web = pod(generate_name="web-7d9c4b-")

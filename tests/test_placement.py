@@ -438,29 +438,49 @@ def test_patch_is_idempotent_and_never_removes_a_field(affinity, annotations, ex
 # n00-n03 are replica 1's: replica 0's best is n04, fifth by live score.
 @example(loads=[0, 0, 0, 0, 1e3, 1e8], bookings=[(5, 0.0)], count=1, share=(0, 2), bandwidth=5e7)
 def test_live_heap_chooses_exactly_what_the_scan_chooses(loads, bookings, count, share, bandwidth):
-    """Also with a handicap: other replicas' nodes counting one more pod (handicapped_top)."""
+    """Also with a handicap: other replicas' nodes counting part of a pod
+    more, read by a walk (handicapped_top) and off the heap split in groups
+    by the share (top_grouped)."""
     from kubectl_nettraffic.inflight.candidates import CandidateHeap
     from kubectl_nettraffic.inflight.replica_share import ReplicaShare
+    from kubectl_nettraffic.scoring.placement import handicapped_top
 
-    handicap = None if share is None else ReplicaShare(*share).handicap(bandwidth)
+    owner = None if share is None else ReplicaShare(*share)
+    handicap = None if owner is None else owner.handicap(bandwidth)
     board = _board({f"n{i:02d}": load for i, load in enumerate(loads)})
     snap = board.snapshot
-    live = CandidateHeap(snap.candidates, {})
     inflight: dict[str, tuple[float, int]] = {}
+    live = CandidateHeap(snap.candidates, inflight)
+    penalties = sorted({s.penalty_per_byte for s in snap.candidates})
+    grouped = CandidateHeap(
+        snap.candidates,
+        inflight,
+        group_of=None if owner is None else (
+            lambda s: 0 if owner.owns(s.name) else 1 + penalties.index(s.penalty_per_byte)
+        ),
+    )  # fmt: skip
+    handicaps = [0.0] + [p * bandwidth for p in penalties] if owner else [0.0]
     for index, booked in bookings:
         name = f"n{index % len(loads):02d}"
-        live.book(name, booked)
         extra, pods = inflight.get(name, (0.0, 0))
         inflight[name] = (extra + booked, pods + 1)
+        live.update(name)
+        grouped.update(name)
         scanned = choose_nodes(
             snap.candidates, snap.tainted, snap.nodes, pod(), EVERYONE, inflight, count,
             None, handicap,
         )  # fmt: skip
-        from_heap = choose_nodes(
+        walked = choose_nodes(
             snap.candidates, snap.tainted, snap.nodes, pod(), EVERYONE, inflight, count,
-            live, handicap,
+            lambda c: live.top(c) if handicap is None else handicapped_top(live, c, handicap),
+            handicap,
         )  # fmt: skip
-        assert [p.node for p in from_heap] == [p.node for p in scanned]
+        from_groups = choose_nodes(
+            snap.candidates, snap.tainted, snap.nodes, pod(), EVERYONE, inflight, count,
+            lambda c: grouped.top_grouped(c, handicaps), handicap,
+        )  # fmt: skip
+        assert [p.node for p in walked] == [p.node for p in scanned]
+        assert [p.node for p in from_groups] == [p.node for p in scanned]
 
 
 def test_a_handicap_reaching_past_the_best_nodes_chooses_among_them():
@@ -488,13 +508,14 @@ def test_the_heap_stays_right_after_many_bookings_of_nodes_below_its_root():
 
     loads = {f"n{i}": i * 1e5 for i in range(6)}
     snap = _board(loads).snapshot
-    live = CandidateHeap(snap.candidates, {})
-    extra = dict.fromkeys(loads, 0.0)
+    unseen: dict[str, tuple[float, int]] = {}
+    live = CandidateHeap(snap.candidates, unseen)
     for step in range(3 * SUPERSEDED_MOST):
         name = f"n{1 + step % 5}"  # never n0, the best throughout
-        live.book(name, 1e3)
-        extra[name] += 1e3
-    by_score = {s.name: s.score_with(extra[s.name]) for s in snap.candidates}
+        extra, pods = unseen.get(name, (0.0, 0))
+        unseen[name] = (extra + 1e3, pods + 1)
+        live.update(name)
+    by_score = {s.name: s.score_with(unseen.get(s.name, (0.0, 0))[0]) for s in snap.candidates}
     expected = sorted(by_score, key=lambda n: -by_score[n])
     assert [entry[2].name for entry in live.top(6)] == expected
     assert [entry[0] for entry in live.top(6)] == [by_score[n] for n in expected]

@@ -20,43 +20,48 @@ from tests.harness.scoreboards import fixed_board
 HORIZON = 130.0
 
 
+def _share_at(replicas, now):
+    replicas.advance(now)
+    return replicas.share()
+
+
 def _parts(share):
     return None if share is None else (share.part, share.parts)
 
 
 def test_replicas_are_the_ids_seen_within_the_horizon_in_order():
     replicas = Replicas("r2", HORIZON)
-    assert replicas.share(100.0) is None  # alone
+    assert _share_at(replicas, 100.0) is None  # alone
     replicas.saw("r2", 100.0)  # its own pods, seen again after a restart of its watch
-    assert replicas.share(100.0) is None
+    assert _share_at(replicas, 100.0) is None
     replicas.saw("r1", 100.0)
-    assert _parts(replicas.share(150.0)) == (1, 2)
+    assert _parts(_share_at(replicas, 150.0)) == (1, 2)
     replicas.saw("r3", 120.0)
-    assert _parts(replicas.share(150.0)) == (1, 3)
+    assert _parts(_share_at(replicas, 150.0)) == (1, 3)
     replicas.saw("r1", 90.0)  # an older pod of r1's changes nothing
-    assert _parts(replicas.share(229.0)) == (1, 3)
-    assert _parts(replicas.share(231.0)) == (0, 2)  # r1 sent nothing new for 130 s
+    assert _parts(_share_at(replicas, 229.0)) == (1, 3)
+    assert _parts(_share_at(replicas, 231.0)) == (0, 2)  # r1 sent nothing new for 130 s
     replicas.saw("r3", 200.0)  # a newer pod keeps r3 counted
-    assert _parts(replicas.share(251.0)) == (0, 2)
-    assert replicas.share(331.0) is None
+    assert _parts(_share_at(replicas, 251.0)) == (0, 2)
+    assert _share_at(replicas, 331.0) is None
 
 
 def test_the_unseen_part_is_this_replicas_pace_times_the_watch_delay():
     replicas = Replicas("r2", HORIZON)
     replicas.saw("r1", 100.0)
-    assert replicas.share(100.0) == ReplicaShare(1, 2, 0.0)  # admitting nothing lately
+    assert _share_at(replicas, 100.0) == ReplicaShare(1, 2, 0.0)  # admitting nothing lately
     for i in range(10):  # 10 admissions in the last second: 10/s
         replicas.admitted(i, 100.0 + i / 10)
         replicas.delay.shown(i, 100.0 + i / 10 + WATCH_DELAY)
-    assert replicas.share(100.95).unseen == pytest.approx(10 / RATE_WINDOW * WATCH_DELAY)
-    assert replicas.share(100.95).unseen == pytest.approx(0.5)
+    assert _share_at(replicas, 100.95).unseen == pytest.approx(10 / RATE_WINDOW * WATCH_DELAY)
+    assert _share_at(replicas, 100.95).unseen == pytest.approx(0.5)
     # half a second later, the first five are out of the window
-    assert replicas.share(101.45).unseen == pytest.approx(0.25)
+    assert _share_at(replicas, 101.45).unseen == pytest.approx(0.25)
     for i in range(10, 50):  # 50/s: more than a pod unseen; one counts
         replicas.admitted(i, 101.5 + i / 100)
         replicas.delay.shown(i, 101.5 + i / 100 + WATCH_DELAY)
-    assert replicas.share(101.95).unseen == 1.0
-    assert replicas.share(103.0).unseen == 0.0
+    assert _share_at(replicas, 101.95).unseen == 1.0
+    assert _share_at(replicas, 103.0).unseen == 0.0
 
 
 def test_the_watch_delay_is_measured_on_this_replicas_own_pods():
@@ -98,7 +103,7 @@ def test_without_an_id_no_delay_is_timed():
 def test_a_process_without_an_id_never_shares():
     replicas = Replicas(None, HORIZON)
     replicas.saw("r1", 100.0)
-    assert replicas.share(100.0) is None
+    assert _share_at(replicas, 100.0) is None
 
 
 @pytest.mark.parametrize("count", [2, 3])

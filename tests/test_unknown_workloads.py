@@ -1,10 +1,13 @@
 """A burst of a workload not learned yet spreads: hand-computed cases."""
 
+import pytest
+
 from harness.reviews import pod
+from kubectl_nettraffic.inflight.state import OWN_HEAP_FROM
 from kubectl_nettraffic.inflight.unknown_workloads import POINTS_PER_POD, UnknownWorkloadPods
 from kubectl_nettraffic.kube.workloads import Workload
 from kubectl_nettraffic.scoring.node_scores import NodeScore
-from tests.harness.scoreboards import fixed_board
+from tests.harness.scoreboards import MEASURED_AT, FixedBoard, fixed_board
 
 WEB = Workload("default", "ReplicaSet", "web-7d9c4b")
 API = Workload("default", "ReplicaSet", "api-5f6d")
@@ -14,22 +17,43 @@ def _node(name: str) -> NodeScore:
     return NodeScore(name, 0, 0, 0, None, None, None, None, 100.0, 0.0, True, True, None)
 
 
+def _handicap(pods, workload, now):
+    pods_forgotten = list(pods.forget(now))
+    return pods.handicap(workload), pods_forgotten
+
+
 def test_each_pod_in_flight_counts_against_its_node_for_its_workload_only():
     pods = UnknownWorkloadPods(horizon=130.0)
-    assert pods.handicap(WEB, 100.0) is None
+    assert _handicap(pods, WEB, 100.0)[0] is None
     pods.add(WEB, "a", 100.0)
     pods.add(WEB, "a", 101.0)
     pods.add(WEB, "b", 102.0)
     pods.add(API, "c", 102.0)
-    points = pods.handicap(WEB, 110.0)
+    points, _ = _handicap(pods, WEB, 110.0)
     assert points is not None
     assert [points(_node(n)) for n in "abc"] == [2 * POINTS_PER_POD, POINTS_PER_POD, 0.0]
-    points = pods.handicap(API, 110.0)
+    points, _ = _handicap(pods, API, 110.0)
     assert points is not None and [points(_node(n)) for n in "abc"] == [0, 0, POINTS_PER_POD]
     # The measurements show a pod from podStartup + window after its admission on.
-    points = pods.handicap(WEB, 230.5)
+    points, forgotten = _handicap(pods, WEB, 230.5)
+    assert forgotten == [(WEB, "a", -1)]
     assert points is not None and [points(_node(n)) for n in "abc"] == [POINTS_PER_POD] * 2 + [0]
-    assert pods.handicap(WEB, 232.5) is None
+    assert _handicap(pods, WEB, 232.5)[0] is None
+
+
+def test_a_pod_counts_where_its_booking_was_moved_and_nowhere_once_dropped():
+    pods = UnknownWorkloadPods(horizon=130.0)
+    pods.add(WEB, "a", 100.0, key=1)
+    pods.add(WEB, "a", 100.0, key=2)
+    assert pods.move(1, "b") == [(WEB, "a", -1), (WEB, "b", 1)]
+    assert pods.in_flight(WEB) == {"a": 1, "b": 1}
+    assert pods.move(1, "c") == []  # a booking moves once
+    assert pods.drop(2) == [(WEB, "a", -1)]
+    assert pods.in_flight(WEB) == {"b": 1}
+    assert pods.drop(2) == [] and pods.move(3, "a") == []  # gone, or never booked
+    # the dropped pod leaves the log in its turn without counting twice
+    assert list(pods.forget(300.0)) == [(WEB, "b", -1)]
+    assert pods.in_flight(WEB) == {}
 
 
 # Scores: a 100, b 97.5, c 0; the default booking (1Mi) costs 0.26 points.
@@ -56,3 +80,49 @@ def test_a_pod_whose_bandwidth_is_known_is_booked_by_it_alone():
         for _ in range(3)
     ]
     assert _first_nodes(board, annotated) == ["a", "a", "a"]
+
+
+def test_a_burst_follows_its_pods_to_the_nodes_they_were_bound_to():
+    """The binding watch moves a booking: the pod's count moves with it, and
+    a dropped booking counts nowhere (before, the count stayed where the
+    pod was first booked)."""
+    board = fixed_board(LOADS)
+    inflight = board.inflight
+    first = board.steerer.decide(pod(generate_name="web-7d9c4b-"), {}, dry_run=False)
+    assert first.preferences[0].node == "a"
+    assert inflight.rebook(first.booking, "c") == "moved"
+    # a is free of web's pods again; c carries one (it was last anyway)
+    second = board.steerer.decide(pod(generate_name="web-7d9c4b-"), {}, dry_run=False)
+    assert [p.node for p in second.preferences] == ["a", "b", "c"]
+    assert inflight.release(second.booking)
+    third = board.steerer.decide(pod(generate_name="web-7d9c4b-"), {}, dry_run=False)
+    assert third.preferences[0].node == "a"
+
+
+def _spread_burst(replica, constrained):
+    """60 pods of one workload not learned yet over 40 nodes, as one
+    replica of two; ``constrained``: each pod with a nodeSelector every
+    node matches, which takes the choice off the heaps to a scan."""
+    loads = {f"n{i:02d}": i * 2e5 for i in range(40)}
+    labelled = {name: {"labels": {"zone": "z"}} for name in loads}
+    board = FixedBoard(loads, replica="r1" if replica else None, **labelled)
+    if replica:
+        board.inflight.book_seen("n39", 1.0, MEASURED_AT, "r0")
+    spec = {"nodeSelector": {"zone": "z"}} if constrained else {}
+    chosen = []
+    for index in range(60):
+        decision = board.steerer.decide(pod(spec=dict(spec)), {}, dry_run=False)
+        chosen.append([(p.node, p.weight) for p in decision.preferences])
+        if index % 7 == 3:  # some are bound to their second preference
+            board.inflight.rebook(decision.booking, decision.preferences[1].node)
+    return chosen
+
+
+@pytest.mark.parametrize("replica", [False, True])
+def test_the_heaps_choose_what_the_scan_chooses(replica):
+    """Past OWN_HEAP_FROM nodes the burst has a heap of its own, and with
+    another replica the heaps are split by the share: every choice is the
+    one the node-by-node scan makes, weights included."""
+    heaps, scanned = _spread_burst(replica, False), _spread_burst(replica, True)
+    assert len({c[0][0] for c in heaps}) > OWN_HEAP_FROM  # the own heap was used
+    assert heaps == scanned

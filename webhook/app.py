@@ -178,7 +178,7 @@ def create_app(settings: Settings, serving: Serving) -> Flask:
     def scheduler_prioritize() -> Response:
         def answer(args: extender.ExtenderArgs, stale: bool) -> Any:
             snapshot = board.snapshot
-            booked = inflight.view(snapshot) if snapshot else {}
+            booked = inflight.view() if snapshot else {}
             return extender.prioritize(args, snapshot, stale, booked)
 
         return _extender_call("prioritize", answer)
@@ -189,7 +189,7 @@ def create_app(settings: Settings, serving: Serving) -> Flask:
         if snapshot is None:
             return _error("no scores yet; the first refresh has not finished (see /readyz)", 503)
         document: dict[str, Any] = dict(
-            scores_document(snapshot, inflight.view(snapshot), board.is_stale(snapshot))
+            scores_document(snapshot, inflight.view(), board.is_stale(snapshot))
         )
         if request.args.get("diagnostics") in ("1", "true"):
             document["diagnostics"] = diagnostics_document(snapshot)

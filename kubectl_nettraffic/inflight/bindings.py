@@ -141,7 +141,7 @@ def _seen_booking(pod: Mapping[str, Any]) -> SeenBooking | None:
 
 class BindingWatch(Reflector):
     """Moves or drops the bookings of this process's pods (labelled
-    ``steered-by=<ledger_id>``) as they are bound or go, and books the other
+    ``steered-by=<replica>``) as they are bound or go, and books the other
     replicas' steered pods (any other ``steered-by``) as they appear.
 
     ``horizon``: seconds after its creation a pod's traffic is fully
@@ -151,14 +151,14 @@ class BindingWatch(Reflector):
         self,
         api: k8s.ApiClient,
         keeper: BookingKeeper,
-        ledger_id: str,
+        replica: str,
         horizon: float = math.inf,
         clock: Callable[[], float] = time.time,
     ) -> None:
         super().__init__(api, "/api/v1/pods", "steered pods", STEERED_BY)
         self.keeper = keeper
-        self._own = ledger_id
-        self._own_raw = ledger_id.encode()
+        self._own = replica
+        self._own_raw = replica.encode()
         self._horizon, self._clock = horizon, clock
         # (the other ledger's id, its booking key) -> (our key, creation time)
         self._seen: dict[tuple[str, int], tuple[int, float]] = {}

@@ -54,7 +54,7 @@ DELAY_WEIGHT = 0.1
 RATE_WINDOW = 1.0
 
 
-@functools.lru_cache(maxsize=2**16)  # a choice reads up to placement.MOST_READ nodes
+@functools.lru_cache(maxsize=2**16)  # grouping the candidates reads every node once
 def _node_hash(node: str) -> int:
     # crc32, not hash(): the same on every replica (hash() of a str is
     # randomised per process).
@@ -112,13 +112,13 @@ class WatchDelay:
 class Replicas:
     """The replicas steering lately, as the binding watch shows them.
 
-    ``own``: this replica's id (its steered-by label); ``horizon``: seconds
+    ``replica``: this replica's id (its steered-by label); ``horizon``: seconds
     after which a replica whose pods the watch showed no more is forgotten
     (the measurements show its pods by then). Not thread-safe: its owner
     (InflightState) holds its lock around every call."""
 
-    def __init__(self, own: str | None, horizon: float) -> None:
-        self._own, self._horizon = own, horizon
+    def __init__(self, replica: str | None, horizon: float) -> None:
+        self._own, self._horizon = replica, horizon
         self._last_seen: dict[str, float] = {}  # other replica's id -> its newest pod's creation
         self._share: ReplicaShare | None = None
         self._valid_until = float("-inf")  # when the oldest replica counted is forgotten
@@ -143,13 +143,18 @@ class Replicas:
             if known is None or known + self._horizon <= self._valid_until:
                 self._valid_until = float("-inf")  # recount at the next share()
 
-    def share(self, now: float) -> ReplicaShare | None:
-        """This replica's part of the nodes; None when it steers alone."""
+    def advance(self, now: float) -> None:
+        """Forget what is older than ``now`` allows: replicas past the
+        horizon, this one's admissions past RATE_WINDOW."""
         if now >= self._valid_until:
             self._recount(now)
+        self._trim(now)
+
+    def share(self) -> ReplicaShare | None:
+        """This replica's part of the nodes as of the last ``advance``; None
+        when it steers alone."""
         if self._share is None:
             return None
-        self._trim(now)
         pace = len(self._admitted) / RATE_WINDOW
         return self._share._replace(unseen=min(1.0, pace * self.delay.seconds))
 

@@ -1,41 +1,78 @@
 """Pods steered but not yet visible in a measurement: their one owner.
 
 Live in-flight state is the in-flight ledger (ledger.py: what each node
-carries that no measurement shows yet), the candidate heap built from it
-(placement.CandidateHeap: eligible nodes by live score), the booking keys,
-the replicas seen steering (replica_share.py), the pods of workloads booked
-at the default (unknown_workloads.py), and the lock over all of them. Everything that changes it goes through
-InflightState:
+carries that no measurement shows yet, the one keeper of that figure), the
+candidate heaps that rank the nodes by it (candidates.py), the booking
+keys, the replicas seen steering (replica_share.py), the pods of workloads
+booked at the default (unknown_workloads.py), and the lock over all of
+them. Everything that reads or changes it goes through InflightState:
 
 - ``adopt``: a new snapshot is published; the ledger moves to its
-  measurement time and the heap is rebuilt from its candidates;
-- ``steering``: an admission chooses its nodes and books its pod, holding
-  the lock throughout, so concurrent admissions see each other's bookings
-  (and the other replicas' nodes and its workload's pods booked at the
-  default count against the choice);
+  measurement time and the heaps are rebuilt from its candidates;
+- ``lock`` ... ``choose``, ``new_key``, ``book`` ... ``unlock``: one
+  admission chooses its nodes and books its pod holding the lock
+  throughout, so concurrent admissions see each other's bookings (and the
+  other replicas' nodes and its workload's pods booked at the default
+  count against the choice);
 - ``book_seen``: the binding watch (bindings.py) books a pod another
   replica steered, and so learns which replicas steer (replica_share.py);
 - ``shown``: the binding watch shows this process's pod, which times the
   watch's delay (replica_share.py);
 - ``rebook`` / ``release``: the binding watch moves a booking to the node
   its pod was bound to, or drops it for a pod that will not run;
-- ``view``: readers (/scores, the extender) get the ledger's figures.
+- ``view``: readers (/scores, the extender) get the ledger's figures. It
+  changes nothing.
+
+What a choice reads is kept current as bookings are added, moved and
+dropped, so that it reads a few nodes whatever is in flight:
+
+- the replica share lowers every node that is not this replica's by the
+  same part of a pod, so the candidate heap is split into groups (this
+  replica's nodes, and the others' by penalty per byte) and the best of
+  each group are read off its top;
+- a workload not learned yet with pods on many nodes gets a heap of its
+  own, whose scores carry its pods' points; one with pods on a few nodes
+  is read off the shared heap, as many nodes further as it has nodes.
 """
 
 import itertools
 import threading
-from collections.abc import Mapping
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Mapping
 
 from kubectl_nettraffic.config import Settings
-from kubectl_nettraffic.inflight.candidates import CandidateHeap
+from kubectl_nettraffic.inflight.candidates import CandidateHeap, Ranked
 from kubectl_nettraffic.inflight.ledger import InflightLedger
-from kubectl_nettraffic.inflight.replica_share import Replicas
-from kubectl_nettraffic.inflight.unknown_workloads import UnknownWorkloadPods
+from kubectl_nettraffic.inflight.replica_share import Replicas, ReplicaShare
+from kubectl_nettraffic.inflight.unknown_workloads import (
+    POINTS_PER_POD,
+    CountChange,
+    UnknownWorkloadPods,
+)
 from kubectl_nettraffic.kube.pods import Pod
 from kubectl_nettraffic.kube.workloads import Workload
 from kubectl_nettraffic.labels import LabelSelector
 from kubectl_nettraffic.measuring.measurement import Snapshot
-from kubectl_nettraffic.scoring.placement import Preference, choose_nodes, combined
+from kubectl_nettraffic.scoring.node_scores import NodeScore
+from kubectl_nettraffic.scoring.placement import (
+    Preference,
+    choose_nodes,
+    combined,
+    handicapped_top,
+)
+
+# A workload not learned yet gets a heap of its own once its pods in flight
+# are on this many nodes: below it, reading that many nodes more off the
+# shared heap costs less than keeping one more heap current.
+OWN_HEAP_FROM = 8
+# At most this many such heaps are kept (the workloads chosen for last);
+# each booking updates every one of them.
+MOST_OWN_HEAPS = 8
+# Groups of the replica share: this replica's nodes, and the others' by
+# each distinct penalty per byte (one per NIC speed, in practice). With more
+# distinct penalties than this the heap is not split, and a choice walks it
+# (scoring/placement.py, handicapped_top: exact, up to MOST_READ nodes).
+MOST_GROUPS = 16
 
 
 class InflightState:
@@ -43,6 +80,7 @@ class InflightState:
     label); None when it follows no bindings and so sees no other replica."""
 
     def __init__(self, settings: Settings, replica: str | None = None) -> None:
+        self.replica = replica
         self._ledger = InflightLedger(settings.steering.pod_startup, settings.prometheus.window)
         # A pod's traffic is fully in the measurements this long after its creation.
         horizon = settings.steering.pod_startup + settings.prometheus.window
@@ -51,10 +89,19 @@ class InflightState:
         self._lock = threading.Lock()
         self._keys = itertools.count(1)
         # Of the adopted snapshot: the ledger's live view at its measurement
-        # time (bookings update it in place until the next one) and the heap.
+        # time (bookings update it in place until the next one) and the heaps.
         self._snapshot: Snapshot | None = None
         self._view: Mapping[str, tuple[float, int]] = {}
         self._heap: CandidateHeap | None = None
+        self._own_heaps: OrderedDict[Workload, CandidateHeap] = OrderedDict()
+        # The replica share the heaps are grouped by ((part, parts), or None:
+        # one group), and the penalty per byte of each group after the first
+        # (None: too many to group by).
+        self._grouped_by: tuple[int, int] | None = None
+        self._penalties: list[float] | None = []
+        self._group_of: Callable[[NodeScore], int] | None = None
+
+    # -- snapshots ---------------------------------------------------------
 
     def adopt(self, snapshot: Snapshot) -> None:
         """Follow a newly published snapshot."""
@@ -68,21 +115,135 @@ class InflightState:
         ):
             return  # adopted already, or older than what was (a reader's stale copy)
         self._view = self._ledger.view(snapshot.generated_at)
-        self._heap = CandidateHeap(snapshot.candidates, self._view)
         self._snapshot = snapshot
+        self._rebuild()
+
+    def _rebuild(self) -> None:
+        assert self._snapshot is not None
+        self._own_heaps.clear()
+        candidates = self._snapshot.candidates
+        share = self._grouped_by
+        self._group_of = None
+        if share is None:
+            self._penalties = []
+            self._heap = CandidateHeap(candidates, self._view)
+            return
+        penalties = sorted({score.penalty_per_byte for score in candidates})
+        if len(penalties) >= MOST_GROUPS:
+            self._penalties = None
+            self._heap = CandidateHeap(candidates, self._view)
+            return
+        self._penalties = penalties
+        owner = ReplicaShare(*share)
+        group = {penalty: 1 + index for index, penalty in enumerate(penalties)}
+
+        def group_of(score: NodeScore) -> int:
+            return 0 if owner.owns(score.name) else group[score.penalty_per_byte]
+
+        self._group_of = group_of
+        self._heap = CandidateHeap(candidates, self._view, group_of=group_of)
 
     @property
     def adopted(self) -> Snapshot | None:
         return self._snapshot
 
-    def view(self, snapshot: Snapshot) -> Mapping[str, tuple[float, int]]:
-        """node -> (bytes/s not visible in ``snapshot`` yet, pods): look up, do not change."""
-        return self._ledger.view(snapshot.generated_at)
+    def view(self) -> Mapping[str, tuple[float, int]]:
+        """node -> (bytes/s not visible in the adopted snapshot yet, pods).
+        Live and shared: look values up, do not change them."""
+        with self._lock:
+            return self._view
 
-    def steering(self, snapshot: Snapshot) -> "Steering":
-        """Use in a ``with``: holds the lock, with ``snapshot`` adopted unless
-        a newer one is; choose and book through what it enters as."""
-        return Steering(self, snapshot)
+    # -- one admission -----------------------------------------------------
+
+    def lock(self, snapshot: Snapshot) -> Snapshot:
+        """Take the lock for one admission, with ``snapshot`` adopted unless
+        a newer one is; returns the snapshot followed, which the admission
+        decides by. Call ``unlock`` after, always (try/finally)."""
+        self._lock.acquire()
+        try:
+            self._adopt(snapshot)
+        except BaseException:
+            self._lock.release()
+            raise
+        assert self._snapshot is not None
+        return self._snapshot
+
+    def unlock(self) -> None:
+        self._lock.release()
+
+    def choose(
+        self,
+        pod: Pod,
+        selector: LabelSelector,
+        count: int,
+        bandwidth: float,
+        now: float,
+        unknown: Workload | None = None,
+    ) -> list[Preference]:
+        """Inside ``lock``: the best ``count`` nodes for ``pod`` (booked at
+        ``bandwidth``), every booking so far counted, and those other
+        replicas may be making; ``unknown``: its workload, when it is
+        booked at the default."""
+        snapshot = self._snapshot
+        assert snapshot is not None and self._heap is not None
+        self._replicas.advance(now)
+        share = self._replicas.share()
+        grouped_by = None if share is None else (share.part, share.parts)
+        if grouped_by != self._grouped_by:
+            self._grouped_by = grouped_by
+            self._rebuild()
+        self._counts_changed(self._unknown.forget(now))
+
+        share_handicap = None if share is None else share.handicap(bandwidth)
+        unknown_handicap = None if unknown is None else self._unknown.handicap(unknown)
+        handicap = combined(share_handicap, unknown_handicap)  # for nodes read one by one
+
+        def top(wanted: int) -> list[Ranked]:
+            heap, rest, exposed = self._heap, unknown_handicap, 0
+            assert heap is not None
+            if unknown is not None and unknown_handicap is not None:
+                in_flight = self._unknown.in_flight(unknown)
+                if len(in_flight) >= OWN_HEAP_FROM:
+                    heap, rest = self._own_heap(unknown, in_flight), None
+                else:
+                    exposed = len(in_flight)
+            if share is None:
+                if rest is None:
+                    return heap.top(wanted)
+                return heap.top_grouped(wanted, [0.0], rest, exposed)
+            if self._penalties is None:
+                every = combined(share_handicap, rest)
+                assert every is not None
+                return handicapped_top(heap, wanted, every)
+            unseen = bandwidth * share.unseen
+            handicaps = [0.0, *(penalty * unseen for penalty in self._penalties)]
+            return heap.top_grouped(wanted, handicaps, rest, exposed)
+
+        return choose_nodes(
+            snapshot.candidates,
+            snapshot.tainted,
+            snapshot.nodes,
+            pod,
+            selector,
+            self._view,
+            count,
+            top,
+            handicap,
+        )
+
+    def new_key(self) -> int:
+        """Inside ``lock``: a key for a booking, unique in this process."""
+        return next(self._keys)
+
+    def book(
+        self, node: str, bandwidth: float, at: float, key: int, unknown: Workload | None = None
+    ) -> None:
+        """Inside ``lock``: book this replica's own admission (its pace
+        scales the share)."""
+        self._replicas.admitted(key, at)
+        self._book(node, bandwidth, at, key, unknown)
+
+    # -- the binding watch -------------------------------------------------
 
     def is_pending(self, key: int) -> bool:
         """Whether the booking ``key`` may still move or drop (a lock-free hint)."""
@@ -97,7 +258,8 @@ class InflightState:
     @property
     def watch_delay(self) -> float:
         """Seconds this replica's watch takes to show a pod, as measured."""
-        return self._replicas.delay.seconds
+        with self._lock:
+            return self._replicas.delay.seconds
 
     def rebook(self, key: int, node: str) -> str | None:
         """The pod booked as ``key`` was bound to ``node``: its booking moves
@@ -107,12 +269,11 @@ class InflightState:
             moved = self._ledger.move(key, node)
             if moved is None:
                 return None
-            left, unseen = moved
+            left = moved[0]
             if left == node:
+                self._unknown.move(key, node)  # settles its key
                 return "kept"
-            if self._heap is not None:
-                self._heap.book(left, -unseen)
-                self._heap.book(node, unseen)
+            self._unseen_changed((left, node), self._unknown.move(key, node))
             return "moved"
 
     def release(self, key: int) -> bool:
@@ -122,8 +283,7 @@ class InflightState:
             dropped = self._ledger.drop(key)
             if dropped is None:
                 return False
-            if self._heap is not None:
-                self._heap.book(dropped[0], -dropped[1])
+            self._unseen_changed((dropped[0],), self._unknown.drop(key))
             return True
 
     def book_seen(
@@ -141,84 +301,57 @@ class InflightState:
 
     def book_at(self, node: str, bandwidth: float, at: float, key: int = 0) -> None:
         """Book a pod admitted at ``at`` outside an admission (benchmarks
-        that preload the ledger); admissions book through ``steering``."""
+        that preload the ledger); admissions book through ``book``."""
         with self._lock:
             self._book(node, bandwidth, at, key)
+
+    # -- keeping the heaps current -----------------------------------------
 
     def _book(
         self, node: str, bandwidth: float, at: float, key: int, unknown: Workload | None = None
     ) -> None:
         """``unknown``: the pod's workload, when it was booked at the default."""
         self._ledger.add(node, bandwidth, at, key)
-        if self._heap is not None:
-            self._heap.book(node, bandwidth)
-        if unknown is not None:
-            self._unknown.add(unknown, node, at)
+        counted = () if unknown is None else (self._unknown.add(unknown, node, at, key),)
+        self._unseen_changed((node,), counted)
 
+    def _unseen_changed(self, nodes: Iterable[str], counted: Iterable[CountChange]) -> None:
+        """The ledger's figure of ``nodes`` changed, and the pods of
+        workloads not learned yet as ``counted`` says: re-rank them."""
+        if self._heap is None:
+            return  # nothing adopted yet: the first heap is built from the ledger
+        points = {(workload, node): POINTS_PER_POD * pods for workload, node, pods in counted}
+        for node in nodes:
+            self._heap.update(node)
+            for workload, heap in self._own_heaps.items():
+                heap.update(node, points.get((workload, node), 0.0))
+        self._drop_settled({workload for workload, _ in points})
 
-class Steering:
-    """One admission's hold on the in-flight state: valid only inside its
-    ``with`` block, which holds the lock. A class rather than a
-    @contextmanager generator because one is entered on every admission."""
+    def _counts_changed(self, counted: Iterable[CountChange]) -> None:
+        """Only the counts of workloads not learned yet changed."""
+        workloads = set()
+        for workload, node, pods in counted:
+            heap = self._own_heaps.get(workload)
+            if heap is not None:
+                heap.update(node, POINTS_PER_POD * pods)
+                workloads.add(workload)
+        self._drop_settled(workloads)
 
-    __slots__ = ("_heap", "_state", "snapshot")
+    def _drop_settled(self, workloads: Iterable[Workload]) -> None:
+        """Own heaps of workloads with no pod in flight any more go."""
+        for workload in workloads:
+            if workload in self._own_heaps and not self._unknown.in_flight(workload):
+                del self._own_heaps[workload]
 
-    def __init__(self, state: InflightState, snapshot: Snapshot) -> None:
-        self._state, self.snapshot = state, snapshot
-
-    def __enter__(self) -> "Steering":
-        state = self._state
-        state._lock.acquire()
-        try:
-            state._adopt(self.snapshot)
-            assert state._snapshot is not None and state._heap is not None
-        except BaseException:
-            state._lock.release()
-            raise
-        # The snapshot the state follows: the one given or a newer one.
-        self.snapshot, self._heap = state._snapshot, state._heap
-        return self
-
-    def __exit__(self, *_exc: object) -> None:
-        self._state._lock.release()
-
-    def choose(
-        self,
-        pod: Pod,
-        selector: LabelSelector,
-        count: int,
-        bandwidth: float,
-        now: float,
-        unknown: Workload | None = None,
-    ) -> list[Preference]:
-        """The best ``count`` nodes for ``pod`` (booked at ``bandwidth``),
-        every booking so far counted, and those other replicas may be making;
-        ``unknown``: its workload, when it is booked at the default."""
-        snapshot, state = self.snapshot, self._state
-        share = state._replicas.share(now)
-        handicap = combined(
-            None if share is None else share.handicap(bandwidth),
-            None if unknown is None else state._unknown.handicap(unknown, now),
-        )
-        return choose_nodes(
-            snapshot.candidates,
-            snapshot.tainted,
-            snapshot.nodes,
-            pod,
-            selector,
-            state._view,
-            count,
-            self._heap,
-            handicap,
-        )
-
-    def new_key(self) -> int:
-        """A key for a booking, unique in this process."""
-        return next(self._state._keys)
-
-    def book(
-        self, node: str, bandwidth: float, at: float, key: int, unknown: Workload | None = None
-    ) -> None:
-        """Book this replica's own admission (its pace scales the share)."""
-        self._state._replicas.admitted(key, at)
-        self._state._book(node, bandwidth, at, key, unknown)
+    def _own_heap(self, workload: Workload, in_flight: Mapping[str, int]) -> CandidateHeap:
+        heap = self._own_heaps.get(workload)
+        if heap is not None:
+            self._own_heaps.move_to_end(workload)
+            return heap
+        assert self._snapshot is not None
+        points = {node: POINTS_PER_POD * pods for node, pods in in_flight.items()}
+        heap = CandidateHeap(self._snapshot.candidates, self._view, points, self._group_of)
+        self._own_heaps[workload] = heap
+        if len(self._own_heaps) > MOST_OWN_HEAPS:
+            self._own_heaps.popitem(last=False)
+        return heap

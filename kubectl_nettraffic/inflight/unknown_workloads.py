@@ -7,16 +7,18 @@ will send, and booked that light a whole burst fits on the few quietest
 nodes. Its pods likely send alike, so each of its pods steered lately
 counts against its node for the next one of the same workload:
 ``POINTS_PER_POD`` score points a pod, until the measurements show them.
+A pod counts where its booking is: on the node it was bound to once the
+binding watch moves it there, and no more once its booking is dropped.
 
 Pods booked at a learned figure (their workload's or the cluster-wide one)
 are booked by it alone: with a figure that carries information, spreading
-on top placed worse (docs/design/new-workloads.md). Five points is the
-figure measured best there: a few points make a burst's pods prefer other
-quiet nodes before a second pod on one; much more pushes them onto busy
-nodes.
+on top placed worse (docs/design/new-workloads.md). A few points make a
+burst's pods prefer other quiet nodes before a second pod on one; many
+more push them onto busy nodes.
 """
 
 from collections import deque
+from collections.abc import Iterator
 
 from kubectl_nettraffic.kube.workloads import Workload
 from kubectl_nettraffic.scoring.node_scores import NodeScore
@@ -24,28 +26,73 @@ from kubectl_nettraffic.scoring.placement import Handicap
 
 POINTS_PER_POD = 5.0
 
+# A change of one workload's count on one node: (workload, node, pods).
+CountChange = tuple[Workload, str, int]
+
+
+class _Pod:
+    __slots__ = ("at", "key", "node", "workload")
+
+    def __init__(self, at: float, workload: Workload, node: str, key: int) -> None:
+        self.at, self.workload, self.node, self.key = at, workload, node, key
+
 
 class UnknownWorkloadPods:
     """The pods of not-yet-learned workloads steered lately, per node.
 
     ``horizon``: seconds after its admission a pod is in the measurements
-    (podStartup + window). Not thread-safe: its owner (InflightState) holds
-    its lock around every call."""
+    (podStartup + window). Every change returns the counts it changed, so
+    that the owner can keep what it derives from them current. Not
+    thread-safe: its owner (InflightState) holds its lock around every
+    call."""
 
     def __init__(self, horizon: float) -> None:
         self._horizon = horizon
         self._pods: dict[Workload, dict[str, int]] = {}
-        self._log: deque[tuple[float, Workload, str]] = deque()  # admission order
+        self._log: deque[_Pod] = deque()  # admission order
+        self._by_key: dict[int, _Pod] = {}
 
-    def add(self, workload: Workload, node: str, at: float) -> None:
-        nodes = self._pods.setdefault(workload, {})
-        nodes[node] = nodes.get(node, 0) + 1
-        self._log.append((at, workload, node))
+    def add(self, workload: Workload, node: str, at: float, key: int = 0) -> CountChange:
+        """A pod of ``workload`` booked on ``node`` at ``at``; a positive
+        ``key`` (its booking's) lets ``move`` and ``drop`` find it."""
+        entry = _Pod(at, workload, node, key)
+        self._log.append(entry)
+        if key:
+            self._by_key[key] = entry
+        return self._count(workload, node, 1)
 
-    def handicap(self, workload: Workload, now: float) -> Handicap | None:
+    def move(self, key: int, node: str) -> list[CountChange]:
+        """The pod booked as ``key`` was bound to ``node``."""
+        entry = self._by_key.pop(key, None)
+        if entry is None or entry.node == node:
+            return []
+        left, entry.node = entry.node, node
+        return [self._count(entry.workload, left, -1), self._count(entry.workload, node, 1)]
+
+    def drop(self, key: int) -> list[CountChange]:
+        """The pod booked as ``key`` will not run."""
+        entry = self._by_key.pop(key, None)
+        if entry is None:
+            return []
+        node, entry.node = entry.node, ""  # counted nowhere; leaves the log in its turn
+        return [self._count(entry.workload, node, -1)]
+
+    def forget(self, now: float) -> Iterator[CountChange]:
+        """Pods the measurements show by ``now`` count no more."""
+        log, before = self._log, now - self._horizon
+        while log and log[0].at < before:
+            entry = log.popleft()
+            self._by_key.pop(entry.key, None)
+            if entry.node:
+                yield self._count(entry.workload, entry.node, -1)
+
+    def in_flight(self, workload: Workload) -> dict[str, int]:
+        """node -> pods of ``workload`` counted there (live: look up only)."""
+        return self._pods.get(workload) or {}
+
+    def handicap(self, workload: Workload) -> Handicap | None:
         """Points each node loses for the next pod of ``workload``; None when
-        none of its pods is in flight."""
-        self._forget(now - self._horizon)
+        none of its pods is in flight. ``forget`` first."""
         nodes = self._pods.get(workload)
         if not nodes:
             return None
@@ -55,13 +102,13 @@ class UnknownWorkloadPods:
 
         return points
 
-    def _forget(self, before: float) -> None:
-        log = self._log
-        while log and log[0][0] < before:
-            _, workload, node = log.popleft()
-            nodes = self._pods[workload]
-            nodes[node] -= 1
-            if not nodes[node]:
-                del nodes[node]
-                if not nodes:
-                    del self._pods[workload]
+    def _count(self, workload: Workload, node: str, pods: int) -> CountChange:
+        nodes = self._pods.setdefault(workload, {})
+        count = nodes.get(node, 0) + pods
+        if count > 0:
+            nodes[node] = count
+        else:
+            nodes.pop(node, None)
+            if not nodes:
+                del self._pods[workload]
+        return workload, node, pods

@@ -33,12 +33,14 @@ from kubectl_nettraffic.scoring.node_scores import NodeScore
 Handicap = Callable[[NodeScore], float]
 
 
+# (score for this pod, position in the base ranking, the node's score)
+Ranked = tuple[float, int, NodeScore]
+
+
 class LiveRanking(Protocol):
     """Candidates by live score, best first (inflight/candidates.py's CandidateHeap)."""
 
-    def top(self, count: int) -> list[tuple[float, int, NodeScore]]: ...
-
-    def walk(self) -> Iterator[tuple[float, int, NodeScore]]: ...
+    def walk(self) -> Iterator[Ranked]: ...
 
 
 class Preference(NamedTuple):  # a tuple: several are made on every admission
@@ -55,14 +57,15 @@ def choose_nodes(
     selector: LabelSelector,
     inflight: Mapping[str, tuple[float, int]],
     count: int,
-    live: LiveRanking | None = None,
+    top: Callable[[int], list[Ranked]] | None = None,
     handicap: Handicap | None = None,
 ) -> list[Preference]:
     """The best ``count`` nodes for ``pod``, in-flight load included.
 
     ``candidates`` are eligible nodes with data, best base score first.
-    With ``live`` (the same candidates as a heap of live scores) a pod with
-    no node constraints takes the top straight off the heap. Otherwise the
+    With ``top`` (the best N candidates by live score less the handicap,
+    read off the in-flight state's heaps) a pod with no node constraints
+    takes its nodes from there. Otherwise the
     list is scanned: in-flight load only lowers a score, so the scan stops as
     soon as a node's base score cannot beat the current N-th best.
     ``tainted`` (usually few) are nodes blocked only by taints; they count if
@@ -73,9 +76,8 @@ def choose_nodes(
     # Min-heap of (effective score, -position, score): the worst kept choice on
     # top. Position in the base ranking breaks ties (less traffic, then name).
     best: list[tuple[float, int, NodeScore]]
-    if live is not None and not has_node_constraints(pod):
-        # best first
-        ranked = live.top(count) if handicap is None else handicapped_top(live, count, handicap)
+    if top is not None and not has_node_constraints(pod):
+        ranked = top(count)  # best first
         if not (tolerations and tainted):
             return graded(ranked)  # the usual pod: no scan, and no closure built for one
         best = [(effective, -position, score) for effective, position, score in ranked]
@@ -127,9 +129,7 @@ def combined(*handicaps: Handicap | None) -> Handicap | None:
 MOST_READ = 128
 
 
-def handicapped_top(
-    live: LiveRanking, count: int, handicap: Handicap
-) -> list[tuple[float, int, NodeScore]]:
+def handicapped_top(live: LiveRanking, count: int, handicap: Handicap) -> list[Ranked]:
     """The best ``count`` by live score less ``handicap``: as
     ``CandidateHeap.top``, best first.
 

@@ -52,9 +52,10 @@ class Steerer:
     """Decides each admission from the published scores (``scoreboard``) and
     the pods steered since (``inflight``).
 
-    ``ledger_label``: when given, each booked pod is labelled with it
-    (``nettraffic.io/steered-by``) and annotated with its booking's key, so a
-    BindingWatch can move the booking to the node the pod is bound to."""
+    When the in-flight state has a replica id, each booked pod is labelled
+    with it (``nettraffic.io/steered-by``) and annotated with its booking's
+    key, so a BindingWatch can move the booking to the node the pod is
+    bound to."""
 
     def __init__(
         self,
@@ -62,13 +63,11 @@ class Steerer:
         inflight: InflightState,
         settings: Settings,
         clock: Callable[[], float] = time.time,
-        ledger_label: str | None = None,
     ) -> None:
         self.scoreboard = scoreboard
         self.inflight = inflight
         self.settings = settings
         self.clock = clock
-        self.ledger_label = ledger_label
         self.selector = parse_selector(settings.nodes.selector)
         # Of the latest snapshot seen, renewed when it changes: when it turns
         # stale and its RFC 3339 time, needed on every admission. One tuple,
@@ -123,55 +122,64 @@ class Steerer:
                 f"nettraffic: traffic data is {snapshot.age(now):.0f}s old; "
                 "node choice left to the scheduler",
             )
+        inflight = self.inflight
+        # The snapshot the in-flight state follows (this one or a newer one)
+        # is the one this decision reads throughout: candidates and learned figures.
+        snapshot = inflight.lock(snapshot)
+        try:
+            return self._steer(pod, snapshot, now, dry_run)
+        finally:
+            inflight.unlock()
+
+    def _steer(self, pod: Pod, snapshot: Snapshot, now: float, dry_run: bool) -> Decision:
+        """The choice, the patch and the booking, inside the in-flight state's lock."""
+        steering, inflight = self.settings.steering, self.inflight
         bandwidth, bandwidth_source, warning = expected_bandwidth(
             pod, snapshot.learned, steering.default_pod_bandwidth
         )
         warnings = (warning,) if warning else ()
-        with self.inflight.steering(snapshot) as held:
-            # The snapshot the in-flight state follows: this one or a newer one.
-            snapshot = held.snapshot
-            # Booked at the default, nothing learned yet: its workload's burst
-            # spreads (unknown_workloads.py).
-            unknown = pod_workload(pod) if bandwidth_source == "default" else None
-            preferences = held.choose(
-                pod, self.selector, steering.preferred_nodes, bandwidth, now, unknown
+        # Booked at the default, nothing learned yet: its workload's burst
+        # spreads (unknown_workloads.py).
+        unknown = pod_workload(pod) if bandwidth_source == "default" else None
+        preferences = inflight.choose(
+            pod, self.selector, steering.preferred_nodes, bandwidth, now, unknown
+        )
+        if not preferences:
+            decision = self._skipped(
+                pod, "no-candidate", "nettraffic: no eligible node fits this pod's constraints"
             )
-            if not preferences:
-                decision = self._skipped(
-                    pod, "no-candidate", "nettraffic: no eligible node fits this pod's constraints"
-                )
-                return Decision(
-                    decision.patch, skip=decision.skip, warnings=warnings + decision.warnings
-                )
-            names, scores = [], []
-            for p in preferences:
-                score = round(p.score)  # in-flight load can take it below 0
-                names.append(p.node)
-                scores.append(f"{p.node}={0 if score < 0 else 100 if score > 100 else score}")
-            annotations = {
-                PREFERRED_NODES: ",".join(names),
-                SCORED_AT: self._derived_of(snapshot)[2],
-                SOURCE: snapshot.source,
-                SCORES: ",".join(scores),
-                BOOKED_BANDWIDTH: f"{bandwidth:.0f}",
-                BANDWIDTH_SOURCE: bandwidth_source,
-            }
-            # sideEffects None: a dry run books nothing.
-            key = held.new_key() if bandwidth > 0 and not dry_run else 0
-            labels = None
-            if key and self.ledger_label:
-                annotations[BOOKING] = str(key)
-                labels = {STEERED_BY: self.ledger_label}
-            patch = affinity_patch(pod, preferences, annotations, labels, steering.traffic_tiers)
-            try:
-                apply_and_check(pod, patch)
-            except PatchCheckFailed as error:
-                log.warning("patch check failed, allowing unchanged: %s", error)
-                return Decision(
-                    patch=None,
-                    skip="patch-check-failed",
-                    warnings=(*warnings, f"nettraffic: patch not applied ({error})"),
-                )
-            if key:
-                held.book(preferences[0].node, bandwidth, now, key, unknown)
+            return Decision(
+                decision.patch, skip=decision.skip, warnings=warnings + decision.warnings
+            )
+        names, scores = [], []
+        for p in preferences:
+            score = round(p.score)  # in-flight load can take it below 0
+            names.append(p.node)
+            scores.append(f"{p.node}={0 if score < 0 else 100 if score > 100 else score}")
+        annotations = {
+            PREFERRED_NODES: ",".join(names),
+            SCORED_AT: self._derived_of(snapshot)[2],
+            SOURCE: snapshot.source,
+            SCORES: ",".join(scores),
+            BOOKED_BANDWIDTH: f"{bandwidth:.0f}",
+            BANDWIDTH_SOURCE: bandwidth_source,
+        }
+        # sideEffects None: a dry run books nothing.
+        key = inflight.new_key() if bandwidth > 0 and not dry_run else 0
+        labels = None
+        if key and inflight.replica:
+            annotations[BOOKING] = str(key)
+            labels = {STEERED_BY: inflight.replica}
+        patch = affinity_patch(pod, preferences, annotations, labels, steering.traffic_tiers)
+        try:
+            apply_and_check(pod, patch)
+        except PatchCheckFailed as error:
+            log.warning("patch check failed, allowing unchanged: %s", error)
+            return Decision(
+                patch=None,
+                skip="patch-check-failed",
+                warnings=(*warnings, f"nettraffic: patch not applied ({error})"),
+            )
+        if key:
+            inflight.book(preferences[0].node, bandwidth, now, key, unknown)
         return Decision(patch, tuple(preferences), None, warnings, key)

@@ -84,7 +84,7 @@ def test_a_steered_pod_s_booking_follows_its_binding(cluster_webhook):
     answer = webhook.post("/mutate", review(heavy)).json()["response"]
     steered = jsonpatch.apply_patch(heavy, json.loads(base64.b64decode(answer["patch"])))
     first = steered["metadata"]["annotations"]["nettraffic.io/preferred-nodes"].split(",")[0]
-    ledger_id = steered["metadata"]["labels"]["nettraffic.io/steered-by"]
+    replica = steered["metadata"]["labels"]["nettraffic.io/steered-by"]
     assert steered["metadata"]["annotations"]["nettraffic.io/booking"].isdigit()
 
     def inflight() -> dict[str, int]:
@@ -108,7 +108,7 @@ def test_a_steered_pod_s_booking_follows_its_binding(cluster_webhook):
     delay = float(re.search(r"^nettraffic_binding_watch_delay_seconds (\S+)$", metrics, re.M)[1])
     assert delay != 0.05
     assert 0.045 <= delay <= 0.05 + 0.1 * (time.time() - admitted)
-    assert ledger_id and len(ledger_id) == 10
+    assert replica and len(replica) == 10
     watches = [r for r in api.requests if r.path == "/api/v1/pods" and r.query.get("watch")]
     assert watches and watches[0].query["labelSelector"] == ["nettraffic.io/steered-by"]
 

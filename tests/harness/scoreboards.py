@@ -37,7 +37,7 @@ class FixedBoard:
         self,
         loads: dict[str, float],
         clock: Callable[[], float] = lambda: MEASURED_AT,
-        ledger_label: str | None = None,
+        replica: str | None = None,
         **nodes_kwargs: Any,
     ) -> None:
         nodes: list[Node] = [
@@ -53,7 +53,7 @@ class FixedBoard:
             None,
             clock=clock,
         )
-        serving = serving_parts(self.settings, clock=clock, ledger_label=ledger_label)
+        serving = serving_parts(self.settings, clock=clock, replica=replica)
         self.scoreboard: Scoreboard = serving.scoreboard
         self.inflight: InflightState = serving.inflight
         self.steerer: Steerer = serving.steerer
