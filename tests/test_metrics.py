@@ -3,6 +3,8 @@
 import random
 import re
 
+import pytest
+
 from webhook.metrics import (
     ADMISSION_BUCKETS,
     Counter,
@@ -71,7 +73,47 @@ def test_an_outcome_histogram_exposes_one_histogram_and_counts_each_outcome():
         seconds = rng.uniform(0, 0.2)
         plain.observe(seconds)
         by_outcome.observe(seconds, outcome)
-    # Summed over outcomes, line for line what one histogram of every admission shows
-    # (the sums to the exposition's 6 decimals).
-    assert by_outcome.expose() == plain.expose()
+    # Summed over outcomes, line for line what one histogram of every admission
+    # shows; the sums added in another order, equal to the last bits.
+    summed, single = by_outcome.expose(), plain.expose()
+    assert [line for line in summed if "_sum" not in line] == [
+        line for line in single if "_sum" not in line
+    ]
+    assert _samples("\n".join(summed))["h_sum"] == pytest.approx(
+        _samples("\n".join(single))["h_sum"]
+    )
     assert by_outcome.counts() == {("mutated",): 40, ("skipped",): 7, ("ignored",): 3}
+
+
+def test_large_counters_are_exposed_exactly():
+    """A counter is written in full, however large: in ``:g`` format
+    1,234,567,891 was 1.23457e+09, and a counter past a million stopped
+    moving in steps below its sixth digit, so rate() of it read zero."""
+    counter = Counter("big_total", "help", ("kind",))
+    counter.inc("a", amount=1_234_567_891)
+    counter.inc("b", amount=2**53)
+    counter.inc("c", amount=1_234_567)
+    counter.inc("c")
+    histogram = Histogram("latency_seconds", "help", ADMISSION_BUCKETS)
+    for _ in range(1_000_001):
+        histogram.observe(0.001)
+    text = "\n".join([*counter.expose(), *histogram.expose()])
+    assert 'big_total{kind="a"} 1234567891\n' in text
+    assert 'big_total{kind="b"} 9007199254740992\n' in text
+    assert 'big_total{kind="c"} 1234568\n' in text
+    assert "latency_seconds_count 1000001" in text
+    samples = _samples(text)
+    assert samples['big_total{kind="b"}'] == 2**53
+    assert samples["latency_seconds_sum"] == sum([0.001] * 1_000_001)  # every digit kept
+
+
+def test_values_that_are_not_whole_read_back_as_the_same_float():
+    from webhook.metrics import number
+
+    for value in (0.1, 1 / 3, 1e-9, 123456.789012345, 1e22 + 0.5, -2.5):
+        assert float(number(value)) == value
+    assert [number(v) for v in (float("inf"), float("-inf"), float("nan"))] == [
+        "+Inf",
+        "-Inf",
+        "NaN",
+    ]

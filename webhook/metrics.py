@@ -16,6 +16,20 @@ from typing import Protocol, TypeVar
 ADMISSION_BUCKETS = (0.005, 0.025, 0.1, 0.5, 1.0, 2.5, 10.0, 25.0)
 
 
+def number(value: float) -> str:
+    """A sample value exactly as Prometheus parses it back: a whole number in
+    full (``:g`` would write 1234567891 as 1.23457e+09, and a counter past a
+    million would stop moving in steps below its sixth digit), anything else
+    as the shortest text that reads back to the same float."""
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "+Inf" if value > 0 else "-Inf"
+    if float(value).is_integer() and abs(value) < 2**63:
+        return str(int(value))
+    return repr(float(value))
+
+
 def _escape(value: str) -> str:
     return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
@@ -49,7 +63,7 @@ class Counter:
         lines = [f"# HELP {self.name} {self.help}", f"# TYPE {self.name} counter"]
         with self._lock:
             for labels, value in sorted(self._values.items()):
-                lines.append(f"{self.name}{_labels(self.label_names, labels)} {value:g}")
+                lines.append(f"{self.name}{_labels(self.label_names, labels)} {number(value)}")
         return lines
 
 
@@ -94,11 +108,11 @@ class Histogram:
         for index, bound in enumerate(self.buckets):
             cumulative = sum(data[: index + 1])
             lines.append(
-                f"{self.name}_bucket{_labels(names, (*labels, f'{bound:g}'))} {cumulative:g}"
+                f"{self.name}_bucket{_labels(names, (*labels, f'{bound:g}'))} {number(cumulative)}"
             )
-        lines.append(f"{self.name}_bucket{_labels(names, (*labels, '+Inf'))} {data[-1]:g}")
-        lines.append(f"{self.name}_sum{_labels(label_names, labels)} {data[-2]:.6f}")
-        lines.append(f"{self.name}_count{_labels(label_names, labels)} {data[-1]:g}")
+        lines.append(f"{self.name}_bucket{_labels(names, (*labels, '+Inf'))} {number(data[-1])}")
+        lines.append(f"{self.name}_sum{_labels(label_names, labels)} {number(data[-2])}")
+        lines.append(f"{self.name}_count{_labels(label_names, labels)} {number(data[-1])}")
         return lines
 
 
@@ -136,7 +150,7 @@ class Gauge:
         value = self.read()
         lines = [f"# HELP {self.name} {self.help}", f"# TYPE {self.name} gauge"]
         if value is not None and not math.isnan(value):
-            lines.append(f"{self.name} {value:g}")
+            lines.append(f"{self.name} {number(value)}")
         return lines
 
 
@@ -162,7 +176,7 @@ class Reading:
     def expose(self) -> list[str]:
         lines = [f"# HELP {self.name} {self.help}", f"# TYPE {self.name} {self.kind}"]
         for labels, value in sorted(self.read().items()):
-            lines.append(f"{self.name}{_labels(self.label_names, labels)} {value:g}")
+            lines.append(f"{self.name}{_labels(self.label_names, labels)} {number(value)}")
         return lines
 
 
