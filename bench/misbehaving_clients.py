@@ -88,7 +88,7 @@ def measure(directory: str) -> tuple[dict[tuple[str, str], Pooled], list[float]]
     pooled = {(server, condition): Pooled() for server in SERVERS for condition in CONDITIONS}
     longest_open: list[float] = []  # per round: the longest a misbehaving connection stayed open
     certs = make_certs(os.path.join(directory, "tls"))
-    script = wrk_script(directory, paced=True)
+    script = wrk_script(directory, True, review(pod()), "review")
     histogram = os.path.join(directory, "histogram.txt")
     with prometheus_for(100) as prometheus:
         node_file = write_node_file(os.path.join(directory, "nodes.json"), 100)

@@ -285,7 +285,7 @@ def simulate(scenario: Scenario, strategy: str, seed: int) -> tuple[Run, np.ndar
                         watched.pop(0)[1]()
                 decision = serving.steerer.decide(admitted, None, dry_run=False)
                 preferred = {index[p.node]: p.weight for p in decision.preferences}
-                booking = decision.booking
+                booking = decision.booking_key
             if preferred:
                 first = max(preferred, key=lambda i: preferred[i])
                 firsts[first] = firsts.get(first, 0) + 1
@@ -366,7 +366,7 @@ def _seen_by_the_others(
     unknown = pod_workload(admitted) if source == "default" else None
 
     def book() -> None:
-        steering.inflight.shown(decision.booking, at + WATCH_DELAY)
+        steering.inflight.shown(decision.booking_key, at + WATCH_DELAY)
         for webhook in webhooks:
             if webhook is not steering:
                 key = webhook.inflight.book_seen(

@@ -250,8 +250,8 @@ def simulate(scenario: DriftScenario, policy: LoopPolicy | None, seed: int) -> L
             chosen = scheduler.schedule(workload, POD_CPU, POD_MEMORY, preferred, label_weights)
             if chosen is None:
                 continue
-            if decision.booking:
-                serving.inflight.rebook(decision.booking, names[chosen])
+            if decision.booking_key:
+                serving.inflight.rebook(decision.booking_key, names[chosen])
             # The work goes with it: the replacement sends what the evicted pod sent.
             pods.add(chosen, sending, now, workload)
     return run

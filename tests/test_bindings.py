@@ -53,11 +53,11 @@ def _inflight(steerer):
 def test_a_booked_pod_carries_its_replica_and_key(steerer):
     steered, decision = _steer(steerer, "p1")
     assert steered["metadata"]["labels"][STEERED_BY] == "ledger1"
-    assert steered["metadata"]["annotations"][BOOKING] == str(decision.booking)
-    assert decision.booking > 0
+    assert steered["metadata"]["annotations"][BOOKING] == str(decision.booking_key)
+    assert decision.booking_key > 0
     # A dry run books nothing, so it is neither labelled nor keyed.
     dry = steerer.decide(pod(), {}, dry_run=True)
-    assert dry.booking == 0
+    assert dry.booking_key == 0
     assert STEERED_BY not in str(dry.patch) and BOOKING not in str(dry.patch)
 
 

@@ -90,11 +90,11 @@ def test_a_burst_follows_its_pods_to_the_nodes_they_were_bound_to():
     inflight = board.inflight
     first = board.steerer.decide(pod(generate_name="web-7d9c4b-"), {}, dry_run=False)
     assert first.preferences[0].node == "a"
-    assert inflight.rebook(first.booking, "c") == "moved"
+    assert inflight.rebook(first.booking_key, "c") == "moved"
     # a is free of web's pods again; c carries one (it was last anyway)
     second = board.steerer.decide(pod(generate_name="web-7d9c4b-"), {}, dry_run=False)
     assert [p.node for p in second.preferences] == ["a", "b", "c"]
-    assert inflight.release(second.booking)
+    assert inflight.release(second.booking_key)
     third = board.steerer.decide(pod(generate_name="web-7d9c4b-"), {}, dry_run=False)
     assert third.preferences[0].node == "a"
 
@@ -114,7 +114,7 @@ def _spread_burst(replica, constrained):
         decision = board.steerer.decide(pod(spec=dict(spec)), {}, dry_run=False)
         chosen.append([(p.node, p.weight) for p in decision.preferences])
         if index % 7 == 3:  # some are bound to their second preference
-            board.inflight.rebook(decision.booking, decision.preferences[1].node)
+            board.inflight.rebook(decision.booking_key, decision.preferences[1].node)
     return chosen
 
 

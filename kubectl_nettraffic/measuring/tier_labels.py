@@ -38,7 +38,7 @@ from kubectl_nettraffic.scoring.tiers import TIER_LABEL, TierLabelStatus, assign
 log = logging.getLogger(__name__)
 
 # A write reaches the node watch's cache well within this (seconds).
-_WATCH_DELAY = 1.0
+NODE_CACHE_DELAY = 1.0
 
 
 def label_patch(value: str | None) -> dict[str, object]:
@@ -150,7 +150,7 @@ class TierLabeller:
         # The snapshot's node list (taken with its measurement, from the watch
         # cache) shows what was written before it: from then on, it is the truth,
         # also when someone else has changed a label since.
-        listed_after = snapshot.generated_at - _WATCH_DELAY
+        listed_after = snapshot.generated_at - NODE_CACHE_DELAY
         self._written = {
             name: (value, at) for name, (value, at) in self._written.items() if at > listed_after
         }

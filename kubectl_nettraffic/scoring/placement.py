@@ -55,12 +55,13 @@ def choose_nodes(
     nodes: Mapping[str, Node],
     pod: Pod,
     selector: LabelSelector,
-    inflight: Mapping[str, tuple[float, int]],
+    unseen: Mapping[str, tuple[float, int]],
     count: int,
     top: Callable[[int], list[Ranked]] | None = None,
     handicap: Handicap | None = None,
 ) -> list[Preference]:
-    """The best ``count`` nodes for ``pod``, in-flight load included.
+    """The best ``count`` nodes for ``pod``, their unseen load included
+    (``unseen``: node -> (bytes/s booked that no measurement shows yet, pods)).
 
     ``candidates`` are eligible nodes with data, best base score first.
     With ``top`` (the best N candidates by live score less the handicap,
@@ -91,7 +92,7 @@ def choose_nodes(
         node = nodes.get(score.name)
         if node is None or not fits(node):
             return
-        effective = score.score_with(inflight.get(score.name, (0.0, 0))[0])
+        effective = score.score_with(unseen.get(score.name, (0.0, 0))[0])
         if handicap is not None:
             effective -= handicap(score)
         key = (effective, -position, score)

@@ -45,7 +45,7 @@ class Decision(NamedTuple):  # a tuple: one is made on every admission
     preferences: tuple[Preference, ...] = ()
     skip: str | None = None  # reason code when not steered
     warnings: tuple[str, ...] = ()
-    booking: int = 0  # the pod's key in the in-flight ledger; 0: not booked
+    booking_key: int = 0  # the key of the pod's booking in the in-flight ledger; 0: not booked
 
 
 class Steerer:
