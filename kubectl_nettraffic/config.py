@@ -168,12 +168,13 @@ class LearningSettings:
     # workload is known one round after its first pods have sent for a whole
     # window.
     interval: float = key(15.0, values.duration)
-    # The most of one Prometheus core the learner's queries may take in any
-    # minute (learning/schedule.py): 5%, 3 s of query time a minute. Reading
-    # every pod at once took about 60% of a core at 150,000 pods, back to back
-    # every 15s (python -m bench.learning), so a large cluster is read in
-    # slices; the learned figures halve in weight daily, so a pass of many
-    # minutes loses little.
+    # The share of any minute the learner's queries may take, in wall-clock
+    # time from sending a query to its parsed answer (learning/schedule.py):
+    # 2.5%, 1.5 s of query time a minute, which bounds the Prometheus CPU
+    # they cost (docs/operations.md says by how much). Reading every pod of a
+    # large cluster at once would take much of a core (python -m
+    # bench.learning), so it is read in slices; the learned figures halve in
+    # weight daily, so a pass of many minutes loses little.
     prometheus_share: float = key(0.025, values.share)
     # The pods of controllers (ReplicaSets, StatefulSets, Jobs) created this
     # recently are read on their own every interval, between the slices of a

@@ -350,7 +350,12 @@ def build_parser() -> argparse.ArgumentParser:
         description="Waits until the webhook's Lease has no live holder (the last "
         "writer stopped), removes the label from every node, and deletes the Lease.",
     )
-    remove.add_argument("--lease-namespace", default="default", help="the Lease's namespace")
+    remove.add_argument(
+        "--lease-namespace",
+        default="",
+        help="the Lease's namespace (default: as the webhook finds it: this pod's own "
+        "namespace in the cluster, else default)",
+    )
     remove.add_argument(
         "--lease-name", default="nettraffic-tier-labels", help="the Lease that elects the writer"
     )

@@ -11,7 +11,7 @@ from typing import Any
 from kubernetes.client.exceptions import ApiException
 
 from kubectl_nettraffic.kube.cluster import api_client, describe_api_error, request_json
-from kubectl_nettraffic.measuring.tier_labels import remove_tier_labels
+from kubectl_nettraffic.measuring.tier_labels import lease_namespace, remove_tier_labels
 from kubectl_nettraffic.scoring.tiers import TIER_LABEL
 
 POLL_SECONDS = 2.0
@@ -31,6 +31,9 @@ def _writer_active(lease: Mapping[str, Any], now: float) -> bool:
 
 def run_remove(args: argparse.Namespace) -> int:
     api = api_client(args.kubeconfig or "", args.context)
+    # As the webhook finds it (tierLabels.leaseNamespace empty): the pod's own
+    # namespace when run in the cluster, as the chart's hook runs it.
+    args.lease_namespace = lease_namespace(args.lease_namespace)
     path = (
         f"/apis/coordination.k8s.io/v1/namespaces/{args.lease_namespace}/leases/{args.lease_name}"
     )

@@ -4,7 +4,7 @@
 snapshot. Its query is large in large clusters (bench.learning), so it
 never runs inside a refresh and never delays the scores, and it reads a
 large cluster a slice of the pods at a time (pod_slices.py), paced to
-``learning.prometheusShare`` of a Prometheus core in any minute, with the
+``learning.prometheusShare`` of any minute in query time, with the
 pods of the workloads created in the last ``learning.youngWorkloadAge``
 read between slices (learning/schedule.py). A failed round is logged and
 costs that round only: what was learned stays.

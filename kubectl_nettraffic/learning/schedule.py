@@ -7,10 +7,13 @@ so that a new workload is learned within a round or two however long the
 slices take to go round a large cluster; it runs only while the cluster is
 read in several slices (a whole-cluster round already holds every pod).
 
-The budget is ``learning.prometheusShare`` of one Prometheus core in any
-minute: the rounds' query time within any 60 s stays at most share x 60 s.
-A round starts only once the query time of the last minute, plus what the
-round is expected to take (the last one of its kind), fits its part of it.
+The budget is ``learning.prometheusShare`` of any minute in query time
+(wall-clock, from sending a query to its parsed answer; what Prometheus
+spends on it in CPU is a little less): the rounds aim to keep their query
+time within any 60 s at most share x 60 s. A round starts only once the
+query time of the last minute, plus what the round is expected to take
+(the last one of its kind), fits its part of it; one slower than expected
+overshoots by its excess.
 Young rounds are small and due every ``learning.interval``; they have half
 the budget to themselves and are never held up by a slice, so a new
 workload is read as soon as its pods send. Slice rounds use what the young

@@ -7,7 +7,9 @@ The model is the Vertical Pod Autoscaler's, for network instead of CPU
 (kubernetes/autoscaler, vertical-pod-autoscaler/pkg/recommender):
 
 - each workload keeps a decaying histogram of its pods' bandwidth, one
-  sample per pod per refresh (util/decaying_histogram.go: a sample's weight
+  sample per pod each time the learner reads it (every round in a small
+  cluster, once per pass over the slices in a large one;
+  learning/schedule.py) (util/decaying_histogram.go: a sample's weight
   doubles every half-life of its time, which is a decay of every older one);
   buckets grow by 5% each (model/aggregations_config.go,
   DefaultHistogramBucketSizeGrowth), so a figure is within 5% of the sample;
