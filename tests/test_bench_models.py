@@ -4,8 +4,6 @@ the plugins' rules, and the simulation (real engine) separates the strategies.""
 import numpy as np
 import pytest
 
-pytest.importorskip("numpy")
-
 from bench.placement_scenarios import Scenario
 from bench.placement_simulation import STRATEGIES, simulate, summarise
 from bench.scheduler_model import (

@@ -4,9 +4,6 @@ and the simulation: the loop removes hot node-minutes that drift creates and
 evicts nothing without drift."""
 
 import numpy as np
-import pytest
-
-pytest.importorskip("numpy")
 
 from bench.descheduler_model import LoopPolicy, RunningPod, classify, cycle, reading
 from bench.rebalancing_simulation import DriftScenario, simulate

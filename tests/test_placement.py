@@ -519,3 +519,41 @@ def test_the_heap_stays_right_after_many_bookings_of_nodes_below_its_root():
     expected = sorted(by_score, key=lambda n: -by_score[n])
     assert [entry[2].name for entry in live.top(6)] == expected
     assert [entry[0] for entry in live.top(6)] == [by_score[n] for n in expected]
+
+
+def test_the_grouped_heap_is_exact_past_the_walk_s_read_limit():
+    """The other replica's nodes are the best 150 by score, each a whole
+    pod's handicap down: the walk stops at MOST_READ nodes and chooses among
+    them; the heap split by the share reads each group's top and chooses
+    what the scan does, this replica's best three."""
+    from kubectl_nettraffic.inflight.candidates import CandidateHeap
+    from kubectl_nettraffic.inflight.replica_share import ReplicaShare
+    from kubectl_nettraffic.scoring.placement import MOST_READ, handicapped_top
+
+    share = ReplicaShare(0, 2)
+    names = [f"n{i:03d}" for i in range(400)]
+    theirs = [n for n in names if not share.owns(n)][:150]
+    mine = [n for n in names if share.owns(n)][:100]
+    loads = {name: i * 1e3 for i, name in enumerate(theirs + mine)}
+    snap = _board(loads).snapshot
+    assert MOST_READ < len(theirs)
+    bandwidth = 1e9  # each of the other replica's nodes 100+ points down
+    handicap = share.handicap(bandwidth)
+    penalties = sorted({s.penalty_per_byte for s in snap.candidates})
+    grouped = CandidateHeap(
+        snap.candidates,
+        {},
+        group_of=lambda s: 0 if share.owns(s.name) else 1 + penalties.index(s.penalty_per_byte),
+    )
+    handicaps = [0.0, *(p * bandwidth for p in penalties)]
+    scanned = choose_nodes(
+        snap.candidates, snap.tainted, snap.nodes, pod(), EVERYONE, {}, 3, None, handicap
+    )
+    from_groups = choose_nodes(
+        snap.candidates, snap.tainted, snap.nodes, pod(), EVERYONE, {}, 3,
+        lambda c: grouped.top_grouped(c, handicaps), handicap,
+    )  # fmt: skip
+    walked = handicapped_top(CandidateHeap(snap.candidates, {}), 3, handicap)
+    assert [p.node for p in scanned] == mine[:3]
+    assert [p.node for p in from_groups] == mine[:3]
+    assert [e[2].name for e in walked] == theirs[:3]  # all it read were theirs

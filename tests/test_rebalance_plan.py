@@ -134,3 +134,29 @@ def test_pod_facts_from_the_api_object():
     got = pod_facts(pod, now=1767225600.0 + 90)
     assert got == PodFacts("shop", "web-1", "n1", ("ReplicaSet", "web-7d"), 5, "Guaranteed",
                            90.0, True, False)  # fmt: skip
+
+
+def test_several_hot_nodes_are_relieved_busiest_first_in_each_cycle():
+    """Two hot nodes, listed quietest first; two destinations. The busiest
+    (95%) goes first: its pod (300 B/s) takes cool (0 + 30% over mid's 25 +
+    30%); then hot-b's (200 B/s) finds cool at 30 + 20 = 50% and mid at
+    25 + 20 = 45%: mid. Taken in the listed order, both would go to cool."""
+    nodes = [
+        NodeLoad("hot-b", 850.0, 0.0, 1000.0, True),
+        NodeLoad("hot-a", 950.0, 0.0, 1000.0, True),
+        NodeLoad("mid", 250.0, 0.0, 1000.0, True),
+        NodeLoad("cool", 0.0, 0.0, 1000.0, True),
+    ]
+    pods = [
+        PodLoad(facts("b", node="hot-b", owner=("ReplicaSet", "b")), 200.0, 0.0),
+        PodLoad(facts("a", node="hot-a", owner=("ReplicaSet", "a")), 300.0, 0.0),
+        # their siblings, idle, so that neither is its owner's last replica
+        PodLoad(facts("b-2", node="mid", owner=("ReplicaSet", "b")), 0.0, 0.0),
+        PodLoad(facts("a-2", node="mid", owner=("ReplicaSet", "a")), 0.0, 0.0),
+    ]
+    plan = plan_rebalance(nodes, pods, POLICY, low=40, high=80)
+    assert [n.name for n in plan.nodes] == ["hot-a", "hot-b"]
+    assert plan.cycles == 1 and plan.destinations == 2
+    moved = {s.pod.facts.name: (s.cycle, s.moves_to) for n in plan.nodes for s in n.pods}
+    assert moved == {"a": (1, "cool"), "b": (1, "mid")}
+    assert [n.after for n in plan.nodes] == [0.65, 0.65]

@@ -1,6 +1,9 @@
 """How replicas share the quiet nodes: hand-computed cases."""
 
-import zlib
+import json
+import os
+import subprocess
+import sys
 
 import pytest
 
@@ -106,15 +109,35 @@ def test_a_process_without_an_id_never_shares():
     assert _share_at(replicas, 100.0) is None
 
 
+_OWNERS = """
+import json, sys
+from kubectl_nettraffic.inflight.replica_share import ReplicaShare
+names, count = json.loads(sys.argv[1]), int(sys.argv[2])
+print(json.dumps([[i for i in range(count) if ReplicaShare(i, count).owns(n)] for n in names]))
+"""
+
+
 @pytest.mark.parametrize("count", [2, 3])
-def test_every_node_belongs_to_exactly_one_replica(count):
+def test_every_replica_draws_the_same_lines(count):
+    """Each replica computes the owners in its own process: they agree
+    whatever each process's hash seed (str hashes differ per process), each
+    node has one owner, and each replica gets a fair part."""
     names = [f"node-{i}" for i in range(200)]
-    owners = [[i for i in range(count) if ReplicaShare(i, count).owns(n)] for n in names]
-    assert all(len(o) == 1 for o in owners)
-    # crc32 of the name, so every replica draws the same lines
-    assert [o[0] for o in owners] == [zlib.crc32(n.encode()) % count for n in names]
-    # and each replica gets a fair part
-    assert all(abs(sum(o[0] == i for o in owners) - 200 / count) < 30 for i in range(count))
+    owners = [
+        json.loads(
+            subprocess.run(
+                [sys.executable, "-c", _OWNERS, json.dumps(names), str(count)],
+                capture_output=True,
+                text=True,
+                check=True,
+                env={**os.environ, "PYTHONHASHSEED": seed},
+            ).stdout
+        )
+        for seed in ("1", "2")
+    ]
+    assert owners[0] == owners[1]
+    assert all(len(o) == 1 for o in owners[0])
+    assert all(abs(sum(o[0] == i for o in owners[0]) - 200 / count) < 30 for i in range(count))
 
 
 # a and c are replica 1's of 2 (crc32 odd), d and e replica 0's.

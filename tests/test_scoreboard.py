@@ -108,7 +108,14 @@ def test_nothing_answers_keeps_the_old_snapshot_until_stale(cluster, kubeconfig)
     assert board.snapshot is first and board.is_stale(board.snapshot)
 
 
-def test_readers_never_wait_for_a_hung_prometheus(cluster, kubeconfig):
+def test_admissions_never_wait_for_a_hung_prometheus(cluster, kubeconfig):
+    """While a refresh waits on a Prometheus that never answers, admissions
+    are decided from the last snapshot and /scores' view is read: neither
+    takes a lock the refresh holds."""
+    from harness.reviews import pod
+    from kubectl_nettraffic.kube.cluster import list_nodes
+    from kubectl_nettraffic.serving import serving_parts
+
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
     listener.listen(5)
@@ -116,31 +123,32 @@ def test_readers_never_wait_for_a_hung_prometheus(cluster, kubeconfig):
     url = f"http://127.0.0.1:{listener.getsockname()[1]}"
     settings = settings_from_mapping({"prometheus": {"url": url, "timeout": "1500ms"}})
     api = api_client(kubeconfig)
-    from kubectl_nettraffic.kube.cluster import list_nodes
-
-    engine = _engine(
+    serving = serving_parts(settings)
+    measurer = Measurer(
         settings,
-        Measurer(
-            settings,
-            lambda: list_nodes(api),
-            PrometheusSource(settings.prometheus),
-            MetricsServerSource(api),
-        ),
+        lambda: list_nodes(api),
+        PrometheusSource(settings.prometheus),
+        MetricsServerSource(api),
     )
-    board = engine.scoreboard
-    first = engine.refresh()  # falls back after the timeout
+    engine = Engine(measurer, serving.scoreboard, None, None)
+    first = engine.refresh()  # falls back to metrics-server after the timeout
+    assert first is not None
     listener.accept()[0].close()  # the first refresh's connection, never answered
     refreshing = threading.Thread(target=engine.refresh)
     refreshing.start()
     hung, _ = listener.accept()  # the second refresh is now waiting on Prometheus
     started = time.perf_counter()
-    for _ in range(1000):
-        assert board.snapshot is first
+    decisions = [serving.steerer.decide(pod(), {}, dry_run=False) for _ in range(100)]
+    views = [serving.inflight.view() for _ in range(100)]
     elapsed = time.perf_counter() - started
+    still_hung = refreshing.is_alive()
     refreshing.join()
     hung.close()
     listener.close()
-    assert elapsed < 0.05, f"1000 reads took {elapsed:.3f}s while a refresh was hung"
+    assert still_hung, "the refresh ended before the admissions did: nothing was shown"
+    assert all(d.preferences and d.skip is None for d in decisions)
+    assert sum(pods for _, pods in views[-1].values()) == 100
+    assert elapsed < 1.0, f"100 admissions took {elapsed:.3f}s while a refresh was hung"
 
 
 def test_a_failed_node_list_is_the_inventory_s_failure_not_prometheus(prometheus):
