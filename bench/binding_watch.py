@@ -1,8 +1,9 @@
 """What following bindings costs: the BindingWatch of one replica while the
 webhook's replicas steer 1,000 pods/s between them.
 
-A stand-in API server (another process, plain HTTP on 127.0.0.1) streams
-the watch events those pods cause, paced in real time: per pod, ADDED when
+The fake API server of harness/fakeapi.py, in another process (plain HTTP
+on 127.0.0.1), stores the pods as they change and streams the watch events
+they cause, paced in real time: per pod, ADDED when
 it is created (unbound), MODIFIED when the scheduler binds it (nodeName and
 the PodScheduled condition in one update, as the binding subresource
 writes them), and two MODIFIED from the kubelet's status updates
@@ -10,10 +11,12 @@ writes them), and two MODIFIED from the kubelet's status updates
 than their booked one. The pods are shaped as the API server sends a
 Deployment's pod (managedFields, the service-account token volume, status),
 about 5 KB each. The watch runs as in the webhook: the real Reflector,
-BindingWatch and in-flight state, in this process; its CPU is this
-process's CPU over the run. With 2 or 3 replicas the same 1,000 pods/s are
-shared among them: the watching replica books its own share at admission
-and the others' from the watch (each pod labelled with its replica's ledger).
+BindingWatch and in-flight state of a replica with its id (so the replica
+share and the watch delay are kept as in production), in this process; its
+CPU is this process's CPU over the run. With 2 or 3 replicas the same 1,000
+pods/s are shared among them: the watching replica books its own share at
+admission (before the run) and the others' from the watch (each pod
+labelled with its replica's id).
 
     python -m bench.binding_watch
 """
@@ -24,18 +27,22 @@ import logging
 import multiprocessing
 import os
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import yaml
 
+from bench.admission_cost import SyntheticTraffic
+from bench.fixtures import node_list, node_names
 from bench.report import bench_parser, write_section
+from harness.fakeapi import FakeKubeAPI
 from harness.reviews import pod as pod_object
 from kubectl_nettraffic.config import settings_from_mapping
 from kubectl_nettraffic.inflight.bindings import BindingWatch
-from kubectl_nettraffic.inflight.state import InflightState
 from kubectl_nettraffic.kube.cluster import api_client
+from kubectl_nettraffic.kube.nodes import node_from_json
 from kubectl_nettraffic.kube.pods import BOOKING, STEERED_BY
+from kubectl_nettraffic.measuring.measurement import Measurer
+from kubectl_nettraffic.serving import serving_parts
 
 RATE, SECONDS, NODES = 1000, 10, 5000
 LEDGER_ID = "0123456789"
@@ -214,91 +221,106 @@ def _ledger(index: int, replicas: int) -> str:
     return LEDGER_ID if index % replicas == 0 else f"peer{index % replicas:06d}"
 
 
-def _serve(port_out: "multiprocessing.Queue[int]", rate: int, seconds: int, replicas: int) -> None:
-    """The stand-in API server: an empty list, then one paced watch stream."""
+def _key(index: int, replicas: int) -> int:
+    """Pod ``index``'s booking key in its replica: this one's own pods were
+    booked in order, 1, 2, ...; the others' keys only need to be unique."""
+    return index // replicas + 1 if index % replicas == 0 else index + 1
 
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
 
-        def log_message(self, *args: Any) -> None:
-            pass
+NAME, KEY, CREATED = b"@NAME@", b"@KEY@", b"@CREATED@"
 
-        def do_GET(self) -> None:
-            if "watch=true" not in self.path:
-                body = b'{"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"1"},"items":[]}'
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-                return
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Transfer-Encoding", "chunked")
-            self.end_headers()
-            if getattr(self.server, "streamed", False):
-                time.sleep(seconds + 30)  # one run only: later watches stay quiet
-                return
-            self.server.streamed = True  # type: ignore[attr-defined]
-            # The events of a kept and a moved pod of each replica, with each
-            # pod's own booking key.
-            period = 2 * replicas
-            templates = [
-                [
-                    e.split(b'"%s":"%d"' % (BOOKING.encode(), i + 1))
-                    for e in _lifecycle(i, _ledger(i, replicas))
-                ]
-                for i in range(period)
-            ]
-            total, started, sent = rate * seconds, time.monotonic(), 0
-            while sent < total:
-                due = min(total, int((time.monotonic() - started) * rate) + 1)
-                chunk = bytearray()
-                for index in range(sent, due):
-                    key = b'"%s":"%d"' % (BOOKING.encode(), index + 1)
-                    for before, after in templates[index % period]:
-                        chunk += before + key + after + b"\n"
-                sent = due
-                if chunk:
-                    self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), bytes(chunk)))
-                    self.wfile.flush()
-                time.sleep(BATCH)
-            self.wfile.write(b"0\r\n\r\n")
-            self.wfile.flush()
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    port_out.put(server.server_address[1])
-    server.serve_forever()
+def _templates(replicas: int) -> list[list[bytes]]:
+    """A kept and a moved pod of each replica, each state as JSON with the
+    pod's name, booking key and creation time left as placeholders."""
+    templates = []
+    for index in range(2 * replicas):
+        states = []
+        for encoded in _lifecycle(index, _ledger(index, replicas)):
+            state = json.loads(encoded)["object"]
+            metadata = state["metadata"]
+            metadata["name"] = NAME.decode()
+            metadata["annotations"][BOOKING] = KEY.decode()
+            metadata["creationTimestamp"] = CREATED.decode()
+            metadata.pop("resourceVersion", None)
+            states.append(json.dumps(state, separators=(",", ":")).encode())
+        templates.append(states)
+    return templates
+
+
+def _serve(
+    urls: "multiprocessing.Queue[str]",
+    go: Any,
+    done: Any,
+    rate: int,
+    seconds: int,
+    replicas: int,
+) -> None:
+    """The fake API server, fed every pod's states at ``rate`` pods a second."""
+    api = FakeKubeAPI()
+    urls.put(api.url)
+    go.wait()
+    templates = _templates(replicas)
+    total, started, sent = rate * seconds, time.monotonic(), 0
+    while sent < total:
+        due = min(total, int((time.monotonic() - started) * rate) + 1)
+        created = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()).encode()
+        for index in range(sent, due):
+            name = b"web-7d9c4b6f5-%06d" % index
+            key = b"%d" % _key(index, replicas)
+            for state in templates[index % len(templates)]:
+                filled = state.replace(NAME, name).replace(KEY, key).replace(CREATED, created)
+                api.put(json.loads(filled), owned=True)
+        sent = due
+        time.sleep(BATCH)
+    done.wait()
+    api.stop()
 
 
 def run(rate: int, seconds: int, workdir: str, replicas: int = 1) -> dict[str, float]:
     context = multiprocessing.get_context("spawn")
-    ports: multiprocessing.Queue[int] = context.Queue()
-    server = context.Process(target=_serve, args=(ports, rate, seconds, replicas), daemon=True)
+    urls: multiprocessing.Queue[str] = context.Queue()
+    go, done = context.Event(), context.Event()
+    server = context.Process(
+        target=_serve, args=(urls, go, done, rate, seconds, replicas), daemon=True
+    )
     server.start()
     try:
-        port = ports.get(timeout=30)
+        url = urls.get(timeout=30)
         kubeconfig = os.path.join(workdir, "kubeconfig")
         with open(kubeconfig, "w") as handle:
             yaml.safe_dump(
                 {
                     "apiVersion": "v1",
                     "kind": "Config",
-                    "clusters": [{"name": "b", "cluster": {"server": f"http://127.0.0.1:{port}"}}],
-                    "users": [{"name": "b", "user": {"token": "t"}}],
+                    "clusters": [{"name": "b", "cluster": {"server": url}}],
+                    "users": [{"name": "b", "user": {"token": FakeKubeAPI.TOKEN}}],
                     "contexts": [{"name": "b", "context": {"cluster": "b", "user": "b"}}],
                     "current-context": "b",
                 },
                 handle,
             )
-        settings = settings_from_mapping({"prometheus": {"url": "http://unused"}})
-        inflight = InflightState(settings)
+        settings = settings_from_mapping(
+            {"prometheus": {"url": "http://synthetic.invalid"}, "metricsServer": {"enabled": False}}
+        )
+        serving = serving_parts(settings, replica=LEDGER_ID)
+        names = node_names(NODES)
+        nodes = [node_from_json(obj) for obj in node_list(NODES)]
+        measurer = Measurer(settings, lambda: nodes, SyntheticTraffic(names), None)  # type: ignore[arg-type]
+        serving.scoreboard.record(measurer.measure())
+        snapshot = serving.scoreboard.snapshot
+        assert snapshot is not None
+        inflight = serving.inflight
         now = time.time()
         total = rate * seconds
-        for index in range(0, total, replicas):  # what this replica's admissions booked
-            inflight.book_at("node-00001", 2**20, now, key=index + 1)
-        watch = BindingWatch(api_client(kubeconfig), inflight, LEDGER_ID)
+        for _ in range(0, total, replicas):  # what this replica's admissions booked
+            inflight.lock(snapshot)
+            try:
+                inflight.book("node-00001", 2**20, now, inflight.new_key())
+            finally:
+                inflight.unlock()
+        horizon = settings.steering.pod_startup + settings.prometheus.window
+        watch = BindingWatch(api_client(kubeconfig), inflight, LEDGER_ID, horizon)
 
         def settled() -> int:
             counts = watch.counts()
@@ -306,6 +328,7 @@ def run(rate: int, seconds: int, workdir: str, replicas: int = 1) -> dict[str, f
 
         cpu_before, wall_before = time.process_time(), time.monotonic()
         watch.start()
+        go.set()
         deadline = wall_before + seconds + 60
         while settled() < total and time.monotonic() < deadline:
             time.sleep(0.01)
@@ -323,17 +346,20 @@ def run(rate: int, seconds: int, workdir: str, replicas: int = 1) -> dict[str, f
             "moved": counts["moved"],
             "kept": counts["kept"],
             "seen": counts["seen"],
+            "watch_delay": inflight.watch_delay,
         }
     finally:
-        server.kill()
-        server.join(5)
+        done.set()
+        server.join(10)
+        if server.is_alive():
+            server.kill()
 
 
 def main(argv: list[str] | None = None) -> int:
     import tempfile
 
     args = bench_parser(__doc__).parse_args(argv)
-    # The watch's re-list when the stand-in server stops is not news here.
+    # The watch's re-list when the fake server stops is not news here.
     logging.getLogger("kubectl_nettraffic.kube.cluster").setLevel(logging.ERROR)
     results = {}
     for replicas in (1, 2, 3):
@@ -347,14 +373,15 @@ def main(argv: list[str] | None = None) -> int:
         f"{RATE * events_per_pod:,.0f}/s, {one['event_bytes'] / 1024:.1f} KiB each.",
         "",
         "| replicas sharing the admissions | booked here at admission | booked here from the watch "
-        "| all bookings settled after | CPU of one replica's watch | per steered pod |",
-        "|---|---|---|---|---|---|",
+        "| all bookings settled after | CPU of one replica's watch | per steered pod "
+        "| watch delay it measured |",
+        "|---|---|---|---|---|---|---|",
     ]
     for replicas, result in results.items():
         rows.append(
             f"| {replicas} | {result['pods'] - result['seen']:,.0f} | {result['seen']:,.0f} "
             f"| {result['wall']:.1f} s | {result['cpu'] / result['wall']:.0%} of one core "
-            f"| {result['cpu'] / result['pods'] * 1e6:.0f} µs |"
+            f"| {result['cpu'] / result['pods'] * 1e6:.0f} µs | {result['watch_delay']:.2f} s |"
         )
     table = "\n".join(rows)
     print(table)
@@ -363,12 +390,15 @@ def main(argv: list[str] | None = None) -> int:
             "binding-watch",
             "Following bindings and other replicas' pods: the watch's cost at 1,000 admissions/s",
             "python -m bench.binding_watch",
-            "One replica's BindingWatch (the real Reflector and in-flight state) reading "
-            "the events of every steered pod from a stand-in API server in another process: "
+            "One replica's BindingWatch (the real Reflector and in-flight state, with its "
+            "replica id) reading the events of every steered pod from harness/fakeapi.py's "
+            "API server in another process: "
             "per pod ADDED, bound, and two kubelet status updates, shaped as the API server "
             "sends a Deployment's pod. With several replicas the admissions are shared among "
             "them and each replica also books the others' pods from the watch. CPU is the "
-            "watching process's over the run.\n\n" + table,
+            "watching process's over the run. This replica's own pods are booked before the "
+            "run, so the watch delay it measures is capped (1 s): it shows the delay's code "
+            "ran, not a control plane's delay.\n\n" + table,
         )
     return 0
 

@@ -51,3 +51,13 @@ def test_the_parser_reads_nesting() -> None:
     # The check above is only as good as this reading of the map.
     text = "## The parts\n```\nwebhook/\n  a.py  x\n  sub/\n    b.py\n  c.py\nother/\n  d.py\n```\n"
     assert listed_modules(text) == ["webhook/a.py", "webhook/sub/b.py", "webhook/c.py"]
+
+
+def test_the_scores_document_is_described_field_for_field():
+    from kubectl_nettraffic.measuring.scoreview import NodeRow, ScoresDocument
+
+    text = (ROOT / "docs/design/architecture.md").read_text()
+    paragraph = text.split("**The scores document**", 1)[1].split("\n\n", 1)[0]
+    described = set(re.findall(r"`([a-zA-Z]+)`", paragraph))
+    fields = set(NodeRow.__annotations__) | set(ScoresDocument.__annotations__) - {"nodes"}
+    assert described == fields

@@ -1,4 +1,4 @@
-"""``kubectl nettraffic``: top, explain, rebalance, doctor, certs, version.
+"""``kubectl nettraffic``: top, explain, rebalance, doctor, certs, cleanup, tiers, version.
 
 kubectl finds this as ``kubectl-nettraffic`` on PATH and passes every
 argument after the plugin name. Errors are one line on stderr, ``error:
@@ -159,13 +159,8 @@ def _positive_seconds(text: str) -> float:
     return value
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="kubectl nettraffic",
-        description="Network-aware pod placement: live node traffic scores, explanations, TLS tooling.",
-    )
-    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-
+def _add_top(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    """``kubectl nettraffic top [NODE...] and top pods|workloads.``"""
     top = commands.add_parser(
         "top", help="per-node traffic, CPU/memory and the score the webhook uses"
     )
@@ -212,6 +207,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_webhook_flags(top)
     top.set_defaults(run=run_top)
 
+
+def _add_explain(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    """``kubectl nettraffic explain POD.``"""
     explain = commands.add_parser(
         "explain", help="why a pod got (or did not get) its preferred nodes"
     )
@@ -227,6 +225,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_webhook_flags(explain)
     explain.set_defaults(run=_lazy("kubectl_nettraffic.cli.explain", "run_explain"))
 
+
+def _add_rebalance(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    """``kubectl nettraffic rebalance: the plan, read-only.``"""
     rebalance = commands.add_parser(
         "rebalance",
         help="what the descheduler would move off hot nodes, and where (changes nothing)",
@@ -268,6 +269,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_webhook_flags(rebalance)
     rebalance.set_defaults(run=run_rebalance)
 
+
+def _add_doctor(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    """``kubectl nettraffic doctor.``"""
     doctor = commands.add_parser(
         "doctor", help="check every part the webhook depends on, with the fix"
     )
@@ -282,6 +286,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_webhook_flags(doctor)
     doctor.set_defaults(run=_lazy("kubectl_nettraffic.cli.doctor", "run_doctor"))
 
+
+def _add_certs(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    """``kubectl nettraffic certs create|patch|rotate.``"""
     certs = commands.add_parser("certs", help="issue, store, patch and rotate the webhook's TLS")
     actions = certs.add_subparsers(dest="action", required=True, metavar="ACTION")
     for name, text in (
@@ -333,6 +340,9 @@ def build_parser() -> argparse.ArgumentParser:
         _add_cluster_flags(action)
         action.set_defaults(run=_lazy("kubectl_nettraffic.cli.certs_command", f"run_{name}"))
 
+
+def _add_cleanup(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    """``kubectl nettraffic cleanup: the uninstall hook that deletes the MutatingWebhookConfiguration.``"""
     cleanup = commands.add_parser(
         "cleanup", help="delete the MutatingWebhookConfiguration (uninstall hook)"
     )
@@ -342,6 +352,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_cluster_flags(cleanup)
     cleanup.set_defaults(run=_lazy("kubectl_nettraffic.cli.certs_command", "run_cleanup"))
 
+
+def _add_tiers(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    """``kubectl nettraffic tiers remove.``"""
     tiers = commands.add_parser("tiers", help="the traffic-tier node labels")
     tier_commands = tiers.add_subparsers(dest="tiers_command", required=True)
     remove = tier_commands.add_parser(
@@ -368,8 +381,28 @@ def build_parser() -> argparse.ArgumentParser:
     _add_cluster_flags(remove)
     remove.set_defaults(run=_lazy("kubectl_nettraffic.cli.tiers_command", "run_remove"))
 
+
+def _add_version(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    """``kubectl nettraffic version.``"""
     version = commands.add_parser("version", help="print the version")
     version.set_defaults(run=run_version, verbose=False)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="kubectl nettraffic",
+        description="Network-aware pod placement: live node traffic scores, explanations, TLS tooling.",
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    _add_top(commands)
+    _add_explain(commands)
+    _add_rebalance(commands)
+    _add_doctor(commands)
+    _add_certs(commands)
+    _add_cleanup(commands)
+    _add_tiers(commands)
+    _add_version(commands)
     return parser
 
 
