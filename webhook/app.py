@@ -26,7 +26,7 @@ from webhook import admission, extender
 from webhook.admission import HttpInputError
 from webhook.framing import body_too_large_message, error_document
 from webhook.request_counter import RequestCounter
-from webhook.tls import reloader_for
+from webhook.tls import CertReloader, reloader_for
 from webhook.webhook_metrics import MUTATE, WebhookMetrics
 
 log = logging.getLogger("nettraffic.webhook")
@@ -61,16 +61,24 @@ def _read_json_body() -> Any:
 
 
 def create_app(settings: Settings, serving: Serving) -> Flask:
-    board, inflight, steerer = serving.scoreboard, serving.inflight, serving.steerer
-    namespaces = serving.namespaces
+    """The webhook's routes over ``serving``'s parts (started elsewhere)."""
     cert = reloader_for(settings.server.cert_file, settings.server.key_file)
-    metrics = WebhookMetrics(board, cert, serving.bindings)
-
-    # The log level is set once, at start-up: asked once, not on every admission.
-    debug = log.isEnabledFor(logging.DEBUG)
-
+    metrics = WebhookMetrics(serving.scoreboard, cert, serving.bindings)
     app = Flask("nettraffic-webhook")
     app.config["MAX_CONTENT_LENGTH"] = settings.server.max_request_bytes
+    _add_error_handlers(app, settings, metrics)
+    _add_admission(app, serving, metrics)
+    _add_extender(app, settings, serving, metrics)
+    _add_views(app, serving, cert, metrics)
+    routes = frozenset(rule.rule for rule in app.url_map.iter_rules())
+    app.wsgi_app = RequestCounter(  # type: ignore[method-assign]
+        app.wsgi_app, metrics.requests, routes, SELF_COUNTED
+    )
+    return app
+
+
+def _add_error_handlers(app: Flask, settings: Settings, metrics: WebhookMetrics) -> None:
+    """Every error as a JSON answer with its status, never a traceback."""
 
     def _failed(message: str, status: int) -> Response:
         """An error answer, counted here for the paths RequestCounter lets through."""
@@ -100,6 +108,14 @@ def create_app(settings: Settings, serving: Serving) -> Flask:
     def _unexpected(error: Exception) -> Response:
         log.exception("unexpected error on %s", request.path)
         return _failed("internal error; see the webhook's log", 500)
+
+
+def _add_admission(app: Flask, serving: Serving, metrics: WebhookMetrics) -> None:
+    """POST /mutate: the admission path (every call on it costs; see
+    docs/design/admission-performance.md)."""
+    steerer, namespaces = serving.steerer, serving.namespaces
+    # The log level is set once, at start-up: asked once, not on every admission.
+    debug = log.isEnabledFor(logging.DEBUG)
 
     # No automatic OPTIONS answer: every answer of /mutate is an admission or
     # goes through the error handlers, which is where it is counted (SELF_COUNTED).
@@ -157,6 +173,13 @@ def create_app(settings: Settings, serving: Serving) -> Flask:
                 )
         return outcome, admission.answer(review, decision.patch, decision.warnings)
 
+
+def _add_extender(
+    app: Flask, settings: Settings, serving: Serving, metrics: WebhookMetrics
+) -> None:
+    """The scheduler extender's filter and prioritize."""
+    board, inflight, steerer = serving.scoreboard, serving.inflight, serving.steerer
+
     def _extender_call(verb: str, answer: Callable[[extender.ExtenderArgs, bool], Any]) -> Response:
         args = extender.parse_args(_read_json_body())
         stale = board.is_stale(board.snapshot)
@@ -182,6 +205,11 @@ def create_app(settings: Settings, serving: Serving) -> Flask:
             return extender.prioritize(args, snapshot, stale, booked)
 
         return _extender_call("prioritize", answer)
+
+
+def _add_views(app: Flask, serving: Serving, cert: CertReloader, metrics: WebhookMetrics) -> None:
+    """What people and probes read: /scores, /workloads, /healthz, /readyz, /metrics."""
+    board, inflight = serving.scoreboard, serving.inflight
 
     @app.get("/scores")
     def scores() -> Response:
@@ -225,9 +253,3 @@ def create_app(settings: Settings, serving: Serving) -> Flask:
     @app.get("/metrics")
     def prometheus_metrics() -> Response:
         return Response(metrics.registry.expose(), mimetype="text/plain; version=0.0.4")
-
-    routes = frozenset(rule.rule for rule in app.url_map.iter_rules())
-    app.wsgi_app = RequestCounter(  # type: ignore[method-assign]
-        app.wsgi_app, metrics.requests, routes, SELF_COUNTED
-    )
-    return app

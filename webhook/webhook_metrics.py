@@ -66,27 +66,35 @@ class WebhookMetrics:
             )
         )
         if bindings is not None:
-            watch = bindings
-            add(
-                Reading(
-                    "nettraffic_bookings_followed_total",
-                    "Bookings of steered pods settled by the binding watch: moved to "
-                    "the node bound, kept (bound where booked), dropped (gone unbound), "
-                    "seen (another replica's pod, booked here).",
-                    "counter",
-                    ("outcome",),
-                    lambda: {(k,): float(v) for k, v in watch.counts().items()},
-                )
+            self._add_binding_watch(bindings)
+        self._add_state(scoreboard, cert)
+
+    def _add_binding_watch(self, watch: BindingWatch) -> None:
+        add = self.registry.add
+        add(
+            Reading(
+                "nettraffic_bookings_followed_total",
+                "Bookings of steered pods settled by the binding watch: moved to "
+                "the node bound, kept (bound where booked), dropped (gone unbound), "
+                "seen (another replica's pod, booked here).",
+                "counter",
+                ("outcome",),
+                lambda: {(k,): float(v) for k, v in watch.counts().items()},
             )
-            add(
-                Gauge(
-                    "nettraffic_binding_watch_delay_seconds",
-                    "Moving average of the time from this replica's admission of a pod to "
-                    "its binding watch showing it (1 s for a pod not shown within 1 s); "
-                    "the replica share reads it.",
-                    lambda: watch.keeper.watch_delay,
-                )
+        )
+        add(
+            Gauge(
+                "nettraffic_binding_watch_delay_seconds",
+                "Moving average of the time from this replica's admission of a pod to "
+                "its binding watch showing it (1 s for a pod not shown within 1 s); "
+                "the replica share reads it.",
+                lambda: watch.keeper.watch_delay,
             )
+        )
+
+    def _add_state(self, scoreboard: Scoreboard, cert: CertReloader) -> None:
+        """What is read at scrape time: tier labels, certificate, snapshot, refresh."""
+        add = self.registry.add
         add(
             Gauge(
                 "nettraffic_tier_labels_leader",

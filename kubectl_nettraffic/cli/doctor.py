@@ -12,13 +12,14 @@ from typing import Any
 from cryptography import x509
 
 from kubectl_nettraffic.cli.top import WebhookLocation
-from kubectl_nettraffic.config import LearningSettings
+from kubectl_nettraffic.config import LearningSettings, Settings
 from kubectl_nettraffic.config_file import load_settings
 from kubectl_nettraffic.errors import NetTrafficError
 from kubectl_nettraffic.kube.cluster import api_client, describe_api_error, list_nodes, request_json
+from kubectl_nettraffic.kube.nodes import Node
 from kubectl_nettraffic.learning.pod_traffic import PodTrafficSource
 from kubectl_nettraffic.sources.metrics_server import MetricsServerSource
-from kubectl_nettraffic.sources.prometheus import PrometheusSource
+from kubectl_nettraffic.sources.prometheus import PrometheusSource, TrafficReport
 from kubectl_nettraffic.tls.cert_bundle import signed_by
 from kubectl_nettraffic.tls.cert_secret import read_secret
 from kubectl_nettraffic.tls.webhook_configuration import read_webhook_configuration
@@ -53,24 +54,64 @@ def run_doctor(args: argparse.Namespace) -> int:
     settings = load_settings(
         args.config, {"kubeconfig": args.kubeconfig, "prometheus.url": args.prometheus_url}
     )
-    results: list[Result] = []
-    api = api_client(settings.kubeconfig, args.context)
-    ns, svc = args.webhook_namespace, args.webhook_service
+    return Doctor(args, settings).run()
 
-    def api_reachable() -> str:
+
+class Doctor:
+    """The checks in order, each a method that returns what it found or
+    raises Failed with the fix; later checks read what earlier ones found."""
+
+    def __init__(self, args: argparse.Namespace, settings: Settings) -> None:
+        self.args, self.settings = args, settings
+        self.api = api_client(settings.kubeconfig, args.context)
+        self.ns, self.svc = args.webhook_namespace, args.webhook_service
+        self.results: list[Result] = []
+        self.ca_bundle: list[x509.Certificate] = []
+        self.readyz: dict[str, Any] = {}
+
+    def check(self, name: str, probe: Callable[[], str], fix: str) -> bool:
+        return _check(self.results, name, probe, fix)
+
+    def run(self) -> int:
+        if not self.check(
+            "API server reachable", self.api_reachable, "check --kubeconfig / --context"
+        ):
+            return _report(self.results)
+        self.check("webhook Service has ready endpoints", self.endpoints, "install the chart")
+        has_configuration = self.check(
+            "MutatingWebhookConfiguration present",
+            self.configuration,
+            "helm install nettraffic charts/nettraffic, or check --webhook-name",
+        )
+        self.check("webhook ready with fresh scores", self.webhook_ready, "check the webhook pods")
+        if has_configuration:
+            self.check("caBundle verifies the served cert", self.cert_verifies, "")
+        if self.settings.prometheus.url:
+            self.check_prometheus()
+        else:
+            self.results.append(
+                Result("Prometheus reachable", True, "not configured: metrics-server only")
+            )
+        if self.settings.metrics_server.enabled:
+            self.check(
+                "metrics.k8s.io available",
+                lambda: f"usage for {len(MetricsServerSource(self.api).fetch())} node(s)",
+                "install metrics-server, or set metricsServer.enabled: false",
+            )
+        return _report(self.results)
+
+    def api_reachable(self) -> str:
         try:
-            info = request_json(api, "GET", "/version")
+            info = request_json(self.api, "GET", "/version")
         except Exception as error:
             raise describe_api_error(error, "GET /version") from None
-        return f"Kubernetes {info.get('gitVersion', '?')} at {api.configuration.host}"
+        return f"Kubernetes {info.get('gitVersion', '?')} at {self.api.configuration.host}"
 
-    if not _check(results, "API server reachable", api_reachable, "check --kubeconfig / --context"):
-        return _report(results)
-
-    def endpoints() -> str:
+    def endpoints(self) -> str:
+        ns, svc = self.ns, self.svc
         try:
             slices = request_json(
-                api,
+                self.api,
                 "GET",
                 f"/apis/discovery.k8s.io/v1/namespaces/{ns}/endpointslices",
                 query={"labelSelector": f"kubernetes.io/service-name={svc}"},
@@ -91,63 +132,51 @@ def run_doctor(args: argparse.Namespace) -> int:
             )
         return f"{len(ready)} ready endpoint(s) for {ns}/{svc}"
 
-    _check(results, "webhook Service has ready endpoints", endpoints, "install the chart")
-
-    ca_bundle: list[x509.Certificate] = []
-
-    def configuration() -> str:
-        document = read_webhook_configuration(api, args.webhook_name)
+    def configuration(self) -> str:
+        name = self.args.webhook_name
+        document = read_webhook_configuration(self.api, name)
         webhooks = document.get("webhooks") or []
         encoded = [((w.get("clientConfig") or {}).get("caBundle") or "") for w in webhooks]
         if not webhooks or not all(encoded):
             raise Failed(
-                f"MutatingWebhookConfiguration {args.webhook_name} has webhooks without a caBundle",
-                f"kubectl nettraffic certs patch -n {ns} --webhook-name {args.webhook_name}",
+                f"MutatingWebhookConfiguration {name} has webhooks without a caBundle",
+                f"kubectl nettraffic certs patch -n {self.ns} --webhook-name {name}",
             )
-        ca_bundle.extend(x509.load_pem_x509_certificates(base64.b64decode(encoded[0])))
+        self.ca_bundle.extend(x509.load_pem_x509_certificates(base64.b64decode(encoded[0])))
         policies = sorted({str(w.get("failurePolicy")) for w in webhooks})
-        return f"{len(webhooks)} webhook(s), caBundle with {len(ca_bundle)} CA(s), failurePolicy {', '.join(policies)}"
+        return f"{len(webhooks)} webhook(s), caBundle with {len(self.ca_bundle)} CA(s), failurePolicy {', '.join(policies)}"
 
-    has_configuration = _check(
-        results,
-        "MutatingWebhookConfiguration present",
-        configuration,
-        "helm install nettraffic charts/nettraffic, or check --webhook-name",
-    )
-
-    readyz: dict[str, Any] = {}
-
-    def webhook_ready() -> str:
+    def webhook_ready(self) -> str:
+        ns, svc = self.ns, self.svc
         try:
-            location = WebhookLocation(ns, svc, args.webhook_port)
-            readyz.update(request_json(api, "GET", location.proxy_path("readyz")))
+            location = WebhookLocation(ns, svc, self.args.webhook_port)
+            self.readyz.update(request_json(self.api, "GET", location.proxy_path("readyz")))
         except Exception as error:
             raise describe_api_error(
                 error, f"GET /readyz of {ns}/{svc} via the service proxy"
             ) from None
-        if not readyz.get("ready") or readyz.get("stale"):
+        if not self.readyz.get("ready") or self.readyz.get("stale"):
             raise Failed(
-                f"webhook not ready or its data is stale: {readyz}",
+                f"webhook not ready or its data is stale: {self.readyz}",
                 "check prometheus.url and the webhook log; kubectl nettraffic top --source prometheus",
             )
-        return f"ready, data {readyz.get('snapshotAgeSeconds')}s old"
+        return f"ready, data {self.readyz.get('snapshotAgeSeconds')}s old"
 
-    _check(results, "webhook ready with fresh scores", webhook_ready, "check the webhook pods")
-
-    def cert_verifies() -> str:
-        stored = read_secret(api, ns, args.secret)
+    def cert_verifies(self) -> str:
+        ns, svc, secret = self.ns, self.svc, self.args.secret
+        stored = read_secret(self.api, ns, secret)
         if stored is None or stored.bundle is None:
             raise Failed(
-                f"Secret {ns}/{args.secret} is missing or malformed",
-                f"kubectl nettraffic certs create -n {ns} --service {svc} --secret {args.secret}",
+                f"Secret {ns}/{secret} is missing or malformed",
+                f"kubectl nettraffic certs create -n {ns} --service {svc} --secret {secret}",
             )
         served = x509.load_pem_x509_certificate(stored.bundle.cert)
-        if not any(signed_by(served, ca) for ca in ca_bundle):
+        if not any(signed_by(served, ca) for ca in self.ca_bundle):
             raise Failed(
                 "the serving cert in the Secret does not chain to the caBundle",
-                f"kubectl nettraffic certs patch -n {ns} --secret {args.secret} --webhook-name {args.webhook_name}",
+                f"kubectl nettraffic certs patch -n {ns} --secret {secret} --webhook-name {self.args.webhook_name}",
             )
-        if readyz and not (readyz.get("certificate") or {}).get("inSync", False):
+        if self.readyz and not (self.readyz.get("certificate") or {}).get("inSync", False):
             raise Failed(
                 "the webhook serves a different cert than the one in its mounted Secret",
                 "wait for the Secret volume to sync (about a minute), or check the webhook log",
@@ -156,68 +185,47 @@ def run_doctor(args: argparse.Namespace) -> int:
             f"serving cert (expires {served.not_valid_after_utc:%Y-%m-%d}) chains to the caBundle"
         )
 
-    if has_configuration:
-        _check(results, "caBundle verifies the served cert", cert_verifies, "")
-
-    nodes = []
-    if settings.prometheus.url:
+    def check_prometheus(self) -> None:
+        settings = self.settings
         source = PrometheusSource(settings.prometheus)
 
-        def prometheus_reachable() -> str:
+        def reachable() -> str:
             source.query_vector("vector(1)")
             return f"{settings.prometheus.url} answers PromQL"
 
-        if _check(
-            results,
-            "Prometheus reachable",
-            prometheus_reachable,
-            "check prometheus.url / --prometheus-url",
+        if not self.check(
+            "Prometheus reachable", reachable, "check prometheus.url / --prometheus-url"
         ):
-            report_box: list[Any] = []
+            return
+        nodes: list[Node] = []
+        reports: list[TrafficReport] = []
 
-            def series_found() -> str:
-                nodes.extend(list_nodes(api))
-                report_box.append(source.fetch(nodes))
-                return f"node_exporter traffic for {len(report_box[0].by_node)} node(s)"
+        def series_found() -> str:
+            nodes.extend(list_nodes(self.api))
+            reports.append(source.fetch(nodes))
+            return f"node_exporter traffic for {len(reports[0].by_node)} node(s)"
 
-            fix = "check that node_exporter is scraped and prometheus.deviceInclude/deviceExclude"
-            if _check(results, "node_exporter series found", series_found, fix):
-                report = report_box[0]
+        fix = "check that node_exporter is scraped and prometheus.deviceInclude/deviceExclude"
+        if self.check("node_exporter series found", series_found, fix):
+            report = reports[0]
 
-                def all_mapped() -> str:
-                    if report.nodes_without_series or report.unmapped_series:
-                        raise Failed(
-                            f"nodes without series: {', '.join(report.nodes_without_series) or 'none'}; "
-                            f"series for no node: {', '.join(report.unmapped_series) or 'none'}",
-                            "set prometheus.nodeMatch (uname, label:<name>, internal-ip) to how your "
-                            "exporters are labelled, or deploy node_exporter on the missing nodes",
-                        )
-                    return f"all {len(nodes)} node(s) mapped ({settings.prometheus.node_match})"
+            def all_mapped() -> str:
+                if report.nodes_without_series or report.unmapped_series:
+                    raise Failed(
+                        f"nodes without series: {', '.join(report.nodes_without_series) or 'none'}; "
+                        f"series for no node: {', '.join(report.unmapped_series) or 'none'}",
+                        "set prometheus.nodeMatch (uname, label:<name>, internal-ip) to how your "
+                        "exporters are labelled, or deploy node_exporter on the missing nodes",
+                    )
+                return f"all {len(nodes)} node(s) mapped ({settings.prometheus.node_match})"
 
-                _check(results, "every node mapped to its series", all_mapped, "")
-            if settings.learning.enabled:
-                _check(
-                    results,
-                    "per-pod traffic for bandwidth learning",
-                    lambda: _learning_inputs(source, settings.learning),
-                    "",
-                )
-    else:
-        results.append(Result("Prometheus reachable", True, "not configured: metrics-server only"))
-
-    if settings.metrics_server.enabled:
-
-        def metrics_available() -> str:
-            usage = MetricsServerSource(api).fetch()
-            return f"usage for {len(usage)} node(s)"
-
-        _check(
-            results,
-            "metrics.k8s.io available",
-            metrics_available,
-            "install metrics-server, or set metricsServer.enabled: false",
-        )
-    return _report(results)
+            self.check("every node mapped to its series", all_mapped, "")
+        if settings.learning.enabled:
+            self.check(
+                "per-pod traffic for bandwidth learning",
+                lambda: _learning_inputs(source, settings.learning),
+                "",
+            )
 
 
 LEARNING_FIXES = {

@@ -142,6 +142,42 @@ def rank_key(score: NodeScore, extra: float = 0.0) -> tuple[bool, bool, float, f
     )
 
 
+def _network_term(
+    load: float,
+    utilization: float | None,
+    speed: float | None,
+    link_mode: bool,
+    scale: float,
+    max_load: float,
+) -> tuple[float, float]:
+    """The network term's x (0 idle .. 1 busiest) and the bytes/s that take
+    it from 0 to 1 (the penalty's scale), as the module doc says."""
+    if link_mode and utilization is not None and speed:
+        return min(1.0, utilization), speed
+    # An idle cluster (max 0) puts every node at 100; a pod added there
+    # still costs something (``scale``) so bursts spread.
+    x = load / max_load if max_load else 0.0
+    if utilization is not None and speed:
+        return max(x, min(1.0, utilization)), min(scale, speed)
+    return x, scale
+
+
+def _weighted(
+    components: Sequence[tuple[float, float]], network_weight: float, penalty_scale: float
+) -> tuple[float, float, bool]:
+    """(score, penalty per byte/s, whether any term had data) of the
+    weighted terms (weight, x), as the module doc says."""
+    total_weight = sum(w for w, _ in components)
+    if total_weight <= 0:
+        return 0.0, 0.0, False
+    raw = 100.0 * sum(w * (1.0 - x) for w, x in components) / total_weight
+    # Below 1 byte/s a scale is idle for every purpose; a subnormal one
+    # would make the penalty infinite, and inf * 0 extra load NaN.
+    share = network_weight / total_weight
+    penalty = 100.0 * share / max(penalty_scale, 1.0) if penalty_scale else 0.0
+    return min(100.0, max(0.0, raw)), penalty, True
+
+
 def score_nodes(
     nodes: Sequence[Node],
     traffic: Mapping[str, NodeTraffic] | None,
@@ -186,18 +222,15 @@ def score_nodes(
                 )
             utilization = link_utilization(measured, direction, speed)
             if weights.network > 0:
-                if link_mode and utilization is not None and speed:
-                    components.append((weights.network, min(1.0, utilization)))
-                    penalty_scale = speed
-                else:
-                    # An idle cluster (max 0) puts every node at 100; a pod
-                    # added there still costs something so bursts spread.
-                    x = loads[node.name] / max_load if max_load else 0.0
-                    penalty_scale = max_load or idle_scale
-                    if utilization is not None and speed:
-                        x = max(x, min(1.0, utilization))
-                        penalty_scale = min(penalty_scale, speed)
-                    components.append((weights.network, x))
+                x, penalty_scale = _network_term(
+                    loads[node.name],
+                    utilization,
+                    speed,
+                    link_mode,
+                    max_load or idle_scale,
+                    max_load,
+                )
+                components.append((weights.network, x))
         elif have_traffic and weights.network > 0:
             notes.append(no_traffic_reason)
         if weights.cpu > 0 and cpu is not None:
@@ -205,19 +238,10 @@ def score_nodes(
         if weights.memory > 0 and memory is not None:
             components.append((weights.memory, min(1.0, memory)))
 
-        total_weight = sum(w for w, _ in components)
-        has_data = total_weight > 0
-        if has_data:
-            raw = 100.0 * sum(w * (1.0 - x) for w, x in components) / total_weight
-            score = min(100.0, max(0.0, raw))
-            network_share = weights.network / total_weight if measured is not None else 0.0
-            # Below 1 byte/s a scale is idle for every purpose; a subnormal one
-            # would make the penalty infinite, and inf * 0 extra load NaN.
-            penalty = 100.0 * network_share / max(penalty_scale, 1.0) if penalty_scale else 0.0
-        else:
-            score, penalty = 0.0, 0.0
-            if not notes:
-                notes.append("no cpu/memory usage from metrics-server for this node")
+        network = weights.network if measured is not None else 0.0
+        score, penalty, has_data = _weighted(components, network, penalty_scale)
+        if not has_data and not notes:
+            notes.append("no cpu/memory usage from metrics-server for this node")
         blocked = ineligibility(node, selector)
         reason = "; ".join([blocked] if blocked else notes) or None
         scored.append(

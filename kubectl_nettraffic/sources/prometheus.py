@@ -26,7 +26,7 @@ import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import requests
 
@@ -206,27 +206,20 @@ def _exporter_id(metric: Mapping[str, str], node_label: str | None) -> str:
     return f"{identity} (job {job})" if job else identity
 
 
-def attribute(
-    result: Sequence[Mapping[str, Any]],
-    nodes: Sequence[Node],
-    settings: PrometheusSettings,
-    evaluated_at: float,
-    origin: str,
-) -> TrafficReport:
-    """Split the tagged answer of ``build_query`` into per-node traffic (pure)."""
-    node_label = (
-        settings.node_match.removeprefix("label:")
-        if settings.node_match.startswith("label:")
-        else None
-    )
-    known = {node.name for node in nodes}
-    by_ip = {ip: node.name for node in nodes for ip in node.internal_ips}
+class _Split(NamedTuple):
+    """The tagged answer of ``build_query``, by signal."""
 
-    uname: dict[tuple[str, str], str] = {}
-    uname_by_instance: dict[str, str] = {}  # when the uname series has another job
-    signals: dict[str, dict[str, float]] = {}  # exporter id -> signal -> value
-    exporter_node_key: dict[str, tuple[str, str]] = {}
-    non_finite: set[str] = set()
+    uname: dict[tuple[str, str], str]  # (instance, job) -> nodename
+    uname_by_instance: dict[str, str]  # when the uname series has another job
+    signals: dict[str, dict[str, float]]  # exporter id -> signal -> value
+    node_keys: dict[str, tuple[str, str]]  # exporter id -> (its node key, job)
+    non_finite: set[str]  # exporter ids with a NaN, infinite or negative value
+
+
+def _split(result: Sequence[Mapping[str, Any]], node_label: str | None) -> _Split:
+    split = _Split({}, {}, {}, {}, set())
+    uname, uname_by_instance, signals = split.uname, split.uname_by_instance, split.signals
+    exporter_node_key, non_finite = split.node_keys, split.non_finite
     for series in result:
         metric = series.get("metric") or {}
         signal = metric.get(SIGNAL_LABEL)
@@ -249,6 +242,48 @@ def attribute(
             non_finite.add(exporter)
             continue
         signals.setdefault(exporter, {})[signal] = value
+    return split
+
+
+def _merged(
+    per_node: Mapping[str, list[tuple[str, dict[str, float]]]],
+) -> tuple[dict[str, NodeTraffic], dict[str, tuple[str, ...]]]:
+    """One NodeTraffic per node; several exporters of one node measure the
+    same NIC, so it takes the highest of them (never the sum), reported."""
+    by_node: dict[str, NodeTraffic] = {}
+    duplicates: dict[str, tuple[str, ...]] = {}
+    for name, exporters in per_node.items():
+        if len(exporters) > 1:
+            duplicates[name] = tuple(exporter for exporter, _ in exporters)
+        speeds = [v["speed"] for _, v in exporters if v.get("speed", 0) > 0]
+        by_node[name] = NodeTraffic(
+            receive=max(v.get("rx", 0.0) for _, v in exporters),
+            transmit=max(v.get("tx", 0.0) for _, v in exporters),
+            link_speed=max(speeds) if speeds else None,
+            exporters=tuple(exporter for exporter, _ in exporters),
+        )
+    return by_node, duplicates
+
+
+def attribute(
+    result: Sequence[Mapping[str, Any]],
+    nodes: Sequence[Node],
+    settings: PrometheusSettings,
+    evaluated_at: float,
+    origin: str,
+) -> TrafficReport:
+    """Split the tagged answer of ``build_query`` into per-node traffic (pure)."""
+    node_label = (
+        settings.node_match.removeprefix("label:")
+        if settings.node_match.startswith("label:")
+        else None
+    )
+    known = {node.name for node in nodes}
+    by_ip = {ip: node.name for node in nodes for ip in node.internal_ips}
+
+    split = _split(result, node_label)
+    uname, uname_by_instance = split.uname, split.uname_by_instance
+    signals, exporter_node_key, non_finite = split.signals, split.node_keys, split.non_finite
 
     for exporter in non_finite:  # half-broken exporters are not trusted at all
         signals.pop(exporter, None)
@@ -284,18 +319,7 @@ def attribute(
         if values and ("rx" in values or "tx" in values):
             per_node.setdefault(name, []).append((exporter, values))
 
-    by_node: dict[str, NodeTraffic] = {}
-    duplicates: dict[str, tuple[str, ...]] = {}
-    for name, exporters in per_node.items():
-        if len(exporters) > 1:
-            duplicates[name] = tuple(exporter for exporter, _ in exporters)
-        speeds = [v["speed"] for _, v in exporters if v.get("speed", 0) > 0]
-        by_node[name] = NodeTraffic(
-            receive=max(v.get("rx", 0.0) for _, v in exporters),
-            transmit=max(v.get("tx", 0.0) for _, v in exporters),
-            link_speed=max(speeds) if speeds else None,
-            exporters=tuple(exporter for exporter, _ in exporters),
-        )
+    by_node, duplicates = _merged(per_node)
     return TrafficReport(
         by_node=by_node,
         unmapped_series=tuple(unmapped),
