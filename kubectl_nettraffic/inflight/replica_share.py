@@ -146,6 +146,8 @@ class Replicas:
     def advance(self, now: float) -> None:
         """Forget what is older than ``now`` allows: replicas past the
         horizon, this one's admissions past RATE_WINDOW."""
+        if self._own is None:
+            return  # it never shares
         if now >= self._valid_until:
             self._recount(now)
         self._trim(now)

@@ -192,10 +192,23 @@ class InflightState:
         if grouped_by != self._grouped_by:
             self._grouped_by = grouped_by
             self._rebuild()
-        self._counts_changed(self._unknown.forget(now))
-
-        share_handicap = None if share is None else share.handicap(bandwidth)
+        forgotten = self._unknown.forget(now)
+        if forgotten:
+            self._counts_changed(forgotten)
         unknown_handicap = None if unknown is None else self._unknown.handicap(unknown)
+        if share is None and unknown_handicap is None:
+            # The usual pod: the top of the shared heap, no handicap.
+            return choose_nodes(
+                snapshot.candidates,
+                snapshot.tainted,
+                snapshot.nodes,
+                pod,
+                selector,
+                self._view,
+                count,
+                self._heap.top,
+            )
+        share_handicap = None if share is None else share.handicap(bandwidth)
         handicap = combined(share_handicap, unknown_handicap)  # for nodes read one by one
 
         def top(wanted: int) -> list[Ranked]:
@@ -312,6 +325,10 @@ class InflightState:
     ) -> None:
         """``unknown``: the pod's workload, when it was booked at the default."""
         self._ledger.add(node, bandwidth, at, key)
+        if unknown is None and not self._own_heaps:
+            if self._heap is not None:
+                self._heap.update(node)  # the usual booking: one heap, one node
+            return
         counted = () if unknown is None else (self._unknown.add(unknown, node, at, key),)
         self._unseen_changed((node,), counted)
 

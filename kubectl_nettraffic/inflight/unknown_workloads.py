@@ -18,7 +18,6 @@ more push them onto busy nodes.
 """
 
 from collections import deque
-from collections.abc import Iterator
 
 from kubectl_nettraffic.kube.workloads import Workload
 from kubectl_nettraffic.scoring.node_scores import NodeScore
@@ -28,6 +27,7 @@ POINTS_PER_POD = 5.0
 
 # A change of one workload's count on one node: (workload, node, pods).
 CountChange = tuple[Workload, str, int]
+_NONE: list[CountChange] = []  # returned, never changed
 
 
 class _Pod:
@@ -77,14 +77,19 @@ class UnknownWorkloadPods:
         node, entry.node = entry.node, ""  # counted nowhere; leaves the log in its turn
         return [self._count(entry.workload, node, -1)]
 
-    def forget(self, now: float) -> Iterator[CountChange]:
-        """Pods the measurements show by ``now`` count no more."""
+    def forget(self, now: float) -> list[CountChange]:
+        """Pods the measurements show by ``now`` count no more: the counts
+        that changed (usually none, and then no list is made)."""
         log, before = self._log, now - self._horizon
+        if not log or log[0].at >= before:
+            return _NONE
+        changes = []
         while log and log[0].at < before:
             entry = log.popleft()
             self._by_key.pop(entry.key, None)
             if entry.node:
-                yield self._count(entry.workload, entry.node, -1)
+                changes.append(self._count(entry.workload, entry.node, -1))
+        return changes
 
     def in_flight(self, workload: Workload) -> dict[str, int]:
         """node -> pods of ``workload`` counted there (live: look up only)."""
