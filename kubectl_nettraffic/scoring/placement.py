@@ -122,11 +122,10 @@ def combined(*handicaps: Handicap | None) -> Handicap | None:
     return lambda score: sum(h(score) for h in present)
 
 
-# handicapped_top reads at most this many of the best nodes by live score.
-# A replica's share needs its part of the nodes near the top, rarely more.
-# A burst of one workload not learned yet, spread over more nodes than this,
-# would otherwise be read node by node on every admission (11 ms at 5,000
-# nodes in python -m bench.admission_cost); it spreads over these instead.
+# handicapped_top reads at most this many of the best nodes by live score:
+# a handicap that reaches past them would otherwise be read node by node on
+# every admission. The in-flight state reads the handicaps it keeps off
+# heaps that hold them (inflight/state.py); this walk is its fallback.
 MOST_READ = 128
 
 
