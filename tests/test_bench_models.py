@@ -203,3 +203,15 @@ def test_a_row_is_labelled_a_limit_only_where_the_best_per_workload_figure_misse
     labels = [line.rsplit("|", 2)[1].strip() for line in unknown_table_rows(rows)]
     limit = "limit: booked at its workload's mean from the first burst, it misses them too"
     assert labels == [limit, limit, "no", limit, "the limit: no", "no", "the limit: yes"]
+
+
+def test_the_worst_sliding_minute_of_query_time():
+    """bench.learning's budget check: the most query time in any 60 s,
+    windows anywhere, not only in fixed minute buckets."""
+    from bench.learning import worst_sliding_minute
+
+    # 1 s at 50 s and 1 s at 70 s: 1 s in each fixed minute from 0, 2 s in [50, 110).
+    rounds = [("slice", 50.0, 1.0), ("slice", 70.0, 1.0), ("young", 200.0, 0.5)]
+    assert worst_sliding_minute(rounds, 0.0, 300.0) == 2.0
+    # a round cut by the window's start counts in part
+    assert worst_sliding_minute([("slice", 9.0, 2.0)], 10.0, 100.0) == 1.0

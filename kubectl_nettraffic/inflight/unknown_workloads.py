@@ -30,13 +30,6 @@ CountChange = tuple[Workload, str, int]
 _NONE: list[CountChange] = []  # returned, never changed
 
 
-class _Pod:
-    __slots__ = ("at", "key", "node", "workload")
-
-    def __init__(self, at: float, workload: Workload, node: str, key: int) -> None:
-        self.at, self.workload, self.node, self.key = at, workload, node, key
-
-
 class UnknownWorkloadPods:
     """The pods of not-yet-learned workloads steered lately, per node.
 
@@ -44,51 +37,68 @@ class UnknownWorkloadPods:
     (podStartup + window). Every change returns the counts it changed, so
     that the owner can keep what it derives from them current. Not
     thread-safe: its owner (InflightState) holds its lock around every
-    call."""
+    call.
+
+    Its pods are kept in plain tuples of floats, ints and strs only (a
+    workload as its three strs: a NamedTuple is a tuple subclass, which the
+    garbage collector keeps tracking), so that the collector stops tracking
+    them: a burst keeps a hundred thousand in flight, and tracked objects
+    are each visited at every full collection, a pause on the admission
+    path."""
 
     def __init__(self, horizon: float) -> None:
         self._horizon = horizon
         self._pods: dict[Workload, dict[str, int]] = {}
-        self._log: deque[_Pod] = deque()  # admission order
-        self._by_key: dict[int, _Pod] = {}
+        # Admission order: (at, key, workload's strs, the node it was booked on).
+        self._log: deque[tuple[float, int, tuple[str, str, str], str]] = deque()
+        # key -> (workload's strs, node now), until forgotten or dropped
+        self._where: dict[int, tuple[tuple[str, str, str], str]] = {}
+        self._open: set[int] = set()  # keys not yet moved or dropped
 
     def add(self, workload: Workload, node: str, at: float, key: int = 0) -> CountChange:
         """A pod of ``workload`` booked on ``node`` at ``at``; a positive
         ``key`` (its booking's) lets ``move`` and ``drop`` find it."""
-        entry = _Pod(at, workload, node, key)
-        self._log.append(entry)
+        plain = (workload.namespace, workload.kind, workload.name)
+        self._log.append((at, key, plain, node))
         if key:
-            self._by_key[key] = entry
+            self._where[key] = (plain, node)
+            self._open.add(key)
         return self._count(workload, node, 1)
 
     def move(self, key: int, node: str) -> list[CountChange]:
-        """The pod booked as ``key`` was bound to ``node``."""
-        entry = self._by_key.pop(key, None)
-        if entry is None or entry.node == node:
+        """The pod booked as ``key`` was bound to ``node`` (once)."""
+        if key not in self._open:
             return []
-        left, entry.node = entry.node, node
-        return [self._count(entry.workload, left, -1), self._count(entry.workload, node, 1)]
+        self._open.discard(key)
+        plain, left = self._where[key]
+        if left == node:
+            return []
+        self._where[key] = (plain, node)
+        workload = Workload(*plain)
+        return [self._count(workload, left, -1), self._count(workload, node, 1)]
 
     def drop(self, key: int) -> list[CountChange]:
         """The pod booked as ``key`` will not run."""
-        entry = self._by_key.pop(key, None)
-        if entry is None:
+        if key not in self._open:
             return []
-        node, entry.node = entry.node, ""  # counted nowhere; leaves the log in its turn
-        return [self._count(entry.workload, node, -1)]
+        self._open.discard(key)
+        plain, node = self._where.pop(key)
+        return [self._count(Workload(*plain), node, -1)]
 
     def forget(self, now: float) -> list[CountChange]:
         """Pods the measurements show by ``now`` count no more: the counts
         that changed (usually none, and then no list is made)."""
         log, before = self._log, now - self._horizon
-        if not log or log[0].at >= before:
+        if not log or log[0][0] >= before:
             return _NONE
         changes = []
-        while log and log[0].at < before:
-            entry = log.popleft()
-            self._by_key.pop(entry.key, None)
-            if entry.node:
-                changes.append(self._count(entry.workload, entry.node, -1))
+        while log and log[0][0] < before:
+            _, key, plain, node = log.popleft()
+            if key:
+                self._open.discard(key)
+                node = self._where.pop(key, (plain, ""))[1]  # "": dropped already
+            if node:
+                changes.append(self._count(Workload(*plain), node, -1))
         return changes
 
     def in_flight(self, workload: Workload) -> dict[str, int]:
