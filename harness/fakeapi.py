@@ -383,7 +383,8 @@ def _watch(h: Any, api: FakeKubeAPI, key: Key, query: dict[str, list[str]]) -> N
     h.end_headers()
 
     def emit(event: dict[str, Any]) -> None:
-        data = (json.dumps(event) + "\n").encode()
+        # Compact, as the API server (Go's encoding/json) writes a watch event.
+        data = (json.dumps(event, separators=(",", ":")) + "\n").encode()
         h.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
         h.wfile.flush()
 
