@@ -55,6 +55,7 @@ from kubectl_nettraffic.labels import LabelSelector
 from kubectl_nettraffic.measuring.measurement import Snapshot
 from kubectl_nettraffic.scoring.node_scores import NodeScore
 from kubectl_nettraffic.scoring.placement import (
+    Handicap,
     Preference,
     choose_nodes,
     combined,
@@ -196,20 +197,34 @@ class InflightState:
         if forgotten:
             self._counts_changed(forgotten)
         unknown_handicap = None if unknown is None else self._unknown.handicap(unknown)
-        if share is None and unknown_handicap is None:
-            # The usual pod: the top of the shared heap, no handicap.
-            return choose_nodes(
-                snapshot.candidates,
-                snapshot.tainted,
-                snapshot.nodes,
-                pod,
-                selector,
-                self._view,
-                count,
-                self._heap.top,
-            )
-        share_handicap = None if share is None else share.handicap(bandwidth)
-        handicap = combined(share_handicap, unknown_handicap)  # for nodes read one by one
+        top: Callable[[int], list[Ranked]] = self._heap.top  # the usual pod: no handicap
+        handicap = None
+        if share is not None or unknown_handicap is not None:
+            share_handicap = None if share is None else share.handicap(bandwidth)
+            handicap = combined(share_handicap, unknown_handicap)  # for nodes read one by one
+            top = self._top_under(share, share_handicap, bandwidth, unknown, unknown_handicap)
+        return choose_nodes(
+            snapshot.candidates,
+            snapshot.tainted,
+            snapshot.nodes,
+            pod,
+            selector,
+            self._view,
+            count,
+            top,
+            handicap,
+        )
+
+    def _top_under(
+        self,
+        share: ReplicaShare | None,
+        share_handicap: Handicap | None,
+        bandwidth: float,
+        unknown: Workload | None,
+        unknown_handicap: Handicap | None,
+    ) -> Callable[[int], list[Ranked]]:
+        """The best N by live score less the handicaps, off the heaps that
+        keep them where there are such heaps."""
 
         def top(wanted: int) -> list[Ranked]:
             heap, rest, exposed = self._heap, unknown_handicap, 0
@@ -232,17 +247,7 @@ class InflightState:
             handicaps = [0.0, *(penalty * unseen for penalty in self._penalties)]
             return heap.top_grouped(wanted, handicaps, rest, exposed)
 
-        return choose_nodes(
-            snapshot.candidates,
-            snapshot.tainted,
-            snapshot.nodes,
-            pod,
-            selector,
-            self._view,
-            count,
-            top,
-            handicap,
-        )
+        return top
 
     def new_key(self) -> int:
         """Inside ``lock``: a key for a booking, unique in this process."""
