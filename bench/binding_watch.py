@@ -38,7 +38,7 @@ from harness.fakeapi import FakeKubeAPI
 from harness.reviews import pod as pod_object
 from kubectl_nettraffic.config import settings_from_mapping
 from kubectl_nettraffic.inflight.bindings import BindingWatch
-from kubectl_nettraffic.kube.cluster import api_client
+from kubectl_nettraffic.kube.client import api_client
 from kubectl_nettraffic.kube.nodes import node_from_json
 from kubectl_nettraffic.kube.pods import BOOKING, STEERED_BY
 from kubectl_nettraffic.measuring.measurement import Measurer
@@ -360,7 +360,7 @@ def main(argv: list[str] | None = None) -> int:
 
     args = bench_parser(__doc__).parse_args(argv)
     # The watch's re-list when the fake server stops is not news here.
-    logging.getLogger("kubectl_nettraffic.kube.cluster").setLevel(logging.ERROR)
+    logging.getLogger("kubectl_nettraffic.kube.reflector").setLevel(logging.ERROR)
     results = {}
     for replicas in (1, 2, 3):
         with tempfile.TemporaryDirectory() as workdir:

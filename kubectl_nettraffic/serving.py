@@ -15,7 +15,9 @@ from dataclasses import dataclass
 from kubectl_nettraffic.config import Settings
 from kubectl_nettraffic.inflight.bindings import BindingWatch
 from kubectl_nettraffic.inflight.state import InflightState
-from kubectl_nettraffic.kube.cluster import ListWatchCache, api_client, namespace_cache
+from kubectl_nettraffic.kube.client import api_client
+from kubectl_nettraffic.kube.cluster import namespace_cache
+from kubectl_nettraffic.kube.reflector import ListWatchCache
 from kubectl_nettraffic.measuring.engine import needs_api
 from kubectl_nettraffic.measuring.refresher_process import RefresherProcess
 from kubectl_nettraffic.measuring.scoreboard import Scoreboard

@@ -7,7 +7,7 @@ import pytest
 from harness.reviews import pod
 from kubectl_nettraffic.inflight.bindings import BindingWatch
 from kubectl_nettraffic.inflight.replica_share import DELAY_WEIGHT, WATCH_DELAY
-from kubectl_nettraffic.kube.cluster import api_client
+from kubectl_nettraffic.kube.client import api_client
 from kubectl_nettraffic.kube.pods import BANDWIDTH_SOURCE, BOOKING, EXPECTED_BANDWIDTH, STEERED_BY
 from tests.conftest import wait_for
 from tests.harness.scoreboards import MEASURED_AT, FixedBoard

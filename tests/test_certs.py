@@ -10,7 +10,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
 from harness.fakeapi import webhook_configuration
 from kubectl_nettraffic.errors import CertError, ClusterError
-from kubectl_nettraffic.kube.cluster import api_client
+from kubectl_nettraffic.kube.client import api_client
 from kubectl_nettraffic.tls.cert_bundle import (
     Bundle,
     dns_names,

@@ -7,7 +7,8 @@ import pytest
 
 from harness.fakeapi import node, node_metrics
 from kubectl_nettraffic.errors import ClusterError, SourceError
-from kubectl_nettraffic.kube.cluster import api_client, list_nodes, load_node_file, node_cache
+from kubectl_nettraffic.kube.client import api_client
+from kubectl_nettraffic.kube.cluster import list_nodes, load_node_file, node_cache
 from kubectl_nettraffic.kube.nodes import ineligibility
 from kubectl_nettraffic.labels import parse_selector
 from kubectl_nettraffic.sources.metrics_server import MetricsServerSource

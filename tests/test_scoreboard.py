@@ -9,7 +9,7 @@ import pytest
 from harness.fakeapi import node, node_metrics
 from harness.prometheus import Device, Exporter, free_port, prometheus_with_history
 from kubectl_nettraffic.config import Settings, settings_from_mapping
-from kubectl_nettraffic.kube.cluster import api_client
+from kubectl_nettraffic.kube.client import api_client
 from kubectl_nettraffic.measuring.engine import Engine, build_engine
 from kubectl_nettraffic.measuring.measurement import Measurer
 from kubectl_nettraffic.measuring.scoreboard import Scoreboard

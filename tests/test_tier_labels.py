@@ -12,7 +12,7 @@ from dataclasses import replace
 import pytest
 
 from harness.fakeapi import node
-from kubectl_nettraffic.kube.cluster import api_client
+from kubectl_nettraffic.kube.client import api_client
 from kubectl_nettraffic.kube.lease import LeaseElection
 from kubectl_nettraffic.kube.nodes import node_from_json
 from kubectl_nettraffic.measuring.tier_labels import (

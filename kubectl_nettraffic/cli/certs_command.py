@@ -3,7 +3,7 @@
 import argparse
 
 from kubectl_nettraffic.errors import ConfigError
-from kubectl_nettraffic.kube.cluster import api_client
+from kubectl_nettraffic.kube.client import api_client
 from kubectl_nettraffic.tls.certs import (
     Issuance,
     create_in_cluster,

@@ -15,7 +15,8 @@ from kubectl_nettraffic.cli.top import WebhookLocation
 from kubectl_nettraffic.config import LearningSettings, Settings
 from kubectl_nettraffic.config_file import load_settings
 from kubectl_nettraffic.errors import NetTrafficError
-from kubectl_nettraffic.kube.cluster import api_client, describe_api_error, list_nodes, request_json
+from kubectl_nettraffic.kube.client import api_client, describe_api_error, request_json
+from kubectl_nettraffic.kube.cluster import list_nodes
 from kubectl_nettraffic.kube.nodes import Node
 from kubectl_nettraffic.learning.pod_traffic import PodTrafficSource
 from kubectl_nettraffic.sources.metrics_server import MetricsServerSource

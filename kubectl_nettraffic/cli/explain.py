@@ -9,7 +9,7 @@ from kubectl_nettraffic.cli.top import WebhookLocation, fetch
 from kubectl_nettraffic.config import Settings
 from kubectl_nettraffic.config_file import load_settings
 from kubectl_nettraffic.errors import ClusterError, NetTrafficError
-from kubectl_nettraffic.kube.cluster import api_client, describe_api_error, request_json
+from kubectl_nettraffic.kube.client import api_client, describe_api_error, request_json
 from kubectl_nettraffic.kube.pods import (
     BANDWIDTH_SOURCE,
     BOOKED_BANDWIDTH,

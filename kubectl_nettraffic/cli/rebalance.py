@@ -21,7 +21,7 @@ from kubectl_nettraffic.cli.top import WebhookLocation, fetch
 from kubectl_nettraffic.cli.top_pods import pod_traffic_report, pod_traffic_source
 from kubectl_nettraffic.config import Settings
 from kubectl_nettraffic.errors import NetTrafficError
-from kubectl_nettraffic.kube.cluster import api_client, describe_api_error, request_json
+from kubectl_nettraffic.kube.client import api_client, describe_api_error, request_json
 from kubectl_nettraffic.rebalancing.eviction_rules import EvictionPolicy, pod_facts
 from kubectl_nettraffic.rebalancing.plan import NodeLoad, Plan, PodStep, plan_rebalance, pod_rates
 from kubectl_nettraffic.scoring.node_scores import directional_load

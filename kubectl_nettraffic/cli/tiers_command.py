@@ -10,7 +10,7 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
-from kubectl_nettraffic.kube.cluster import api_client, describe_api_error, request_json
+from kubectl_nettraffic.kube.client import api_client, describe_api_error, request_json
 from kubectl_nettraffic.measuring.tier_labels import lease_namespace, remove_tier_labels
 from kubectl_nettraffic.scoring.tiers import TIER_LABEL
 

@@ -9,13 +9,8 @@ from kubernetes import client as k8s
 
 from kubectl_nettraffic.config import Settings
 from kubectl_nettraffic.errors import ClusterError, NetTrafficError, SourceError
-from kubectl_nettraffic.kube.cluster import (
-    api_client,
-    describe_api_error,
-    list_nodes,
-    load_node_file,
-    request_json,
-)
+from kubectl_nettraffic.kube.client import api_client, describe_api_error, request_json
+from kubectl_nettraffic.kube.cluster import list_nodes, load_node_file
 from kubectl_nettraffic.labels import parse_selector
 from kubectl_nettraffic.measuring.engine import build_engine
 from kubectl_nettraffic.measuring.scoreview import scores_document

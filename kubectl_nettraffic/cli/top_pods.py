@@ -23,7 +23,7 @@ from kubectl_nettraffic.cli.render import aligned
 from kubectl_nettraffic.cli.top import WebhookLocation
 from kubectl_nettraffic.config import Settings
 from kubectl_nettraffic.errors import NetTrafficError, SourceError
-from kubectl_nettraffic.kube.cluster import api_client, describe_api_error, request_json
+from kubectl_nettraffic.kube.client import api_client, describe_api_error, request_json
 from kubectl_nettraffic.kube.workloads import Workload
 from kubectl_nettraffic.learning.pod_traffic import PodTrafficReport, PodTrafficSource
 from kubectl_nettraffic.learning.workload_bandwidth import BandwidthLearner, PodSample

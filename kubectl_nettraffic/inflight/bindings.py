@@ -45,7 +45,6 @@ from typing import Any, NamedTuple, Protocol
 
 from kubernetes import client as k8s
 
-from kubectl_nettraffic.kube.cluster import Reflector
 from kubectl_nettraffic.kube.pods import (
     BANDWIDTH_SOURCE,
     BOOKED_BANDWIDTH,
@@ -53,6 +52,7 @@ from kubectl_nettraffic.kube.pods import (
     PREFERRED_NODES,
     STEERED_BY,
 )
+from kubectl_nettraffic.kube.reflector import Reflector
 from kubectl_nettraffic.kube.workloads import Workload, pod_workload
 
 log = logging.getLogger(__name__)

@@ -42,7 +42,7 @@ from typing import Any
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
-from kubectl_nettraffic.kube.cluster import describe_api_error, request_json
+from kubectl_nettraffic.kube.client import describe_api_error, request_json
 
 log = logging.getLogger(__name__)
 

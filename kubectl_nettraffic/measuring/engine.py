@@ -12,14 +12,10 @@ from kubernetes import client as k8s
 
 from kubectl_nettraffic.config import Settings
 from kubectl_nettraffic.errors import ClusterError
-from kubectl_nettraffic.kube.cluster import (
-    ListWatchCache,
-    api_client,
-    list_nodes,
-    load_node_file,
-    node_cache,
-)
+from kubectl_nettraffic.kube.client import api_client
+from kubectl_nettraffic.kube.cluster import list_nodes, load_node_file, node_cache
 from kubectl_nettraffic.kube.nodes import Node
+from kubectl_nettraffic.kube.reflector import ListWatchCache
 from kubectl_nettraffic.learning.learner import BandwidthLearning
 from kubectl_nettraffic.learning.pod_traffic import PodTrafficSource
 from kubectl_nettraffic.measuring.measurement import Measurer, Snapshot

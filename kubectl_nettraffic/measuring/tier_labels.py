@@ -30,7 +30,7 @@ from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
 from kubectl_nettraffic.config import Settings
-from kubectl_nettraffic.kube.cluster import describe_api_error, request_json
+from kubectl_nettraffic.kube.client import describe_api_error, request_json
 from kubectl_nettraffic.kube.lease import LeaseElection
 from kubectl_nettraffic.measuring.measurement import Snapshot
 from kubectl_nettraffic.scoring.tiers import TIER_LABEL, TierLabelStatus, assign_tiers, tier_changes

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from kubernetes import client as k8s
 
 from kubectl_nettraffic.errors import SourceError
-from kubectl_nettraffic.kube.cluster import describe_api_error, request_json
+from kubectl_nettraffic.kube.client import describe_api_error, request_json
 from kubectl_nettraffic.scoring.readings import NodeUsage
 from kubectl_nettraffic.units import parse_quantity
 

@@ -8,7 +8,7 @@ from typing import Any
 from kubernetes import client as k8s
 
 from kubectl_nettraffic.errors import ClusterError
-from kubectl_nettraffic.kube.cluster import (
+from kubectl_nettraffic.kube.client import (
     MISSING,
     describe_api_error,
     request_json,

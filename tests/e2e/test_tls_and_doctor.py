@@ -16,7 +16,7 @@ import requests
 
 from harness.fakeapi import FakeKubeAPI, node, node_metrics, webhook_configuration
 from harness.webhook import WebhookProcess
-from kubectl_nettraffic.kube.cluster import api_client
+from kubectl_nettraffic.kube.client import api_client
 from kubectl_nettraffic.tls.cert_files import write_files
 from kubectl_nettraffic.tls.cert_secret import read_secret
 from kubectl_nettraffic.tls.certs import (
