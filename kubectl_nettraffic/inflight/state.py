@@ -123,26 +123,19 @@ class InflightState:
         assert self._snapshot is not None
         self._own_heaps.clear()
         candidates = self._snapshot.candidates
-        share = self._grouped_by
-        self._group_of = None
-        if share is None:
-            self._penalties = []
-            self._heap = CandidateHeap(candidates, self._view)
-            return
-        penalties = sorted({score.penalty_per_byte for score in candidates})
-        if len(penalties) >= MOST_GROUPS:
-            self._penalties = None
-            self._heap = CandidateHeap(candidates, self._view)
-            return
-        self._penalties = penalties
-        owner = ReplicaShare(*share)
-        group = {penalty: 1 + index for index, penalty in enumerate(penalties)}
+        self._group_of, self._penalties = None, []
+        if self._grouped_by is not None:
+            penalties = sorted({score.penalty_per_byte for score in candidates})
+            self._penalties = penalties if len(penalties) < MOST_GROUPS else None
+        if self._grouped_by is not None and self._penalties is not None:
+            owner = ReplicaShare(*self._grouped_by)
+            group = {penalty: 1 + index for index, penalty in enumerate(self._penalties)}
 
-        def group_of(score: NodeScore) -> int:
-            return 0 if owner.owns(score.name) else group[score.penalty_per_byte]
+            def group_of(score: NodeScore) -> int:
+                return 0 if owner.owns(score.name) else group[score.penalty_per_byte]
 
-        self._group_of = group_of
-        self._heap = CandidateHeap(candidates, self._view, group_of=group_of)
+            self._group_of = group_of
+        self._heap = CandidateHeap(candidates, self._view, group_of=self._group_of)
 
     @property
     def adopted(self) -> Snapshot | None:

@@ -18,6 +18,7 @@ more push them onto busy nodes.
 """
 
 from collections import deque
+from collections.abc import Sequence
 
 from kubectl_nettraffic.kube.workloads import Workload
 from kubectl_nettraffic.scoring.node_scores import NodeScore
@@ -27,7 +28,6 @@ POINTS_PER_POD = 5.0
 
 # A change of one workload's count on one node: (workload, node, pods).
 CountChange = tuple[Workload, str, int]
-_NONE: list[CountChange] = []  # returned, never changed
 
 
 class UnknownWorkloadPods:
@@ -85,12 +85,12 @@ class UnknownWorkloadPods:
         plain, node = self._where.pop(key)
         return [self._count(Workload(*plain), node, -1)]
 
-    def forget(self, now: float) -> list[CountChange]:
+    def forget(self, now: float) -> Sequence[CountChange]:
         """Pods the measurements show by ``now`` count no more: the counts
         that changed (usually none, and then no list is made)."""
         log, before = self._log, now - self._horizon
         if not log or log[0][0] >= before:
-            return _NONE
+            return ()
         changes = []
         while log and log[0][0] < before:
             _, key, plain, node = log.popleft()
