@@ -34,6 +34,7 @@ from harness.reviews import pod, review
 from kubectl_nettraffic.config import settings_from_mapping
 from kubectl_nettraffic.kube.nodes import node_from_json
 from kubectl_nettraffic.kube.pods import EXPECTED_BANDWIDTH
+from kubectl_nettraffic.kube.workloads import pod_workload
 from kubectl_nettraffic.measuring.measurement import Measurer
 from kubectl_nettraffic.scoring.readings import NodeTraffic
 from kubectl_nettraffic.serving import Serving, serving_parts
@@ -177,10 +178,14 @@ def measure(count: int, flush: CacheFlusher) -> dict[str, tuple[float, float]]:
     measured = measurer.measure()
     for parts, admitted, others in paths.values():
         parts.scoreboard.record(measured)
+        # The other replicas' pods of an unlearned workload arrive with it
+        # (BindingWatch books them so), and spread this replica's too.
+        unknown = pod_workload(admitted) if admitted is unknown_pod else None
         for index in range(IN_FLIGHT):
             if others is not None and index % 3:
                 replica = ("replica-a", "replica-c")[index % 3 - 1]
-                parts.inflight.book_seen(others[index % len(others)], 2**20, time.time(), replica)
+                node = others[index % len(others)]
+                parts.inflight.book_seen(node, 2**20, time.time(), replica, unknown)
             else:
                 parts.steerer.decide(admitted, None, False)
 
