@@ -5,7 +5,7 @@ import argparse
 import pathlib
 import re
 
-from kubectl_nettraffic.cli.main import build_parser
+from kubectl_nettraffic.cli.main import build_parser, expand_shorthand
 
 PAGE = pathlib.Path(__file__).resolve().parent.parent / "docs" / "plugin.md"
 PREFIX = "kubectl nettraffic "
@@ -25,13 +25,14 @@ def synopses(text: str) -> list[str]:
 
 
 def command_path(usage: str) -> list[str]:
-    """The words naming the command: up to the first argument or flag."""
+    """The words naming the command, up to the first argument or flag, as the
+    plugin reads them (``top`` alone is ``top nodes``)."""
     words = []
     for word in usage[len(PREFIX) :].split():
         if not re.fullmatch(r"[a-z]+", word):
             break
         words.append(word)
-    return words
+    return expand_shorthand(words)
 
 
 def flags(usage: str) -> set[str]:
@@ -60,7 +61,7 @@ def resolve(parser: argparse.ArgumentParser, path: list[str]) -> argparse.Argume
     for word in path:
         children = subcommands(parser)
         if word not in children:
-            break  # a positional value (top pods): the command is the parser so far
+            break  # a positional value: the command is the parser so far
         parser = children[word]
     return parser
 
@@ -91,5 +92,5 @@ def test_the_reading_of_the_page_finds_what_is_there():
         "kubectl nettraffic certs patch -n NS",
         "kubectl nettraffic doctor [--secret S]",
     ]
-    assert command_path(synopses(text)[0]) == ["top"]
+    assert command_path(synopses(text)[0]) == ["top", "nodes"]
     assert flags(synopses(text)[0]) == {"-l", "--watch"}

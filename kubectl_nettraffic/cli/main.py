@@ -12,13 +12,23 @@ import sys
 import time
 import traceback
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NoReturn
 
 from kubectl_nettraffic import __version__
 from kubectl_nettraffic.cli import render
 from kubectl_nettraffic.config import Settings
 from kubectl_nettraffic.config_file import load_settings
 from kubectl_nettraffic.errors import NetTrafficError
+
+
+class PluginParser(argparse.ArgumentParser):
+    """Usage errors as every other error of the plugin: one line, exit code 1
+    (argparse's own: the usage and exit code 2), and where to read more, as
+    kubectl says it."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(1, f"error: {message}\nSee '{self.prog} --help' for usage.\n")
+
 
 CLEAR = "\x1b[H\x1b[2J"
 
@@ -40,16 +50,6 @@ def run_top(args: argparse.Namespace) -> int:
     from kubectl_nettraffic.cli.top import WebhookLocation, fetch, node_filter
 
     settings = _settings(args)
-    if args.nodes and args.nodes[0] in ("pods", "workloads"):
-        if len(args.nodes) > 1:
-            raise NetTrafficError(
-                f"top {args.nodes[0]} takes no names; select with -n NAMESPACE, -A or -l SELECTOR"
-            )
-        from kubectl_nettraffic.cli.top_pods import run_top_pods
-
-        return run_top_pods(args, args.nodes[0], settings, _namespace(args, settings))
-    if args.sort_by in ("learned", "pods"):
-        raise NetTrafficError(f"--sort-by {args.sort_by} is for top pods and top workloads")
     location = WebhookLocation(args.webhook_namespace, args.webhook_service, args.webhook_port)
     wanted = node_filter(settings, args.context, args.nodes, args.selector)
     terminal = sys.stdout.isatty()
@@ -103,6 +103,13 @@ def run_top(args: argparse.Namespace) -> int:
             return 0
         previous = {r["name"]: r["score"] for r in document["nodes"]}
         time.sleep(args.interval)
+
+
+def run_top_pods(args: argparse.Namespace) -> int:
+    from kubectl_nettraffic.cli.top_pods import run_top_pods as run
+
+    settings = _settings(args)
+    return run(args, args.top_command, settings, _namespace(args, settings))
 
 
 def _namespace(args: argparse.Namespace, settings: Settings) -> str | None:
@@ -159,56 +166,81 @@ def _positive_seconds(text: str) -> float:
     return value
 
 
-def _add_top(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
-    """``kubectl nettraffic top [NODE...] and top pods|workloads.``"""
+TOP_VIEWS = ("nodes", "pods", "workloads")
+
+
+def expand_shorthand(argv: list[str]) -> list[str]:
+    """``top [NODE...]`` is short for ``top nodes [NODE...]``; a node named
+    ``pods`` or ``workloads`` is shown with the long form."""
+    if argv[:1] == ["top"] and (len(argv) == 1 or argv[1] not in (*TOP_VIEWS, "-h", "--help")):
+        return ["top", "nodes", *argv[1:]]
+    return argv
+
+
+def _add_top(commands: "argparse._SubParsersAction[PluginParser]") -> None:
+    """``kubectl nettraffic top [nodes] [NODE...]``, ``top pods`` and ``top workloads``."""
     top = commands.add_parser(
-        "top", help="per-node traffic, CPU/memory and the score the webhook uses"
+        "top",
+        help="live traffic and scores: per node (the default), per pod or per workload",
+        description="`top [NODE...]` is short for `top nodes [NODE...]`.",
     )
-    top.add_argument(
-        "nodes",
-        nargs="*",
-        metavar="NODE",
-        help="only these nodes; or `pods` / `workloads` for per-pod and per-workload traffic",
+    views = top.add_subparsers(dest="top_command", required=True, metavar="VIEW")
+    nodes = views.add_parser(
+        "nodes", help="per-node traffic, CPU/memory and the score the webhook uses"
     )
-    top.add_argument(
-        "-n",
-        "--namespace",
-        default=None,
-        help="pods/workloads: this namespace (default: context's)",
-    )
-    top.add_argument(
-        "-A", "--all-namespaces", action="store_true", help="pods/workloads: every namespace"
-    )
-    top.add_argument("-l", "--selector", default="", help="label selector, e.g. zone=a,!spot")
-    top.add_argument(
+    nodes.add_argument("nodes", nargs="*", metavar="NODE", help="only these nodes")
+    nodes.add_argument(
         "--sort-by",
-        choices=tuple(dict.fromkeys((*render.SORT_KEYS, "learned", "pods"))),
+        choices=render.SORT_KEYS,
         default="score",
-        help="nodes: score best first, traffic/rx/tx/cpu/memory busiest first, name A-Z; "
-        "pods/workloads: traffic (default)/rx/tx/learned/pods busiest first, name",
+        help="score best first, traffic/rx/tx/cpu/memory busiest first, name A-Z",
     )
-    top.add_argument("-o", "--output", choices=("table", "wide", "json", "yaml"), default="table")
-    top.add_argument("--no-headers", action="store_true", help="no header line")
-    top.add_argument(
+    _add_top_view_flags(nodes)
+    nodes.set_defaults(run=run_top)
+    for view in TOP_VIEWS[1:]:
+        pods = views.add_parser(
+            view, help=f"network traffic per {view[:-1]}, with the bandwidth learned for each"
+        )
+        pods.add_argument(
+            "-n", "--namespace", default=None, help="this namespace (default: context's)"
+        )
+        pods.add_argument("-A", "--all-namespaces", action="store_true", help="every namespace")
+        pods.add_argument(
+            "--sort-by",
+            choices=render.WORKLOAD_SORT_KEYS if view == "workloads" else render.POD_SORT_KEYS,
+            default="traffic",
+            help="traffic/rx/tx/learned"
+            + ("/pods" if view == "workloads" else "")
+            + " busiest first, name A-Z",
+        )
+        _add_top_view_flags(pods)
+        pods.set_defaults(run=run_top_pods)
+
+
+def _add_top_view_flags(view: argparse.ArgumentParser) -> None:
+    """The flags every view of top has: selection, output, watching, source."""
+    view.add_argument("-l", "--selector", default="", help="label selector, e.g. zone=a,!spot")
+    view.add_argument("-o", "--output", choices=("table", "wide", "json", "yaml"), default="table")
+    view.add_argument("--no-headers", action="store_true", help="no header line")
+    view.add_argument(
         "--units", choices=("bytes", "bits"), default="bytes", help="bytes/s (SI) or bits/s"
     )
-    top.add_argument("-w", "--watch", action="store_true", help="redraw every --interval seconds")
-    top.add_argument(
+    view.add_argument("-w", "--watch", action="store_true", help="redraw every --interval seconds")
+    view.add_argument(
         "--interval", type=_positive_seconds, default=5.0, help="seconds between frames (5)"
     )
-    top.add_argument("--prometheus-url", help="Prometheus to compute from (--source prometheus)")
-    top.add_argument(
+    view.add_argument("--prometheus-url", help="Prometheus to compute from (--source prometheus)")
+    view.add_argument(
         "--source",
         choices=("auto", "webhook", "prometheus"),
         default="auto",
         help="webhook: the running webhook's /scores; prometheus: compute here; auto: webhook, else here",
     )
-    _add_cluster_flags(top)
-    _add_webhook_flags(top)
-    top.set_defaults(run=run_top)
+    _add_cluster_flags(view)
+    _add_webhook_flags(view)
 
 
-def _add_explain(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+def _add_explain(commands: "argparse._SubParsersAction[PluginParser]") -> None:
     """``kubectl nettraffic explain POD.``"""
     explain = commands.add_parser(
         "explain", help="why a pod got (or did not get) its preferred nodes"
@@ -226,7 +258,7 @@ def _add_explain(commands: "argparse._SubParsersAction[argparse.ArgumentParser]"
     explain.set_defaults(run=_lazy("kubectl_nettraffic.cli.explain", "run_explain"))
 
 
-def _add_rebalance(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+def _add_rebalance(commands: "argparse._SubParsersAction[PluginParser]") -> None:
     """``kubectl nettraffic rebalance: the plan, read-only.``"""
     rebalance = commands.add_parser(
         "rebalance",
@@ -270,7 +302,7 @@ def _add_rebalance(commands: "argparse._SubParsersAction[argparse.ArgumentParser
     rebalance.set_defaults(run=run_rebalance)
 
 
-def _add_doctor(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+def _add_doctor(commands: "argparse._SubParsersAction[PluginParser]") -> None:
     """``kubectl nettraffic doctor.``"""
     doctor = commands.add_parser(
         "doctor", help="check every part the webhook depends on, with the fix"
@@ -287,7 +319,7 @@ def _add_doctor(commands: "argparse._SubParsersAction[argparse.ArgumentParser]")
     doctor.set_defaults(run=_lazy("kubectl_nettraffic.cli.doctor", "run_doctor"))
 
 
-def _add_certs(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+def _add_certs(commands: "argparse._SubParsersAction[PluginParser]") -> None:
     """``kubectl nettraffic certs create|patch|rotate.``"""
     certs = commands.add_parser("certs", help="issue, store, patch and rotate the webhook's TLS")
     actions = certs.add_subparsers(dest="action", required=True, metavar="ACTION")
@@ -341,7 +373,7 @@ def _add_certs(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") 
         action.set_defaults(run=_lazy("kubectl_nettraffic.cli.certs_command", f"run_{name}"))
 
 
-def _add_cleanup(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+def _add_cleanup(commands: "argparse._SubParsersAction[PluginParser]") -> None:
     """``kubectl nettraffic cleanup: the uninstall hook that deletes the MutatingWebhookConfiguration.``"""
     cleanup = commands.add_parser(
         "cleanup", help="delete the MutatingWebhookConfiguration (uninstall hook)"
@@ -353,7 +385,7 @@ def _add_cleanup(commands: "argparse._SubParsersAction[argparse.ArgumentParser]"
     cleanup.set_defaults(run=_lazy("kubectl_nettraffic.cli.certs_command", "run_cleanup"))
 
 
-def _add_tiers(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+def _add_tiers(commands: "argparse._SubParsersAction[PluginParser]") -> None:
     """``kubectl nettraffic tiers remove.``"""
     tiers = commands.add_parser("tiers", help="the traffic-tier node labels")
     tier_commands = tiers.add_subparsers(dest="tiers_command", required=True)
@@ -382,14 +414,14 @@ def _add_tiers(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") 
     remove.set_defaults(run=_lazy("kubectl_nettraffic.cli.tiers_command", "run_remove"))
 
 
-def _add_version(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+def _add_version(commands: "argparse._SubParsersAction[PluginParser]") -> None:
     """``kubectl nettraffic version.``"""
     version = commands.add_parser("version", help="print the version")
     version.set_defaults(run=run_version, verbose=False)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = PluginParser(
         prog="kubectl nettraffic",
         description="Network-aware pod placement: live node traffic scores, explanations, TLS tooling.",
     )
@@ -421,7 +453,7 @@ def _lazy(module: str, name: str) -> Callable[[argparse.Namespace], int]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = build_parser().parse_args(expand_shorthand(sys.argv[1:] if argv is None else argv))
     # The engine logs for the webhook's benefit; here errors reach the user as
     # one line instead, and the log only with -v.
     logging.basicConfig(

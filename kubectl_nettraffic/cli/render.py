@@ -12,6 +12,9 @@ import yaml
 from kubectl_nettraffic.units import format_duration, format_rate
 
 SORT_KEYS = ("score", "traffic", "rx", "tx", "cpu", "memory", "name")
+# top pods and top workloads (cli/top_pods.py)
+POD_SORT_KEYS = ("traffic", "rx", "tx", "learned", "name")
+WORKLOAD_SORT_KEYS = (*POD_SORT_KEYS, "pods")
 _SORT_FIELDS = {
     "traffic": "trafficBytesPerSecond",
     "rx": "receiveBytesPerSecond",

@@ -31,9 +31,6 @@ from kubectl_nettraffic.scoring.node_scores import directional_load
 from kubectl_nettraffic.sources.prometheus import PrometheusSource
 from kubectl_nettraffic.units import format_duration, format_rate, rfc3339
 
-POD_SORT_KEYS = ("traffic", "rx", "tx", "learned", "name")
-WORKLOAD_SORT_KEYS = (*POD_SORT_KEYS, "pods")
-
 
 def pod_traffic_source(settings: Settings) -> PodTrafficSource:
     if not settings.prometheus.url:
@@ -211,12 +208,7 @@ def run_top_pods(
     args: argparse.Namespace, view: str, settings: Settings, namespace: str | None
 ) -> int:
     """``namespace`` None: all namespaces (-A)."""
-    keys = WORKLOAD_SORT_KEYS if view == "workloads" else POD_SORT_KEYS
-    sort_by = args.sort_by if args.sort_by != "score" else "traffic"
-    if sort_by not in keys:
-        raise SourceError(
-            f"--sort-by {sort_by} does not apply to {view}; use one of {', '.join(keys)}"
-        )
+    sort_by = args.sort_by
     where = WebhookLocation(args.webhook_namespace, args.webhook_service, args.webhook_port)
     wanted = _selected_pods(settings, args.context, namespace, args.selector)
     source = pod_traffic_source(settings)  # one client (and its connections) for every frame

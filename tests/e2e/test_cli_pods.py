@@ -13,6 +13,7 @@ import yaml
 from harness.fakeapi import FakeKubeAPI
 from harness.prometheus import prometheus_with_history
 from harness.reviews import pod
+from kubectl_nettraffic.cli.render import POD_SORT_KEYS
 from tests.harness.kube_series import PodSeries, ReplicaSetSeries, kube_lines
 from tests.harness.plugin import kubeconfig_in_namespace, kubectl_nettraffic
 from tests.test_render import _golden
@@ -102,10 +103,19 @@ def test_json_and_yaml_carry_the_same_rows(setup):
     assert as_json["learnedFrom"] == "this window"
 
 
-def test_errors_are_one_line_with_the_fix(setup):
+def test_usage_errors_name_the_value_and_the_choices(setup):
+    # top pods and top workloads are commands of their own: the parser refuses
+    # what does not apply to them, in the plugin's one-line error (exit 1).
     result = _top(setup, "pods", "extra")
-    assert result.returncode == 1 and result.stderr.startswith("error: top pods takes no names")
-    result = _top(setup, "pods", "--sort-by", "cpu")
-    assert result.returncode == 1 and "--sort-by cpu does not apply to pods" in result.stderr
-    result = _top(setup, "--sort-by", "pods")
-    assert result.returncode == 1 and "is for top pods and top workloads" in result.stderr
+    assert result.returncode == 1
+    assert result.stderr.startswith("error: unrecognized arguments: extra\n")
+    result = _top(setup, "pods", "--sort-by", "pods")
+    assert result.returncode == 1
+    assert "See 'kubectl nettraffic top pods --help' for usage." in result.stderr
+    assert "invalid choice: 'pods' (choose from" in result.stderr
+    assert all(f"{key}" in result.stderr.split("choose from")[1] for key in POD_SORT_KEYS)
+    result = _top(setup, "--sort-by", "pods")  # top [NODE...] is top nodes
+    assert result.returncode == 1 and "error: argument --sort-by" in result.stderr
+    assert "'kubectl nettraffic top nodes --help'" in result.stderr
+    result = _top(setup, "workloads", "--sort-by", "pods", "-o", "json")
+    assert result.returncode == 0, result.stderr
