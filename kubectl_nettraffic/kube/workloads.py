@@ -1,36 +1,83 @@
-"""A pod's workload: its controller, as the API server's ownerReferences say."""
+"""A pod's workload: the controller its pods are learned and booked under.
 
+One rule, ``owner_workload``, serves both sides that must agree: admission
+(from the pod's ownerReferences and labels) and the learner (from
+kube-state-metrics' kube_pod_owner, kube_replicaset_owner). A figure
+learned under one workload is found at admission only if both derive the
+same one from what each can see:
+
+- a ReplicaSet's pods belong to the controller that rolls it out, when that
+  is a Deployment or an Argo Rollout: admission sees the hash label the
+  controller puts on the pods and ends the ReplicaSet's name with
+  (``pod-template-hash``, ``rollouts-pod-template-hash``); the learner sees
+  the ReplicaSet's owner. Any other ReplicaSet (bare, or of another
+  controller, whose pods carry neither label) is its own workload, on both
+  sides;
+- a Job named ``<name>-<8 or more digits>`` is the CronJob ``<name>``'s (the
+  CronJob controller names each Job by its scheduled time in minutes, and a
+  Job's pods carry nothing else that says so); the rule reads the name
+  alone, so both sides read the same;
+- any other controller (StatefulSet, DaemonSet, a bare Job) is its own
+  workload; a pod without one has none.
+"""
+
+import re
 from collections.abc import Mapping
 from typing import Any, NamedTuple
+
+# The label each rollout controller puts on its ReplicaSets' pods, holding
+# the hash that ends the ReplicaSet's name, and the controller's kind.
+TEMPLATE_HASH_LABELS = {"pod-template-hash": "Deployment", "rollouts-pod-template-hash": "Rollout"}
+# kube-state-metrics' owner of an object without one.
+NO_OWNER = "<none>"
+_CRON_JOB_RUN = re.compile(r"(.+)-[0-9]{8,}")
 
 
 class Workload(NamedTuple):
     namespace: str
-    kind: str  # Deployment, StatefulSet, DaemonSet, Job, ReplicaSet (bare), ...
+    kind: str  # Deployment, Rollout, StatefulSet, CronJob, Job, ReplicaSet (bare), ...
     name: str
 
     def __str__(self) -> str:
         return f"{self.namespace}/{self.kind}/{self.name}"
 
 
-def pod_workload(pod: Mapping[str, Any]) -> Workload | None:
-    """The workload of a pod being admitted, from its controller reference.
+def owner_workload(
+    namespace: str,
+    kind: str,
+    name: str,
+    labels: Mapping[str, Any] | None = None,
+    parent: tuple[str, str] | None = None,
+) -> Workload | None:
+    """The workload of a pod whose controller is ``kind``/``name``.
+    Admission passes the pod's ``labels``; the learner passes a
+    ReplicaSet's owner (kind, name) as ``parent``."""
+    if not kind or not name or NO_OWNER in (kind, name):
+        return None
+    if kind == "ReplicaSet":
+        rolled_out = parent is not None and parent[0] in TEMPLATE_HASH_LABELS.values()
+        if parent is not None and rolled_out and name.startswith(parent[1] + "-"):
+            return Workload(namespace, parent[0], parent[1])
+        for label, controller in TEMPLATE_HASH_LABELS.items():
+            suffix = "-" + str((labels or {}).get(label) or "")
+            if len(suffix) > 1 and name.endswith(suffix):
+                return Workload(namespace, controller, name[: -len(suffix)])
+    elif kind == "Job":
+        run = _CRON_JOB_RUN.fullmatch(name)
+        if run is not None:
+            return Workload(namespace, "CronJob", run.group(1))
+    return Workload(namespace, kind, name)
 
-    A ReplicaSet's pods belong to its Deployment when the ReplicaSet's name
-    is the Deployment's plus "-" and the pod's ``pod-template-hash`` label
-    (as the Deployment controller names them); otherwise to the ReplicaSet.
-    """
+
+def pod_workload(pod: Mapping[str, Any]) -> Workload | None:
+    """The workload of a pod being admitted, from its controller reference
+    and labels (``owner_workload``)."""
     metadata = pod.get("metadata") or {}
     namespace = metadata.get("namespace") or ""
+    labels = metadata.get("labels")
     for owner in metadata.get("ownerReferences") or []:
         if not isinstance(owner, dict) or not owner.get("controller"):
             continue
         kind, name = str(owner.get("kind") or ""), str(owner.get("name") or "")
-        if not kind or not name:
-            return None
-        if kind == "ReplicaSet":
-            suffix = "-" + str((metadata.get("labels") or {}).get("pod-template-hash") or "")
-            if len(suffix) > 1 and name.endswith(suffix):
-                return Workload(namespace, "Deployment", name[: -len(suffix)])
-        return Workload(namespace, kind, name)
+        return owner_workload(namespace, kind, name, labels if isinstance(labels, dict) else None)
     return None

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from kubectl_nettraffic.config import LearningSettings
-from kubectl_nettraffic.kube.workloads import Workload
+from kubectl_nettraffic.kube.workloads import Workload, owner_workload
 from kubectl_nettraffic.learning.pod_slices import WHOLE, PodSlice
 from kubectl_nettraffic.learning.workload_bandwidth import PodSample
 from kubectl_nettraffic.sources.prometheus import PrometheusSource
@@ -253,14 +253,10 @@ def _workload(
     owner: tuple[str, str] | None,
     replicasets: Mapping[tuple[str, str], tuple[str, str]],
 ) -> Workload | None:
-    if owner is None or owner[0] in ("", _NONE) or owner[1] in ("", _NONE):
+    if owner is None:
         return None
-    kind, name = owner
-    if kind == "ReplicaSet":
-        parent = replicasets.get((namespace, name))
-        if parent is not None and parent[0] not in ("", _NONE) and parent[1] not in ("", _NONE):
-            return Workload(namespace, parent[0], parent[1])
-    return Workload(namespace, kind, name)
+    parent = replicasets.get((namespace, owner[1])) if owner[0] == "ReplicaSet" else None
+    return owner_workload(namespace, owner[0], owner[1], parent=parent)
 
 
 # kube-state-metrics' creation time of each controller kind a steered pod

@@ -30,7 +30,8 @@ class PodSeries:
 class ReplicaSetSeries:
     namespace: str
     replicaset: str
-    deployment: str
+    owner_name: str  # kube_replicaset_owner
+    owner_kind: str = "Deployment"
 
 
 def _labels(pairs: dict[str, str]) -> str:
@@ -90,9 +91,9 @@ def kube_lines(
             {
                 "namespace": rs.namespace,
                 "replicaset": rs.replicaset,
-                "owner_kind": "Deployment",
-                "owner_name": rs.deployment,
-                "owner_is_controller": "true",
+                "owner_kind": rs.owner_kind,
+                "owner_name": rs.owner_name,
+                "owner_is_controller": "true" if rs.owner_kind != NONE else NONE,
             }
             for rs in replicasets
         ],
