@@ -44,12 +44,29 @@ class Scenario:
     replicas: int = 1
     # The running bursts' pod median, when it differs from the new pods'.
     running_pod_median: float | None = None
+    # Median seconds from a pod's admission until the binding watches show
+    # it bound (bench/control_plane.py); 0: at once.
+    binding_delay: float = 0.0
+    # The rows of heavy pods: the row's kind, without its replicas and delay.
+    heavy: str = ""
 
 
 Seeds = Sequence[int]
 # The name's ending of a scenario's twin with every pod annotated with its
 # workload's mean traffic.
 LIMIT_TWIN = ", pods annotated with their workload's mean"
+# The binding delays of the heavy rows (seconds from admission until the
+# watches show the pod bound): at once, then as a control plane shows them.
+BINDING_DELAYS = (0.0, 0.15, 0.5, 1.0, 2.0)
+# The goals hold up to this delay; beyond it the rows are reported only.
+GOAL_DELAY = 1.0
+
+
+def delay_name(seconds: float) -> str:
+    if seconds <= 0:
+        return ""
+    shown = f"{seconds * 1000:.0f} ms" if seconds < 1 else f"{seconds:g} s"
+    return f", bindings shown after {shown}"
 
 
 def all_scenarios(
@@ -65,6 +82,9 @@ def all_scenarios(
         (Scenario("50 nodes", nodes=50, bursts=12), seeds_small),
         (Scenario("500 nodes", nodes=500, bursts=40), seeds_large),
         (Scenario("5,000 nodes", nodes=5000, bursts=40), seeds_large),
+        # Light pods, with bindings shown as a control plane shows them.
+        (Scenario("50 nodes" + delay_name(0.5), 50, 12, binding_delay=0.5), seeds_small),
+        (Scenario("500 nodes" + delay_name(0.5), 500, 40, binding_delay=0.5), seeds_large),
         (Scenario("500 nodes, links of 1, 10 and 25 Gbit/s", 500, 40, links=mixed), seeds_large),
         (
             Scenario(
@@ -179,6 +199,7 @@ def all_scenarios(
                 50,
                 **heavy_new["heavy new workloads, empty cluster"],
                 annotate_workload_mean=True,
+                heavy=f"50 nodes, heavy new workloads, empty cluster{LIMIT_TWIN}",
             ),
             seeds_unknown,
         )
@@ -186,13 +207,18 @@ def all_scenarios(
     unknown_scenarios = [
         (
             Scenario(
-                f"50 nodes, {name}" + (f", {replicas} replicas" if replicas > 1 else ""),
+                f"50 nodes, {name}"
+                + (f", {replicas} replicas" if replicas > 1 else "")
+                + delay_name(delay),
                 50,
                 replicas=replicas,
+                binding_delay=delay,
+                heavy=f"50 nodes, {name}",
                 **fields,
             ),
             seeds_unknown,
         )
+        for delay in BINDING_DELAYS
         for name, fields in heavy_new.items()
         for replicas in (1, 2, 3)
     ]

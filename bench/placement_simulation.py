@@ -4,44 +4,43 @@ in-flight state, as serving.py wires them) with kube-scheduler as
 bench/scheduler_model.py models it; and the summary over seeds."""
 
 import functools
+import heapq
+import itertools
+import json
 import math
 import statistics
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import jsonpatch
 import numpy as np
 
+from bench.control_plane import PodTimes, scale_up, watch_latency
 from bench.placement_scenarios import Scenario
 from bench.scheduler_model import ClusterState, KubeScheduler
 from bench.simulated_pod_traffic import SimulatedPodTraffic
 from harness.fakeapi import node
 from harness.reviews import pod as pod_object
 from kubectl_nettraffic.config import settings_from_mapping
+from kubectl_nettraffic.inflight.bindings import BindingWatch
 from kubectl_nettraffic.kube.nodes import node_from_json
-from kubectl_nettraffic.kube.pods import Pod
-from kubectl_nettraffic.kube.workloads import Workload, pod_workload
+from kubectl_nettraffic.kube.workloads import Workload
 from kubectl_nettraffic.learning.learner import BandwidthLearning
 from kubectl_nettraffic.learning.pod_traffic import PodTrafficReport
 from kubectl_nettraffic.learning.workload_bandwidth import PodSample
 from kubectl_nettraffic.measuring.measurement import Measurer
 from kubectl_nettraffic.scoring.readings import NodeTraffic
 from kubectl_nettraffic.scoring.tiers import TIER_WEIGHTS, assign_tiers, tier_changes
-from kubectl_nettraffic.serving import Serving, serving_parts
+from kubectl_nettraffic.serving import serving_parts
 from kubectl_nettraffic.sources.prometheus import TrafficReport
-from kubectl_nettraffic.steering.pod_bandwidth import expected_bandwidth
-from kubectl_nettraffic.steering.steerer import Decision
 
 WINDOW = 120.0
 REFRESH = 15.0
 STARTUP = 10.0
 HOT = 0.8
 POD_CPU, POD_MEMORY = 0.5, 1.0  # cores, GiB requested by every simulated pod
-# From one replica's admission to the other replicas' watches seeing the pod
-# (the API server persists it, then sends the watch event): 50 ms, more than
-# a watch event usually takes, so that a burst's pods admitted meanwhile by
-# another replica are missed as they would be.
-WATCH_DELAY = 0.05
 # Runs one scenario's seeds: map, or a process pool's imap.
 SeedMapper = Callable[
     [Callable[[int], tuple["Run", np.ndarray]], Iterable[int]], Iterator[tuple["Run", np.ndarray]]
@@ -66,11 +65,14 @@ class Run:
     steered: int = 0  # pods that carried preferred nodes
     preferred_scored: int = 0  # ... of which kube-scheduler scored at least one preferred node
     on_preferred: int = 0  # ... of which landed on a preferred node
+    on_first: int = 0  # ... of which landed on the first preferred node
     burst_max: list[int] = field(default_factory=list)  # per burst: most pods on one node
     burst_first_max: list[int] = field(
         default_factory=list
     )  # per burst: most first preferences on one node
     burst_sizes: list[int] = field(default_factory=list)
+    # The steering replicas' measured watch delay (replica_share.WatchDelay), after each burst.
+    watch_delays: list[float] = field(default_factory=list)
     label_writes: int = 0  # traffic-tier label changes after the first labelling
     labelled_minutes: float = 0.0  # simulated time over which they were counted
     # Placements of a workload's first burst, and of its later ones (returning workloads).
@@ -196,8 +198,23 @@ def simulate(scenario: Scenario, strategy: str, seed: int) -> tuple[Run, np.ndar
     ]
     serving = webhooks[0]
     board = serving.scoreboard
+    # Each replica's binding watch, fed the steered pods' events as the API
+    # server would stream them (bench/control_plane.py has their timing).
+    horizon = STARTUP + WINDOW
+    watches = [
+        BindingWatch(
+            None,  # type: ignore[arg-type]
+            w.inflight,
+            w.inflight.replica or "",
+            horizon,
+            lambda: now[0],
+        )
+        for w in webhooks
+    ]
+    events: list[tuple[float, int, int, bytes]] = []  # (due, order, watch, line)
+    sequence = itertools.count()
+    timing_rng = np.random.default_rng(seed + 50_000)
     replica_rng = np.random.default_rng(seed + 40_000)
-    watched: list[tuple[float, Callable[[], None]]] = []  # (due, the others' bookings)
     committed = background.copy()
     scheduler = KubeScheduler(state, tie_rng)
     run = Run()
@@ -209,9 +226,60 @@ def simulate(scenario: Scenario, strategy: str, seed: int) -> tuple[Run, np.ndar
     tiers: dict[str, str] = {}
     label_weights = np.zeros(scenario.nodes, dtype=np.int64)
     labelled_at: float | None = None
+    installed = False
+
+    def refresh() -> None:
+        nonlocal next_learning, lowest, tiers, labelled_at
+        if installed and learning is not None and next_refresh >= next_learning:
+            learning.update()  # learning.interval apart, as in the webhook
+            next_learning = next_refresh + settings.learning.interval
+        outcome = measurer.measure()
+        for webhook in webhooks:  # each replica measures the same Prometheus
+            webhook.scoreboard.record(outcome)
+        lowest = int(np.argmin(source.measured(next_refresh)))
+        if installed and strategy == "tiers" and board.snapshot is not None:
+            assigned = assign_tiers(board.snapshot.candidates, tiers)
+            if labelled_at is None:
+                labelled_at = next_refresh
+            else:
+                run.label_writes += len(tier_changes(assigned, tiers))
+                run.labelled_minutes = (next_refresh - labelled_at) / 60
+            tiers = assigned
+            for name, tier in tiers.items():
+                label_weights[index[name]] = TIER_WEIGHTS.get(tier, 0)
+
+    def advance(to: float) -> None:
+        """Refreshes and watch events due by ``to``, in time order."""
+        nonlocal next_refresh
+        while True:
+            due = events[0][0] if events else math.inf
+            if min(next_refresh, due) > to:
+                break
+            if next_refresh <= due:
+                now[0] = next_refresh
+                refresh()
+                next_refresh += REFRESH
+            else:
+                now[0], _, watch, line = heapq.heappop(events)
+                watches[watch].receive(line)
+        now[0] = to
+
+    def stream(pod: dict[str, Any], times: PodTimes, bound: str) -> None:
+        """The pod's two events (stored, then bound) to every replica's watch."""
+        pod["metadata"]["creationTimestamp"] = time.strftime(
+            "%Y-%m-%dT%H:%M:%SZ", time.gmtime(int(times.created))
+        )
+        added = json.dumps({"type": "ADDED", "object": pod}, separators=(",", ":")).encode()
+        pod["spec"]["nodeName"] = bound
+        modified = json.dumps({"type": "MODIFIED", "object": pod}, separators=(",", ":")).encode()
+        for watch in range(len(watches)):
+            for at, line in ((times.created, added), (times.bound, modified)):
+                due = at + watch_latency(scenario.binding_delay, timing_rng)
+                heapq.heappush(events, (due, next(sequence), watch, line))
 
     seen: set[str] = set()
     means: dict[str, float] = {}
+    order = 0
     for burst in range(scenario.running_bursts + scenario.bursts):
         burst_start = 60.0 + burst * 30.0
         installed = burst >= scenario.running_bursts  # else it ran before the install
@@ -239,29 +307,9 @@ def simulate(scenario: Scenario, strategy: str, seed: int) -> tuple[Run, np.ndar
         template_hash = f"{burst:06x}"
         counts: dict[int, int] = {}
         firsts: dict[int, int] = {}
-        for j in range(replicas):
-            now[0] = burst_start + j * (0.9 / replicas)
-            while now[0] >= next_refresh:
-                saved, now[0] = now[0], next_refresh
-                if installed and learning is not None and next_refresh >= next_learning:
-                    learning.update()  # learning.interval apart, as in the webhook
-                    next_learning = next_refresh + settings.learning.interval
-                outcome = measurer.measure()
-                for webhook in webhooks:  # each replica measures the same Prometheus
-                    webhook.scoreboard.record(outcome)
-                lowest = int(np.argmin(source.measured(next_refresh)))
-                if installed and strategy == "tiers" and board.snapshot is not None:
-                    assigned = assign_tiers(board.snapshot.candidates, tiers)
-                    if labelled_at is None:
-                        labelled_at = next_refresh
-                    else:
-                        run.label_writes += len(tier_changes(assigned, tiers))
-                        run.labelled_minutes = (next_refresh - labelled_at) / 60
-                    tiers = assigned
-                    for name, tier in tiers.items():
-                        label_weights[index[name]] = TIER_WEIGHTS.get(tier, 0)
-                now[0] = saved
-                next_refresh += REFRESH
+        timeline = scale_up(replicas, burst_start, scenario.binding_delay, timing_rng)
+        for j, times in enumerate(timeline):
+            advance(times.admitted)
             preferred: dict[int, int] = {}
             booking = 0
             if acting == "tutorial" and lowest is not None:
@@ -281,8 +329,6 @@ def simulate(scenario: Scenario, strategy: str, seed: int) -> tuple[Run, np.ndar
                 )
                 if len(webhooks) > 1:
                     serving = webhooks[int(replica_rng.integers(len(webhooks)))]
-                    while watched and watched[0][0] <= now[0]:
-                        watched.pop(0)[1]()
                 decision = serving.steerer.decide(admitted, None, dry_run=False)
                 preferred = {index[p.node]: p.weight for p in decision.preferences}
                 booking = decision.booking_key
@@ -305,17 +351,17 @@ def simulate(scenario: Scenario, strategy: str, seed: int) -> tuple[Run, np.ndar
                     preferred,
                     label_weights if acting == "tiers" else None,
                 )
-                if booking and chosen is not None:
-                    # steering.followBindings: the booking moves where the pod was bound.
-                    serving.inflight.rebook(booking, names[chosen])
-                    if len(webhooks) > 1:
-                        watched.append((now[0] + WATCH_DELAY, _seen_by_the_others(
-                            webhooks, serving, admitted, decision, names[chosen], now[0]
-                        )))  # fmt: skip
+                if booking and chosen is not None and decision.patch is not None:
+                    # steering.followBindings: every replica's watch sees it stored, then bound.
+                    pod = jsonpatch.apply_patch(admitted, decision.patch)
+                    order += 1
+                    pod["metadata"]["name"] = f"{workload}-{template_hash}-{order:05d}"
+                    stream(pod, times, names[chosen])
                 if preferred:
                     run.steered += 1
                     run.preferred_scored += bool(set(preferred) & set(scheduler.last_scored))
                     run.on_preferred += chosen in preferred
+                    run.on_first += chosen == first
             if chosen is None:
                 run.pending += installed
                 continue
@@ -325,7 +371,7 @@ def simulate(scenario: Scenario, strategy: str, seed: int) -> tuple[Run, np.ndar
                 chosen,
                 float(traffic[j]),
                 # Pods that ran before the install have sent for a whole window.
-                now[0] + STARTUP if installed else -WINDOW,
+                times.admitted + STARTUP if installed else -WINDOW,
                 Workload("default", "Deployment", workload),
             )
             source.placements.append(placed)
@@ -344,37 +390,9 @@ def simulate(scenario: Scenario, strategy: str, seed: int) -> tuple[Run, np.ndar
             run.burst_max.append(max(counts.values(), default=0))
             run.burst_first_max.append(max(firsts.values(), default=0))
             run.burst_sizes.append(replicas)
+            if acting in STEERED:
+                run.watch_delays.append(statistics.mean(w.inflight.watch_delay for w in webhooks))
     return run, committed / links
-
-
-def _seen_by_the_others(
-    webhooks: list[Serving], steering: Serving, admitted: Pod, decision: Decision, bound: str,
-    at: float,
-) -> Callable[[], None]:  # fmt: skip
-    """What the binding watches do once they see the pod: the steering
-    replica's times its delay (BindingWatch._upsert), each other one books
-    it at what the steering replica booked, on its first preference (with
-    its workload when that was the default), then moves it to the node it
-    was bound to (bindings.py, BindingWatch._upsert_seen)."""
-    snapshot = steering.scoreboard.snapshot
-    bandwidth, source = expected_bandwidth(
-        admitted,
-        snapshot.learned if snapshot is not None else None,
-        steering.settings.steering.default_pod_bandwidth,
-    )[:2]
-    first = decision.preferences[0].node
-    unknown = pod_workload(admitted) if source == "default" else None
-
-    def book() -> None:
-        steering.inflight.shown(decision.booking_key, at + WATCH_DELAY)
-        for webhook in webhooks:
-            if webhook is not steering:
-                key = webhook.inflight.book_seen(
-                    first, bandwidth, at, steering.inflight.replica or "", unknown
-                )
-                webhook.inflight.rebook(key, bound)
-
-    return book
 
 
 @dataclass(frozen=True)
@@ -387,9 +405,11 @@ class Summary:
     pending_share: float  # pods left Pending: no node had room
     preferred_scored_share: float | None  # steered pods with a preferred node among those scored
     on_preferred_share: float | None  # steered pods bound to a preferred node
+    on_first_share: float | None  # steered pods bound to their first preferred node
     label_writes_per_minute: float | None  # traffic-tier label changes (tiers only)
     first_burst_hot_share: float | None  # pods of a workload's first burst placed hot
     later_burst_hot_share: float | None  # pods of its later bursts placed hot
+    watch_delay: float | None  # the steering replicas' measured watch delay, mean over bursts
 
 
 def summarise(
@@ -398,9 +418,11 @@ def summarise(
     """``mapper``: runs the seeds (the builtin map, or a process pool's
     imap: each seed's run depends only on the seed)."""
     maxima, stds, spread, first_spread = [], [], [], []
-    hot = pods = pending = steered = preferred_scored = on_preferred = label_writes = 0
+    hot = pods = pending = steered = preferred_scored = on_preferred = on_first = 0
+    label_writes = 0
     first_pods = first_hot = later_pods = later_hot = 0
     labelled_minutes = 0.0
+    watch_delays: list[float] = []
     last = np.zeros(0)
     for run, utilisation in mapper(functools.partial(simulate, scenario, strategy), seeds):
         maxima.append(float(utilisation.max()))
@@ -411,12 +433,14 @@ def summarise(
         steered += run.steered
         preferred_scored += run.preferred_scored
         on_preferred += run.on_preferred
+        on_first += run.on_first
         label_writes += run.label_writes
         first_pods += run.first_burst_pods
         first_hot += run.first_burst_hot
         later_pods += run.later_burst_pods
         later_hot += run.later_burst_hot
         labelled_minutes += run.labelled_minutes
+        watch_delays += run.watch_delays
         spread.append(
             max(top / size for top, size in zip(run.burst_max, run.burst_sizes, strict=True))
         )
@@ -434,8 +458,10 @@ def summarise(
         pending / (pods + pending),
         preferred_scored / steered if steered else None,
         on_preferred / steered if steered else None,
+        on_first / steered if steered else None,
         label_writes / labelled_minutes if strategy == "tiers" and labelled_minutes else None,
         first_hot / first_pods if first_pods else None,
         later_hot / later_pods if later_pods else None,
+        statistics.mean(watch_delays) if watch_delays else None,
     )
     return summary, last

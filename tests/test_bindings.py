@@ -182,6 +182,8 @@ def test_pods_without_a_usable_booking_are_left_alone(fake_api, kubeconfig, stee
     fake_api.put(mine)
     wait_for(lambda: watch.counts()["moved"] + watch.counts()["kept"] == 1)
     assert watch.counts()["seen"] == 0
+    ignored = watch.ignored()
+    assert ignored["unusable"] == 1 and ignored["too-old"] == 1
     watch_requests = [r for r in fake_api.requests if r.path == "/api/v1/pods"]
     assert {r.query["labelSelector"][0] for r in watch_requests} == {STEERED_BY}
 
@@ -270,3 +272,34 @@ def test_another_replicas_pod_booked_at_the_default_spreads_its_workload_here(fa
     finally:
         theirs.stop()
         fake_api.close_watches()
+
+
+def test_events_that_change_nothing_are_counted_and_book_nothing_twice(fake_api, steerer, watch):
+    # A binding for a booking this process never made (or measured since).
+    stranger, _ = _steer(steerer, "p0", bandwidth=1000)
+    stranger["metadata"]["annotations"][BOOKING] = "987654"
+    stranger["spec"]["nodeName"] = "a"
+    fake_api.put(stranger)
+    wait_for(lambda: watch.ignored()["no-booking"] == 1)
+    # Bound to a node the scores do not know: the booking goes with it.
+    elsewhere, _ = _steer(steerer, "p1")
+    elsewhere["spec"]["nodeName"] = "node-not-scored"
+    fake_api.put(elsewhere)
+    wait_for(lambda: watch.counts()["moved"] == 1)
+    assert _inflight(steerer)["node-not-scored"] == (HEAVY, 1)
+    assert steerer.decide(pod(), {}, dry_run=True).preferences  # choices go on
+    # Shown bound first, then unbound (a replayed older state), then bound again.
+    late, decision = _steer(steerer, "p2")
+    late["spec"]["nodeName"] = "b"
+    fake_api.put(late)
+    del late["spec"]["nodeName"]
+    fake_api.put(late)
+    late["spec"]["nodeName"] = "b"
+    fake_api.put(late)
+    fake_api.put(late)  # and again: a duplicate
+    wait_for(lambda: watch.ignored()["no-booking"] >= 4)
+    assert watch.counts()["moved"] + watch.counts()["kept"] == 2
+    # Every pod counted once, where it was bound; the stranger's key booked nothing.
+    total = sum(pods for _, pods in _inflight(steerer).values())
+    assert total == 3 and _inflight(steerer)["b"][1] >= 1
+    assert decision.booking_key != 987654

@@ -49,22 +49,16 @@ def test_replicas_are_the_ids_seen_within_the_horizon_in_order():
     assert _share_at(replicas, 331.0) is None
 
 
-def test_the_unseen_part_is_this_replicas_pace_times_the_watch_delay():
+def test_a_whole_pod_counts_unseen_while_this_replica_admits():
     replicas = Replicas("r2", HORIZON)
     replicas.saw("r1", 100.0)
     assert _share_at(replicas, 100.0) == ReplicaShare(1, 2, 0.0)  # admitting nothing lately
-    for i in range(10):  # 10 admissions in the last second: 10/s
-        replicas.admitted(i, 100.0 + i / 10)
-        replicas.delay.shown(i, 100.0 + i / 10 + WATCH_DELAY)
-    assert _share_at(replicas, 100.95).unseen == pytest.approx(10 / RATE_WINDOW * WATCH_DELAY)
-    assert _share_at(replicas, 100.95).unseen == pytest.approx(0.5)
-    # half a second later, the first five are out of the window
-    assert _share_at(replicas, 101.45).unseen == pytest.approx(0.25)
-    for i in range(10, 50):  # 50/s: more than a pod unseen; one counts
-        replicas.admitted(i, 101.5 + i / 100)
-        replicas.delay.shown(i, 101.5 + i / 100 + WATCH_DELAY)
-    assert _share_at(replicas, 101.95).unseen == 1.0
-    assert _share_at(replicas, 103.0).unseen == 0.0
+    replicas.admitted(1, 100.0)  # one pod: a slow-start batch's first
+    assert _share_at(replicas, 100.0).unseen == 1.0
+    assert _share_at(replicas, 100.0 + RATE_WINDOW * 0.99).unseen == 1.0
+    assert _share_at(replicas, 100.0 + RATE_WINDOW).unseen == 0.0  # the burst is over
+    replicas.admitted(2, 99.0)  # a pod admitted earlier, booked late, does not restart it
+    assert _share_at(replicas, 100.0 + RATE_WINDOW).unseen == 0.0
 
 
 def test_the_watch_delay_is_measured_on_this_replicas_own_pods():
@@ -151,7 +145,9 @@ def _choose(loads, share, bandwidth=POD):
         snap.candidates, snap.tainted, snap.nodes, pod(), parse_selector(""), {}, 3,
         None, None if share is None else share.handicap(bandwidth),
     )  # fmt: skip
-    return [(p.node, p.weight) for p in prefs]
+    # Each node with its score under the handicap, as points below the best's
+    # 100 (the weights sent are capped by rank as well: test_placement.py).
+    return [(p.node, round(100 - (prefs[0].score - p.score))) for p in prefs]
 
 
 def test_alone_the_best_nodes_by_score():

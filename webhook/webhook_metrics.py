@@ -83,6 +83,18 @@ class WebhookMetrics:
             )
         )
         add(
+            Reading(
+                "nettraffic_binding_events_ignored_total",
+                "Events of steered pods the binding watch let pass without a change: "
+                "no-booking (none pending here: moved or dropped already, measured, "
+                "or never booked), too-old (another replica's pod the measurements "
+                "show), unusable (another replica's pod whose annotations make no booking).",
+                "counter",
+                ("reason",),
+                lambda: {(k,): float(v) for k, v in watch.ignored().items()},
+            )
+        )
+        add(
             Gauge(
                 "nettraffic_binding_watch_delay_seconds",
                 "Moving average of the time from this replica's admission of a pod to "

@@ -168,14 +168,35 @@ class BindingWatch(Reflector):
         # first preference), dropped (went unbound), seen (another replica's
         # pod, booked here).
         self._counts = {"moved": 0, "kept": 0, "dropped": 0, "seen": 0}
+        # reason -> events that changed nothing: no-booking (the pod's
+        # booking is not pending here: moved or dropped already, so its later
+        # updates and duplicates; measured already; a key never issued here),
+        # too-old (another replica's pod the measurements show already),
+        # unusable (another replica's pod whose annotations make no booking).
+        self._ignored = {"no-booking": 0, "too-old": 0, "unusable": 0}
 
     def counts(self) -> dict[str, int]:
         with self._counts_lock:
             return dict(self._counts)
 
+    def ignored(self) -> dict[str, int]:
+        with self._counts_lock:
+            return dict(self._ignored)
+
     def _count(self, outcome: str) -> None:
         with self._counts_lock:
             self._counts[outcome] += 1
+
+    def _ignore(self, reason: str) -> None:
+        with self._counts_lock:
+            self._ignored[reason] += 1
+
+    def _settled(self, outcome: str | None) -> None:
+        """Count what a move or a drop did, or that there was nothing to do."""
+        if outcome:
+            self._count(outcome)
+        else:
+            self._ignore("no-booking")
 
     def _decode(self, line: bytes) -> dict[str, Any] | None:
         """Skip, undecoded, the events of pods whose booking is settled.
@@ -192,12 +213,15 @@ class BindingWatch(Reflector):
             ledger = _raw_value(line, _STEERED_BY_IN_JSON)
             if ledger == self._own_raw:
                 if not self.keeper.is_pending(int(digits)):
+                    self._ignore("no-booking")
                     return None
             else:
                 seen = self._seen.get((ledger.decode(errors="replace"), int(digits)))
                 if seen is not None and not self.keeper.is_pending(seen[0]):
+                    self._ignore("no-booking")
                     return None
                 if seen is None and self._measured_already(_raw_value(line, _CREATED_IN_JSON)):
+                    self._ignore("too-old")
                     return None  # another replica's pod, too old to book
         return super()._decode(line)
 
@@ -235,11 +259,9 @@ class BindingWatch(Reflector):
         self.keeper.shown(key, self._clock())
         node = _bound_node(pod)
         if node:
-            outcome = self.keeper.rebook(key, node)
-            if outcome:
-                self._count(outcome)
-        elif (pod.get("status") or {}).get("phase") in _FINISHED and self.keeper.release(key):
-            self._count("dropped")
+            self._settled(self.keeper.rebook(key, node))
+        elif (pod.get("status") or {}).get("phase") in _FINISHED:
+            self._settled("dropped" if self.keeper.release(key) else None)
 
     def _upsert_seen(self, ledger: str, their_key: int, pod: Mapping[str, Any]) -> None:
         self._upserts += 1
@@ -251,6 +273,7 @@ class BindingWatch(Reflector):
         if seen is None:
             booking = None if finished else _seen_booking(pod)
             if booking is None or self._before_horizon(booking.created):
+                self._ignore("too-old" if booking is not None else "unusable")
                 return
             ours = self.keeper.book_seen(
                 booking.node, booking.bandwidth, booking.created, ledger, booking.unknown
@@ -259,11 +282,9 @@ class BindingWatch(Reflector):
             self._count("seen")
             seen = (ours, booking.created)
         if node:
-            outcome = self.keeper.rebook(seen[0], node)
-            if outcome:
-                self._count(outcome)
-        elif finished and self.keeper.release(seen[0]):
-            self._count("dropped")
+            self._settled(self.keeper.rebook(seen[0], node))
+        elif finished:
+            self._settled("dropped" if self.keeper.release(seen[0]) else None)
 
     def _remove(self, pod: Mapping[str, Any]) -> None:
         key = booking_key(pod)

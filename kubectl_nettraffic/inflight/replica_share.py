@@ -15,14 +15,16 @@ without talking to another. Near-equal nodes then go to different
 replicas, and a replica still takes another's node when that node is
 better by more than that part of a pod.
 
-The part is the pods another replica admits within the watch's delay:
-this replica's own admissions over the last RATE_WINDOW (the Service
-spreads admissions evenly over the replicas, so each other one admits about
-as many) times the delay, at most one pod. The delay is measured on this
-replica's own pods, from its admission to its watch showing the pod, which
-is the way another replica's pod takes too (``WatchDelay``). A whole pod
-at any pace kept each replica up to a pod's worth of balance away from the
-others' nodes (docs/design/new-workloads.md has the figures of both).
+The part is a whole pod while this replica admits pods (any in the last
+RATE_WINDOW: the Service spreads admissions evenly over the replicas, so
+then the others admit too), none between bursts. A scale-up's pods are
+created in slow-start batches of 1, 2, 4, 8, ... whose calls run at once
+(the ReplicaSet controller's slowStartBatch), so while a burst lasts
+another replica is steering pods of it unseen whatever the average pace;
+a part scaled by the pace times the watch's delay herded within a batch
+(docs/design/late-bindings.md). The delay is still measured on this
+replica's own pods, from its admission to its watch showing the pod
+(``WatchDelay``), and exported.
 
 With one replica (or none seen lately) nothing changes. A replica that
 stopped steering counts until the horizon passes: its nodes are then taken
@@ -31,7 +33,6 @@ only when they are that part of a pod better.
 
 import functools
 import zlib
-from collections import deque
 from collections.abc import Callable
 from typing import NamedTuple
 
@@ -43,14 +44,12 @@ from kubectl_nettraffic.scoring.node_scores import NodeScore
 # 50 ms the upper end of that.
 WATCH_DELAY = 0.05
 # A pod its watch has not shown this long after its admission counts as
-# shown after this long: the watch is down or far behind, and from a delay
-# of a second on, any burst's pace makes the unseen part a whole pod.
+# shown after this long: the watch is down or far behind.
 DELAY_MOST = 1.0
 # Weight of each new measurement in the delay's moving average: about the
 # last ten pods.
 DELAY_WEIGHT = 0.1
-# Seconds of this replica's admissions its pace is read over: a burst's
-# pace within one second, not the minute's average.
+# This replica is in a burst while it admitted a pod within this many seconds.
 RATE_WINDOW = 1.0
 
 
@@ -122,15 +121,15 @@ class Replicas:
         self._last_seen: dict[str, float] = {}  # other replica's id -> its newest pod's creation
         self._share: ReplicaShare | None = None
         self._valid_until = float("-inf")  # when the oldest replica counted is forgotten
-        self._admitted: deque[float] = deque()  # this replica's admissions, last RATE_WINDOW
+        self._last_admitted = float("-inf")
+        self._now = float("-inf")  # as of the last advance()
         self.delay = WatchDelay()
 
     def admitted(self, key: int, at: float) -> None:
         """This replica booked as ``key`` a pod it admitted at ``at``."""
         if self._own is None:
             return  # it never shares (share() is None), and no watch shows its pods
-        self._admitted.append(at)
-        self._trim(at)
+        self._last_admitted = max(self._last_admitted, at)
         self.delay.admitted(key, at)
 
     def saw(self, replica: str, created: float) -> None:
@@ -144,26 +143,20 @@ class Replicas:
                 self._valid_until = float("-inf")  # recount at the next share()
 
     def advance(self, now: float) -> None:
-        """Forget what is older than ``now`` allows: replicas past the
-        horizon, this one's admissions past RATE_WINDOW."""
+        """Forget the replicas past the horizon as of ``now``."""
         if self._own is None:
             return  # it never shares
+        self._now = now
         if now >= self._valid_until:
             self._recount(now)
-        self._trim(now)
 
     def share(self) -> ReplicaShare | None:
         """This replica's part of the nodes as of the last ``advance``; None
         when it steers alone."""
         if self._share is None:
             return None
-        pace = len(self._admitted) / RATE_WINDOW
-        return self._share._replace(unseen=min(1.0, pace * self.delay.seconds))
-
-    def _trim(self, now: float) -> None:
-        admitted, oldest = self._admitted, now - RATE_WINDOW
-        while admitted and admitted[0] <= oldest:
-            admitted.popleft()
+        bursting = self._last_admitted > self._now - RATE_WINDOW
+        return self._share._replace(unseen=1.0 if bursting else 0.0)
 
     def _recount(self, now: float) -> None:
         oldest = now - self._horizon

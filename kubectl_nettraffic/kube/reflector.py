@@ -77,7 +77,8 @@ class Reflector:
         self.synced.set()
         return str((document.get("metadata") or {}).get("resourceVersion") or "")
 
-    def _events(self, resource_version: str) -> Iterator[dict[str, Any]]:
+    def _lines(self, resource_version: str) -> Iterator[bytes]:
+        """The watch's events as the API server writes them: one JSON line each."""
         response = request(
             self._api,
             "GET",
@@ -98,9 +99,7 @@ class Reflector:
                 *lines, buffer = (buffer + chunk).split(b"\n")
                 for line in lines:
                     if line.strip():
-                        event = self._decode(line)
-                        if event is not None:
-                            yield event
+                        yield line
         finally:
             response.release_conn()
 
@@ -108,6 +107,12 @@ class Reflector:
         """One watch event from its JSON line; None: an event known to change nothing."""
         event: dict[str, Any] = json.loads(line)
         return event
+
+    def receive(self, line: bytes) -> str | None:
+        """One line of a watch: decoded (unless known to change nothing) and
+        applied. Its resourceVersion; "" when skipped; None to re-list."""
+        event = self._decode(line)
+        return "" if event is None else self._apply(event)
 
     def _apply(self, event: Mapping[str, Any]) -> str | None:
         """Apply one event; return its resourceVersion, or None to re-list."""
@@ -130,8 +135,8 @@ class Reflector:
                 if resource_version is None:
                     resource_version = self._list()
                     self.last_error = None
-                for event in self._events(resource_version):
-                    next_version = self._apply(event)
+                for line in self._lines(resource_version):
+                    next_version = self.receive(line)
                     if next_version is None:
                         resource_version = None
                         break
