@@ -212,8 +212,7 @@ def main(argv: list[str] | None = None) -> int:
             results = {}
             same_oracle = replace(scenario, name="", replicas=1, binding_delay=0.0)
             if scenario.heavy and same_oracle in oracles:
-                results["oracle"] = oracles[same_oracle]
-                summary, last = summarise(scenario, "tiers", list(seeds), pool.imap)
+                summary = summarise(scenario, "tiers", list(seeds), pool.imap)[0]
                 heavy_rows.append(heavy_row(scenario, summary, oracles[same_oracle]))
                 continue
             for strategy in STRATEGIES:

@@ -98,8 +98,8 @@ class WebhookMetrics:
             Gauge(
                 "nettraffic_binding_watch_delay_seconds",
                 "Moving average of the time from this replica's admission of a pod to "
-                "its binding watch showing it (1 s for a pod not shown within 1 s); "
-                "the replica share reads it.",
+                "its binding watch showing it (1 s for a pod not shown within 1 s): "
+                "how late the replicas see each other's pods.",
                 lambda: watch.keeper.watch_delay,
             )
         )

@@ -262,7 +262,8 @@ class InflightState:
 
     def shown(self, key: int, at: float) -> None:
         """The binding watch showed, at ``at``, this process's pod booked as
-        ``key``: the watch's delay, which the replica share reads."""
+        ``key``: the watch's delay (exported; a long one means replicas see each
+        other late)."""
         with self._lock:
             self._replicas.delay.shown(key, at)
 
