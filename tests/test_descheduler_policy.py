@@ -183,6 +183,16 @@ def test_safe_defaults():
     assert evictor["minPodAge"] == "10m" and evictor["minReplicas"] == 2
 
 
+def test_no_excluded_namespaces_leaves_the_releases_own():
+    # --set ...=null removes the key (helm's values merge): no other namespace, not a crash.
+    for unset in ("null", "{}"):
+        policy = yaml.safe_load(
+            rendered(f"rebalancing.deschedulerPolicy.excludedNamespaces={unset}")["policy.yaml"]
+        )
+        balance = policy["profiles"][0]["pluginConfig"][1]["args"]
+        assert balance["evictableNamespaces"]["exclude"] == ["nettraffic"]
+
+
 def test_the_descheduler_chart_values_carry_the_same_policy():
     data = rendered("rebalancing.deschedulerPolicy.interval=2m")
     policy = yaml.safe_load(data["policy.yaml"])

@@ -100,7 +100,7 @@ profiles:                            # DeschedulerProfile, pkg/api/v1alpha2/type
             prometheus:              # Prometheus, pkg/framework/plugins/nodeutilization/types.go
               query: nettraffic:node_network_utilization:ratio
           evictableNamespaces:       # Namespaces, pkg/api/types.go
-            exclude: {{- toYaml (uniq (append $policy.excludedNamespaces .Release.Namespace)) | nindent 14 }}
+            exclude: {{- toYaml (uniq (append (without ($policy.excludedNamespaces | default list) "") .Release.Namespace)) | nindent 14 }}
           evictionLimits:            # EvictionLimits, pkg/api/types.go
             node: {{ $policy.evictionsPerNode }}
     plugins:                         # Plugins and PluginSet, pkg/api/v1alpha2/types.go
