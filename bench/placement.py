@@ -34,7 +34,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from bench.placement_scenarios import GOAL_DELAY, Scenario, all_scenarios
+from bench.placement_scenarios import GOAL_DELAY, Scenario, all_scenarios, delay_label
 from bench.placement_simulation import HOT, STEERED, STRATEGIES, Summary, summarise
 from bench.report import bench_parser, write_section
 
@@ -143,16 +143,6 @@ def heavy_row(scenario: Scenario, ours: Summary, oracle: Summary) -> HeavyRow:
         ours.max_utilisation - oracle.max_utilisation,
         oracle.hot_share,
         ours.watch_delay,
-    )
-
-
-def delay_label(seconds: float) -> str:
-    return (
-        "at once"
-        if seconds <= 0
-        else f"{seconds * 1000:.0f} ms"
-        if seconds < 1
-        else f"{seconds:g} s"
     )
 
 

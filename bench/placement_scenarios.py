@@ -62,11 +62,20 @@ BINDING_DELAYS = (0.0, 0.15, 0.5, 1.0, 2.0)
 GOAL_DELAY = 1.0
 
 
+def delay_label(seconds: float) -> str:
+    """A binding delay as the tables show it."""
+    return (
+        "at once"
+        if seconds <= 0
+        else f"{seconds * 1000:.0f} ms"
+        if seconds < 1
+        else f"{seconds:g} s"
+    )
+
+
 def delay_name(seconds: float) -> str:
-    if seconds <= 0:
-        return ""
-    shown = f"{seconds * 1000:.0f} ms" if seconds < 1 else f"{seconds:g} s"
-    return f", bindings shown after {shown}"
+    """A binding delay as a scenario's name ends; nothing for at once."""
+    return "" if seconds <= 0 else f", bindings shown after {delay_label(seconds)}"
 
 
 def all_scenarios(

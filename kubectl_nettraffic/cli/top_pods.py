@@ -208,7 +208,6 @@ def run_top_pods(
     args: argparse.Namespace, view: str, settings: Settings, namespace: str | None
 ) -> int:
     """``namespace`` None: all namespaces (-A)."""
-    sort_by = args.sort_by
     where = WebhookLocation(args.webhook_namespace, args.webhook_service, args.webhook_port)
     wanted = _selected_pods(settings, args.context, namespace, args.selector)
     source = pod_traffic_source(settings)  # one client (and its connections) for every frame
@@ -231,7 +230,7 @@ def run_top_pods(
         )
         direction = settings.prometheus.direction
         rows = (workload_rows if view == "workloads" else pod_rows)(samples, learned, direction)
-        rows = sorted_rows(rows, sort_by)
+        rows = sorted_rows(rows, args.sort_by)
         document = {
             "generatedAt": rfc3339(report.evaluated_at),
             "window": format_duration(settings.prometheus.window),

@@ -55,9 +55,10 @@ def owner_workload(
     if not kind or not name or NO_OWNER in (kind, name):
         return None
     if kind == "ReplicaSet":
-        rolled_out = parent is not None and parent[0] in TEMPLATE_HASH_LABELS.values()
-        if parent is not None and rolled_out and name.startswith(parent[1] + "-"):
-            return Workload(namespace, parent[0], parent[1])
+        if parent is not None:
+            rolled_out = parent[0] in TEMPLATE_HASH_LABELS.values()
+            if rolled_out and name.startswith(parent[1] + "-"):
+                return Workload(namespace, parent[0], parent[1])
         for label, controller in TEMPLATE_HASH_LABELS.items():
             suffix = "-" + str((labels or {}).get(label) or "")
             if len(suffix) > 1 and name.endswith(suffix):

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from kubectl_nettraffic.config import LearningSettings
-from kubectl_nettraffic.kube.workloads import Workload, owner_workload
+from kubectl_nettraffic.kube.workloads import NO_OWNER, Workload, owner_workload
 from kubectl_nettraffic.learning.pod_slices import WHOLE, PodSlice
 from kubectl_nettraffic.learning.workload_bandwidth import PodSample
 from kubectl_nettraffic.sources.prometheus import PrometheusSource
@@ -38,7 +38,6 @@ from kubectl_nettraffic.units import promql_duration
 
 PART_LABEL = "nettraffic_part"
 _ANY_POD = re.compile(r'(?:^|,)\s*pod\s*!=\s*""\s*(?=,|$)')  # the matcher pod!=""
-_NONE = "<none>"  # kube-state-metrics' owner of a pod without one
 K = TypeVar("K")
 T = TypeVar("T")
 
@@ -70,7 +69,7 @@ def build_pod_query(settings: LearningSettings, window: float) -> str:
         ),
         tagged(
             f'max by ({ns}, {pod}, owner_kind, owner_name) ({settings.pod_owner_metric}{{owner_is_controller="true"}})'
-            f' or max by ({ns}, {pod}, owner_kind, owner_name) ({settings.pod_owner_metric}{{owner_kind="{_NONE}"}})',
+            f' or max by ({ns}, {pod}, owner_kind, owner_name) ({settings.pod_owner_metric}{{owner_kind="{NO_OWNER}"}})',
             "owner",
         ),
         tagged(
@@ -133,7 +132,7 @@ def build_learner_query(
     owners = _ksm(
         settings,
         f'{settings.pod_owner_metric}{{owner_is_controller="true"{ksm}}} '
-        f'or {settings.pod_owner_metric}{{owner_kind="{_NONE}"{ksm}}}',
+        f'or {settings.pod_owner_metric}{{owner_kind="{NO_OWNER}"{ksm}}}',
     )
     host_network = _ksm(settings, f'{settings.pod_info_metric}{{host_network="true"{ksm}}}')
     rs_selector = "" if not replicasets else f'{{replicaset=~"{replicasets}"}}'
