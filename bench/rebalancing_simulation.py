@@ -1,16 +1,20 @@
 """The rebalancing benchmark's simulation: a cluster running for two hours
 in which some pods' traffic grows several-fold after placement, with and
-without the descheduler loop (bench/descheduler_model.py) acting on the
-recording rule's signal, and the real engine (Measurer, Scoreboard, Steerer,
-the in-flight state, as serving.py wires them) steering each replacement
-pod that kube-scheduler (bench/scheduler_model.py) then binds."""
+without the descheduler loop acting on the recording rule's signal. Each
+cycle runs the product's model of the descheduler
+(kubectl_nettraffic/rebalancing/low_node_utilization.py, the one the
+rebalance plan runs) on the eviction rules of eviction_rules.py; each
+replacement pod is admitted by the real engine (Measurer, Scoreboard,
+Steerer, the in-flight state, as serving.py wires them), or not at all for
+the rows without the webhook, and bound by kube-scheduler as
+bench/scheduler_model.py models it."""
 
 import math
 from dataclasses import dataclass, field
 
+import jsonpatch
 import numpy as np
 
-from bench.descheduler_model import LoopPolicy, RunningPod, cycle, reading
 from bench.placement_scenarios import LINK
 from bench.scheduler_model import ClusterState, KubeScheduler
 from bench.simulated_pod_traffic import SimulatedPodTraffic
@@ -18,15 +22,24 @@ from harness.fakeapi import node
 from harness.reviews import pod as pod_object
 from kubectl_nettraffic.config import settings_from_mapping
 from kubectl_nettraffic.kube.nodes import node_from_json
+from kubectl_nettraffic.kube.pods import PREFER_NO_EVICTION
 from kubectl_nettraffic.kube.workloads import Workload
 from kubectl_nettraffic.learning.learner import BandwidthLearning
 from kubectl_nettraffic.learning.pod_traffic import PodTrafficReport
 from kubectl_nettraffic.learning.workload_bandwidth import PodSample
 from kubectl_nettraffic.measuring.measurement import Measurer
+from kubectl_nettraffic.rebalancing.eviction_rules import EvictionPolicy, PodFacts, owner_counts
+from kubectl_nettraffic.rebalancing.low_node_utilization import (
+    NodeSample,
+    Thresholds,
+    classify,
+    victims,
+)
 from kubectl_nettraffic.scoring.readings import NodeTraffic
 from kubectl_nettraffic.scoring.tiers import TIER_WEIGHTS, assign_tiers
 from kubectl_nettraffic.serving import serving_parts
 from kubectl_nettraffic.sources.prometheus import TrafficReport
+from kubectl_nettraffic.steering.pod_bandwidth import light_for_every_link
 
 STEP = 15.0  # seconds: the scrape, refresh and learning interval
 WINDOW = 120.0  # the rate window of the node query and of the recording rule
@@ -47,13 +60,33 @@ class DriftScenario:
     duration: float = 7200.0
 
 
+@dataclass(frozen=True)
+class LoopPolicy:
+    """The chart's defaults (rebalancing.deschedulerPolicy)."""
+
+    thresholds: Thresholds = field(default_factory=lambda: Thresholds(50.0, 75.0, 1))
+    min_pod_age: float = 600.0  # DefaultEvictor minPodAge, seconds
+    interval: float = 60.0  # deschedulingInterval, seconds
+
+
+@dataclass(frozen=True)
+class Loop:
+    """What acts on nodes that turn hot: the descheduler with ``policy``;
+    replacements steered by the webhook or left to kube-scheduler alone; the
+    webhook marking light pods prefer-no-eviction (steering.preferNoEvictionBelow)."""
+
+    policy: LoopPolicy = field(default_factory=LoopPolicy)
+    webhook: bool = True
+    prefer_no_eviction_below: float = 0.0
+
+
 @dataclass
 class LoopRun:
     hot_node_minutes: float = 0.0  # nodes above HOT of their link (true load), in minutes
     evictions: int = 0
     cycles: int = 0
     most_evictions_per_node_in_a_cycle: int = 0
-    evictions_with_no_node_over: int = 0  # in cycles where no reading was above the threshold
+    heavy_victims: int = 0  # evictions of a pod sending twice its workload's first rate or more
     hot_nodes: list[int] = field(default_factory=list)  # per step, for the plot
     mean_utilisation: float = 0.0  # over nodes and steps
 
@@ -68,13 +101,14 @@ class _Pods:
         self.factor = np.ones(count)
         self.started = np.zeros(count)
         self.alive = np.zeros(count, dtype=bool)
+        self.marked = np.zeros(count, dtype=bool)  # prefer-no-eviction
         self.workload: list[str] = [""] * count
         self.size = 0
 
     def add(self, node: int, base: float, started: float, workload: str,
-            drift_at: float = math.inf, factor: float = 1.0) -> int:  # fmt: skip
+            drift_at: float = math.inf, factor: float = 1.0, marked: bool = False) -> int:  # fmt: skip
         if self.size == len(self.base):
-            for name in ("node", "base", "drift_at", "factor", "started", "alive"):
+            for name in ("node", "base", "drift_at", "factor", "started", "alive", "marked"):
                 array = getattr(self, name)
                 setattr(self, name, np.concatenate([array, np.zeros_like(array)]))
             self.drift_at[self.size :] = np.inf
@@ -82,6 +116,7 @@ class _Pods:
         key = self.size
         self.node[key], self.base[key], self.started[key] = node, base, started
         self.drift_at[key], self.factor[key], self.alive[key] = drift_at, factor, True
+        self.marked[key] = marked
         self.workload[key] = workload
         self.size += 1
         return key
@@ -119,8 +154,27 @@ class _WindowedTraffic:
         return TrafficReport(by_node, (), (), {}, (), self.now)
 
 
-def simulate(scenario: DriftScenario, policy: LoopPolicy | None, seed: int) -> LoopRun:
-    """One run; ``policy`` None: no descheduler."""
+def _lister_order(pods: _Pods, names: list[str], now: float, rng: np.random.Generator
+                  ) -> dict[str, list[PodFacts]]:  # fmt: skip
+    """Each node's running pods as the eviction rules read them, in a random
+    order (the descheduler's lister order; every simulated pod has the same
+    priority and QoS class, so only prefer-no-eviction orders them)."""
+    by_node: dict[str, list[PodFacts]] = {}
+    alive = np.flatnonzero(pods.alive[: pods.size])
+    for k in alive[rng.permutation(len(alive))]:
+        node = names[int(pods.node[k])]
+        facts = PodFacts(
+            "default", f"pod-{k}", node, ("ReplicaSet", pods.workload[k]), None,
+            "Burstable", now - float(pods.started[k]), False, False, bool(pods.marked[k]),
+        )  # fmt: skip
+        by_node.setdefault(node, []).append(facts)
+    return by_node
+
+
+def simulate(scenario: DriftScenario, loop: Loop | None, seed: int) -> LoopRun:
+    """One run; ``loop`` None: no descheduler."""
+    policy = loop.policy if loop else None
+    light_share = loop.prefer_no_eviction_below if loop else 0.0
     rng = np.random.default_rng(seed)
     loop_rng = np.random.default_rng(seed + 30_000)
     n = scenario.nodes
@@ -147,16 +201,19 @@ def simulate(scenario: DriftScenario, policy: LoopPolicy | None, seed: int) -> L
             state.bind(chosen, workload, POD_CPU, POD_MEMORY)
             committed[chosen] += traffic
             drifts = rng.random() < scenario.drift_share
+            # Admitted an hour before the run, its workload's rate learned:
+            # the webhook's own rule decides the mark.
+            marked = light_for_every_link(deployments[workload], "workload", LINK, light_share)
             pods.add(
                 chosen, traffic, -3600.0, workload,
                 float(rng.uniform(*scenario.drift_between)) if drifts else math.inf,
-                float(rng.uniform(*scenario.drift_factor)) if drifts else 1.0,
+                float(rng.uniform(*scenario.drift_factor)) if drifts else 1.0, marked,
             )  # fmt: skip
 
     source = _WindowedTraffic(names, links)
     settings = settings_from_mapping(
         {"prometheus": {"url": "http://sim"}, "metricsServer": {"enabled": False},
-         "steering": {"podStartup": f"{STARTUP:g}s"}}
+         "steering": {"podStartup": f"{STARTUP:g}s", "preferNoEvictionBelow": light_share}}
     )  # fmt: skip
 
     def pod_rates() -> PodTrafficReport:
@@ -216,42 +273,56 @@ def simulate(scenario: DriftScenario, policy: LoopPolicy | None, seed: int) -> L
             continue
         next_cycle += policy.interval
         run.cycles += 1
-        utilisation = source.measured() / links  # the recording rule's value
-        alive = np.flatnonzero(pods.alive[: pods.size])
-        on_node: dict[int, list[RunningPod]] = {}
-        for k in alive:
-            on_node.setdefault(int(pods.node[k]), []).append(
-                RunningPod(int(k), int(pods.node[k]), float(pods.started[k]))
-            )
-        evicted = cycle(list(utilisation), on_node, now, policy, loop_rng)
-        per_node: dict[int, int] = {}
-        for victim in evicted:
-            per_node[victim.node] = per_node.get(victim.node, 0) + 1
-        run.most_evictions_per_node_in_a_cycle = max(
-            run.most_evictions_per_node_in_a_cycle, max(per_node.values(), default=0)
+        # The recording rule's value, clamped to 1 as the rule does.
+        utilisation = np.minimum(source.measured() / links, 1.0)
+        classification = classify(
+            [NodeSample(name, float(u)) for name, u in zip(names, utilisation, strict=True)],
+            policy.thresholds,
         )
-        if not any(reading(u) > policy.high for u in utilisation):
-            run.evictions_with_no_node_over += len(evicted)
-        traffic = pods.traffic(now)
-        for victim in evicted:
-            run.evictions += 1
-            k = victim.key
-            workload = pods.workload[k]
-            sending = float(traffic[k]) or float(pods.base[k])
-            pods.alive[k] = False
-            state.unbind(victim.node, workload, POD_CPU, POD_MEMORY)
-            # The ReplicaSet's replacement: admitted by the webhook, bound by kube-scheduler.
-            replaced += 1
-            admitted = pod_object(
-                generate_name=f"{workload}-{replaced:06x}-", labels={"app": workload}
-            )
-            decision = serving.steerer.decide(admitted, None, dry_run=False)
-            preferred = {names.index(p.node): p.weight for p in decision.preferences}
-            chosen = scheduler.schedule(workload, POD_CPU, POD_MEMORY, preferred, label_weights)
-            if chosen is None:
-                continue
-            if decision.booking_key:
-                serving.inflight.rebook(decision.booking_key, names[chosen])
-            # The work goes with it: the replacement sends what the evicted pod sent.
-            pods.add(chosen, sending, now, workload)
+        if classification.idle is not None:
+            continue
+        on_node = _lister_order(pods, names, now, loop_rng)
+        evictions = victims(
+            classification.over,
+            on_node,
+            EvictionPolicy(frozenset(), policy.min_pod_age),
+            owner_counts([f for facts in on_node.values() for f in facts]),
+            policy.thresholds.evictions_per_node,
+        )
+        run.most_evictions_per_node_in_a_cycle = max(
+            run.most_evictions_per_node_in_a_cycle, max(map(len, evictions.values()), default=0)
+        )
+        rates = pods.traffic(now)
+        for node_name, evicted in evictions.items():
+            source_node = names.index(node_name)
+            for victim in evicted:
+                run.evictions += 1
+                k = int(victim.name.removeprefix("pod-"))
+                workload = pods.workload[k]
+                run.heavy_victims += bool(rates[k] >= 2 * deployments[workload])
+                sending = float(rates[k]) or float(pods.base[k])
+                pods.alive[k] = False
+                state.unbind(source_node, workload, POD_CPU, POD_MEMORY)
+                # The ReplicaSet's replacement: admitted by the webhook (or
+                # not), bound by kube-scheduler.
+                replaced += 1
+                preferred: dict[int, int] = {}
+                marked, booking = False, 0
+                if loop is not None and loop.webhook:
+                    admitted = pod_object(
+                        generate_name=f"{workload}-{replaced:06x}-", labels={"app": workload}
+                    )
+                    decision = serving.steerer.decide(admitted, None, dry_run=False)
+                    preferred = {names.index(p.node): p.weight for p in decision.preferences}
+                    patched = jsonpatch.apply_patch(admitted, decision.patch or [])
+                    marked = PREFER_NO_EVICTION in patched["metadata"].get("annotations", {})
+                    booking = decision.booking_key
+                weights = label_weights if loop is not None and loop.webhook else None
+                chosen_node = scheduler.schedule(workload, POD_CPU, POD_MEMORY, preferred, weights)
+                if chosen_node is None:
+                    continue
+                if booking:
+                    serving.inflight.rebook(booking, names[chosen_node])
+                # The work goes with it: the replacement sends what the evicted pod sent.
+                pods.add(chosen_node, sending, now, workload, marked=marked)
     return run

@@ -135,6 +135,12 @@ class SteeringSettings:
     # the preference holds in whichever sample of nodes kube-scheduler scores
     # (tiers.py). Needs patch on nodes; false writes nothing on Nodes.
     traffic_tiers: bool = key(True, values.boolean)
+    # 0: off. Above 0: a pod whose expected bandwidth is known (annotated, or
+    # learned from its workload) and below this share of the slowest eligible
+    # link gets the descheduler's prefer-no-eviction annotation, so that a
+    # hot node sheds its heavier pods first. Off until bench.rebalancing shows
+    # it pays (docs/operations.md, Rebalancing).
+    prefer_no_eviction_below: float = key(0.0, values.ratio)
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,12 @@
-"""The DeschedulerPolicy the chart renders, checked against a schema written
-from the descheduler's own Go types: every field it sets exists there, with
-that JSON name and type; LowNodeUtilization's Prometheus mode gets what
-validatePrometheusMetricsUtilization (lownodeutilization.go) demands."""
+"""The DeschedulerPolicy the chart renders, decoded as the descheduler
+decodes it: strictly (an unknown or duplicated field is an error, as with
+sigs.k8s.io/yaml's strict unmarshalling of the policy file), against a
+schema written from the json tags of kubernetes-sigs/descheduler v0.36's Go
+types, the release descheduler-values.yaml pins. LowNodeUtilization's
+Prometheus mode gets what validatePrometheusMetricsUtilization demands.
+helm comes from .tools/bin, where .ci/setup installs it, when not on PATH."""
 
+import os
 import shutil
 import subprocess
 from typing import Any
@@ -12,25 +16,49 @@ import yaml
 
 from tests.test_chart import CHART, IMAGE, by_kind, render
 
-pytestmark = pytest.mark.skipif(shutil.which("helm") is None, reason="helm not on PATH")
+TOOLS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), ".tools", "bin")
+if shutil.which("helm") is None and os.path.exists(os.path.join(TOOLS, "helm")):
+    os.environ["PATH"] = TOOLS + os.pathsep + os.environ["PATH"]
+
+
+@pytest.fixture(autouse=True)
+def _helm() -> None:
+    if shutil.which("helm") is None:
+        pytest.fail(
+            "helm is neither on PATH nor in .tools/bin: run `. .ci/setup`, which installs it"
+        )
+
 
 # Each struct: JSON name -> type, as the json tags in kubernetes-sigs/descheduler
-# declare them. "duration" is metav1.Duration (a Go duration string).
+# v0.36 declare them. "duration" is metav1.Duration (a Go duration string).
 NAMESPACES = {"include": ["string"], "exclude": ["string"]}  # pkg/api/types.go, Namespaces
 EVICTION_LIMITS = {"node": "uint"}  # pkg/api/types.go, EvictionLimits
 THRESHOLDS = ("map", "number")  # pkg/api/types.go, ResourceThresholds (ResourceName -> Percentage)
+LABEL_SELECTOR = {  # metav1.LabelSelector
+    "matchLabels": ("map", "string"),
+    "matchExpressions": [{"key": "string", "operator": "string", "values": ["string"]}],
+}
 DEFAULT_EVICTOR_ARGS = {  # pkg/framework/plugins/defaultevictor/types.go, DefaultEvictorArgs
     "nodeSelector": "string",
-    "labelSelector": ("map", "any"),
+    "labelSelector": LABEL_SELECTOR,
+    "namespaceLabelSelector": LABEL_SELECTOR,
     "priorityThreshold": {"value": "int", "name": "string"},  # pkg/api/types.go
     "nodeFit": "bool",
     "minReplicas": "uint",
     "minPodAge": "duration",
+    "noEvictionPolicy": "string",  # Preferred | Mandatory
+    "podProtections": {  # PodProtections
+        "extraEnabled": ["string"],
+        "defaultDisabled": ["string"],
+        "config": {"PodsWithPVC": {"protectedStorageClasses": [{"name": "string"}]}},
+    },
+    # Deprecated by podProtections, still decoded:
     "evictLocalStoragePods": "bool",
     "evictDaemonSetPods": "bool",
     "evictSystemCriticalPods": "bool",
     "ignorePvcPods": "bool",
     "ignorePodsWithoutPDB": "bool",
+    "evictFailedBarePods": "bool",
 }
 LOW_NODE_UTILIZATION_ARGS = {  # pkg/framework/plugins/nodeutilization/types.go
     "useDeviationThresholds": "bool",
@@ -42,7 +70,7 @@ LOW_NODE_UTILIZATION_ARGS = {  # pkg/framework/plugins/nodeutilization/types.go
         "source": "string",
         "prometheus": {"query": "string"},  # nodeutilization.Prometheus
     },
-    "evictionModes": ["string"],
+    # evictionModes is HighNodeUtilizationArgs' (not here).
     "evictableNamespaces": NAMESPACES,
     "evictionLimits": EVICTION_LIMITS,
 }
@@ -128,6 +156,25 @@ def problems(value: Any, schema: Any, path: str = "policy", plugin: str = "") ->
     return [] if fits else [f"{path}: {schema} expected, got {value!r}"]
 
 
+class _StrictLoader(yaml.SafeLoader):
+    """YAML as a strict decoder reads it: a key given twice is an error."""
+
+
+def _no_duplicates(loader: yaml.SafeLoader, node: yaml.MappingNode) -> dict[Any, Any]:
+    keys = [loader.construct_object(k) for k, _ in node.value]
+    repeated = sorted({k for k in keys if keys.count(k) > 1}, key=str)
+    if repeated:
+        raise ValueError(f"field {repeated[0]!r} given twice (strict decoding refuses it)")
+    return loader.construct_mapping(node)
+
+
+_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _no_duplicates)
+
+
+def decoded(text: str) -> Any:
+    return yaml.load(text, Loader=_StrictLoader)
+
+
 def rendered(*values: str) -> dict[str, Any]:
     sets = [arg for value in values for arg in ("--set", value)]
     objects = render(
@@ -141,13 +188,13 @@ def rendered(*values: str) -> dict[str, Any]:
 
 
 def test_the_policy_fits_the_descheduler_types():
-    policy = yaml.safe_load(rendered()["policy.yaml"])
+    policy = decoded(rendered()["policy.yaml"])
     assert problems(policy, POLICY) == []
     assert (policy["apiVersion"], policy["kind"]) == ("descheduler/v1alpha2", "DeschedulerPolicy")
 
 
 def test_the_schema_catches_a_misspelt_or_mistyped_field():
-    policy = yaml.safe_load(rendered()["policy.yaml"])
+    policy = decoded(rendered()["policy.yaml"])
     args = policy["profiles"][0]["pluginConfig"][1]["args"]
     args["targetThreshold"] = args.pop("targetThresholds")  # singular: not the field
     policy["profiles"][0]["pluginConfig"][0]["args"]["minPodAge"] = 600
@@ -157,13 +204,65 @@ def test_the_schema_catches_a_misspelt_or_mistyped_field():
     ]
 
 
-def test_prometheus_mode_as_low_node_utilization_validates_it():
-    policy = yaml.safe_load(
-        rendered("rebalancing.deschedulerPolicy.highThreshold=70")["policy.yaml"]
+def test_eviction_modes_belong_to_high_node_utilization_only():
+    policy = decoded(rendered()["policy.yaml"])
+    policy["profiles"][0]["pluginConfig"][1]["args"]["evictionModes"] = [
+        "OnlyThresholdingResources"
+    ]
+    assert problems(policy, POLICY) == [
+        "policy.profiles[0].pluginConfig[1].args.evictionModes: no such field in the descheduler's types"
+    ]
+
+
+def test_default_evictor_fields_of_v0_36_decode():
+    policy = decoded(rendered()["policy.yaml"])
+    policy["profiles"][0]["pluginConfig"][0]["args"].update(
+        podProtections={"extraEnabled": ["PodsWithPVC"], "defaultDisabled": ["DaemonSetPods"]},
+        namespaceLabelSelector={"matchLabels": {"team": "web"}},
+        noEvictionPolicy="Preferred",
+        evictFailedBarePods=True,
     )
+    assert problems(policy, POLICY) == []
+
+
+def test_a_field_given_twice_is_refused():
+    with pytest.raises(ValueError, match="'nodeFit' given twice"):
+        decoded("nodeFit: true\nminReplicas: 2\nnodeFit: false\n")
+
+
+def test_the_descheduler_release_is_pinned_and_checked():
+    values = decoded(rendered()["descheduler-values.yaml"])
+    assert values["image"] == {
+        "repository": "registry.k8s.io/descheduler/descheduler",
+        "tag": "v0.36.0",
+    }
+    older = decoded(
+        rendered("rebalancing.deschedulerPolicy.deschedulerVersion=v0.34.2")[
+            "descheduler-values.yaml"
+        ]
+    )
+    assert older["image"]["tag"] == "v0.34.2"
+
+
+def test_the_prometheus_token_from_a_secret():
+    policy = decoded(rendered()["policy.yaml"])
+    assert "authToken" not in policy["metricsProviders"][0]["prometheus"]  # the pod's own token
+    policy = decoded(
+        rendered("rebalancing.deschedulerPolicy.prometheusAuthTokenSecret.name=prom-token")[
+            "policy.yaml"
+        ]
+    )
+    assert policy["metricsProviders"][0]["prometheus"]["authToken"] == {
+        "secretReference": {"namespace": "kube-system", "name": "prom-token"}
+    }
+    assert problems(policy, POLICY) == []
+
+
+def test_prometheus_mode_as_low_node_utilization_validates_it():
+    policy = decoded(rendered("rebalancing.deschedulerPolicy.highThreshold=70")["policy.yaml"])
     args = policy["profiles"][0]["pluginConfig"][1]["args"]
     # One resource, MetricResource, in both threshold maps; the source Prometheus with a query.
-    assert args["thresholds"] == {"MetricResource": 40}
+    assert args["thresholds"] == {"MetricResource": 50}
     assert args["targetThresholds"] == {"MetricResource": 70}
     assert args["metricsUtilization"] == {
         "source": "Prometheus",
@@ -176,7 +275,7 @@ def test_prometheus_mode_as_low_node_utilization_validates_it():
 
 
 def test_safe_defaults():
-    policy = yaml.safe_load(rendered()["policy.yaml"])
+    policy = decoded(rendered()["policy.yaml"])
     evictor, balance = (c["args"] for c in policy["profiles"][0]["pluginConfig"])
     assert balance["evictableNamespaces"]["exclude"] == ["kube-system", "nettraffic"]
     assert balance["evictionLimits"] == {"node": 1} and policy["maxNoOfPodsToEvictPerNode"] == 1
@@ -186,7 +285,7 @@ def test_safe_defaults():
 def test_no_excluded_namespaces_leaves_the_releases_own():
     # --set ...=null removes the key (helm's values merge): no other namespace, not a crash.
     for unset in ("null", "{}"):
-        policy = yaml.safe_load(
+        policy = decoded(
             rendered(f"rebalancing.deschedulerPolicy.excludedNamespaces={unset}")["policy.yaml"]
         )
         balance = policy["profiles"][0]["pluginConfig"][1]["args"]
@@ -195,8 +294,8 @@ def test_no_excluded_namespaces_leaves_the_releases_own():
 
 def test_the_descheduler_chart_values_carry_the_same_policy():
     data = rendered("rebalancing.deschedulerPolicy.interval=2m")
-    policy = yaml.safe_load(data["policy.yaml"])
-    values = yaml.safe_load(data["descheduler-values.yaml"])
+    policy = decoded(data["policy.yaml"])
+    values = decoded(data["descheduler-values.yaml"])
     assert values["deschedulerPolicy"] == {
         k: v for k, v in policy.items() if k not in ("apiVersion", "kind")
     }
@@ -208,7 +307,7 @@ def test_the_policy_queries_the_rule_the_chart_records():
     objects = render("helm", "--set", "rebalancing.enabled=true")
     (rule,) = by_kind(objects, "PrometheusRule")
     recorded = {r["record"] for g in rule["spec"]["groups"] for r in g["rules"]}
-    policy = yaml.safe_load(rendered()["policy.yaml"])
+    policy = decoded(rendered()["policy.yaml"])
     query = policy["profiles"][0]["pluginConfig"][1]["args"]["metricsUtilization"]["prometheus"][
         "query"
     ]
@@ -227,6 +326,20 @@ def test_off_by_default():
         (
             ["prometheus.url=http://p:9090", "rebalancing.deschedulerPolicy.lowThreshold=85"],
             "lowThreshold (85) must be below highThreshold (75)",
+        ),
+        (
+            [
+                "prometheus.url=http://p:9090",
+                "rebalancing.deschedulerPolicy.deschedulerVersion=v0.35.1",
+            ],
+            'deschedulerVersion "v0.35.1": this policy runs on kubernetes-sigs/descheduler v0.34.x or v0.36.0',
+        ),
+        (
+            [
+                "prometheus.url=http://p:9090",
+                "rebalancing.deschedulerPolicy.deschedulerVersion=0.36",
+            ],
+            'deschedulerVersion "0.36": this policy runs on',
         ),
     ],
 )

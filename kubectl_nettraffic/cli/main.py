@@ -166,6 +166,16 @@ def _positive_seconds(text: str) -> float:
     return value
 
 
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} must be 1 or more")
+    return value
+
+
 TOP_VIEWS = ("nodes", "pods", "workloads")
 
 
@@ -264,7 +274,8 @@ def _add_rebalance(commands: "argparse._SubParsersAction[PluginParser]") -> None
         "rebalance",
         help="what the descheduler would move off hot nodes, and where (changes nothing)",
         description="The nodes over --threshold, their pods by traffic, which the "
-        "descheduler's policy would evict first (one per node per cycle) and the "
+        "descheduler's policy would evict first (--evictions-per-node per node per "
+        "cycle) and the "
         "utilisation each node reaches once the webhook steers the replacements. "
         "It never evicts: the descheduler does (docs/operations.md, Rebalancing).",
     )
@@ -284,14 +295,21 @@ def _add_rebalance(commands: "argparse._SubParsersAction[PluginParser]") -> None
     rebalance.add_argument(
         "--low-threshold",
         type=float,
-        default=40.0,
-        help="percent of link at or below which a node can take pods: the policy's thresholds (40)",
+        default=50.0,
+        help="percent of link at or below which a node can take pods: the policy's thresholds (50)",
     )
     rebalance.add_argument(
         "--min-pod-age",
         type=_positive_seconds,
         default=600.0,
         help="seconds a pod must have run to be evicted: DefaultEvictor's minPodAge (600)",
+    )
+    rebalance.add_argument(
+        "--evictions-per-node",
+        type=_positive_int,
+        default=1,
+        help="pods evicted from each hot node in one cycle, without measuring in between: "
+        "the policy's evictionLimits.node (1)",
     )
     rebalance.add_argument("-o", "--output", choices=("table", "json", "yaml"), default="table")
     rebalance.add_argument("--no-headers", action="store_true", help="no header line")

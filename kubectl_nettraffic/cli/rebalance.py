@@ -23,36 +23,55 @@ from kubectl_nettraffic.config import Settings
 from kubectl_nettraffic.errors import NetTrafficError
 from kubectl_nettraffic.kube.client import api_client, describe_api_error, request_json
 from kubectl_nettraffic.rebalancing.eviction_rules import EvictionPolicy, pod_facts
+from kubectl_nettraffic.rebalancing.low_node_utilization import Thresholds, descheduler_ready
 from kubectl_nettraffic.rebalancing.plan import NodeLoad, Plan, PodStep, plan_rebalance, pod_rates
 from kubectl_nettraffic.scoring.node_scores import directional_load
 from kubectl_nettraffic.units import format_rate
 
 
-def _node_loads(document: dict[str, Any]) -> list[NodeLoad]:
-    return [
-        NodeLoad(
-            name=row["name"],
-            receive=row.get("receiveBytesPerSecond") or 0.0,
-            transmit=row.get("transmitBytesPerSecond") or 0.0,
-            link_speed=row.get("linkSpeedBytesPerSecond"),
-            eligible=bool(row.get("eligible")),
+def _node_loads(document: dict[str, Any], nodes: list[dict[str, Any]]) -> list[NodeLoad]:
+    """The scores' rows joined with the API's nodes: the descheduler reads
+    readiness and cordons from the Node objects. A node without a traffic
+    series keeps no sample (the recording rule has none for it either)."""
+    api_nodes = {(n.get("metadata") or {}).get("name"): n for n in nodes}
+    loads = []
+    for row in document["nodes"]:
+        node = api_nodes.get(row["name"], {})
+        receive = row.get("receiveBytesPerSecond")
+        loads.append(
+            NodeLoad(
+                name=row["name"],
+                receive=receive,
+                transmit=(row.get("transmitBytesPerSecond") or 0.0)
+                if receive is not None
+                else None,
+                link_speed=row.get("linkSpeedBytesPerSecond"),
+                eligible=bool(row.get("eligible")),
+                ready=descheduler_ready(node),
+                schedulable=not (node.get("spec") or {}).get("unschedulable", False),
+            )
         )
-        for row in document["nodes"]
-        if row.get("receiveBytesPerSecond") is not None  # no traffic series: nothing to plan on
-    ]
+    return loads
 
 
-def _running_pods(settings: Settings, context: str | None) -> list[dict[str, Any]]:
-    """Every bound, running pod in the cluster: the descheduler weighs them
-    all, whatever -n shows."""
+def _cluster_objects(
+    settings: Settings, context: str | None
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(nodes, every bound running pod): the descheduler weighs every pod,
+    whatever -n shows."""
     api = api_client(settings.kubeconfig, context)
+    try:
+        nodes = request_json(api, "GET", "/api/v1/nodes").get("items") or []
+    except Exception as error:
+        raise describe_api_error(error, "listing nodes") from None
     try:
         listed = request_json(
             api, "GET", "/api/v1/pods", query={"fieldSelector": "status.phase=Running"}
         )
     except Exception as error:
         raise describe_api_error(error, "listing pods") from None
-    return [p for p in listed.get("items") or [] if (p.get("spec") or {}).get("nodeName")]
+    pods = [p for p in listed.get("items") or [] if (p.get("spec") or {}).get("nodeName")]
+    return nodes, pods
 
 
 def _pod_row(step: PodStep, direction: str) -> dict[str, Any]:
@@ -75,15 +94,15 @@ def plan_document(
     namespace: str | None,
     direction: str,
     generated_at: float,
-    low: float,
-    high: float,
+    thresholds: Thresholds,
 ) -> dict[str, Any]:
     """The plan as JSON, each node's pods busiest first; ``namespace`` None:
     pods of every namespace."""
     return {
         "generatedAt": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(generated_at)),
-        "lowThreshold": low,
-        "threshold": high,
+        "lowThreshold": thresholds.low,
+        "threshold": thresholds.high,
+        "evictionsPerNode": thresholds.evictions_per_node,
         "cycles": plan.cycles,
         "note": plan.note,
         "nodes": [
@@ -132,9 +151,10 @@ def table(document: dict[str, Any], all_namespaces: bool, headers: bool) -> str:
     if document["note"]:
         text += f"{document['note'][0].upper()}{document['note'][1:]}.\n"
     elif document["nodes"]:
-        cycles = document["cycles"]
+        cycles, per_node = document["cycles"], document["evictionsPerNode"]
         text += (
-            f"{cycles} descheduler cycle{'s' if cycles != 1 else ''}, one eviction per node each; "
+            f"{cycles} descheduler cycle{'s' if cycles != 1 else ''}, up to {per_node} "
+            f"eviction{'s' if per_node != 1 else ''} per node each; "
             "nothing is evicted by this command.\n"
         )
     return text
@@ -149,7 +169,8 @@ def run_rebalance(args: argparse.Namespace, settings: Settings, namespace: str |
     location = WebhookLocation(args.webhook_namespace, args.webhook_service, args.webhook_port)
     scores, _origin = fetch(args.source, settings, args.context, location, args.verbose)
     now = time.time()
-    facts = [pod_facts(p, now) for p in _running_pods(settings, args.context)]
+    nodes, running = _cluster_objects(settings, args.context)
+    facts = [pod_facts(p, now) for p in running]
     report = pod_traffic_report(pod_traffic_source(settings))
     rates = {(s.namespace, s.pod): (s.receive, s.transmit) for s in report.samples}
     policy = EvictionPolicy(
@@ -157,17 +178,11 @@ def run_rebalance(args: argparse.Namespace, settings: Settings, namespace: str |
         min_pod_age=args.min_pod_age,
     )
     direction = settings.prometheus.direction
+    thresholds = Thresholds(args.low_threshold, args.threshold, args.evictions_per_node)
     plan = plan_rebalance(
-        _node_loads(scores),
-        pod_rates(rates, facts),
-        policy,
-        args.low_threshold,
-        args.threshold,
-        direction,
+        _node_loads(scores, nodes), pod_rates(rates, facts), policy, thresholds, direction
     )
-    document = plan_document(
-        plan, namespace, direction, report.evaluated_at, args.low_threshold, args.threshold
-    )
+    document = plan_document(plan, namespace, direction, report.evaluated_at, thresholds)
     if args.output == "json":
         print(json.dumps(document, indent=2))
     elif args.output == "yaml":

@@ -17,6 +17,10 @@ SOURCE = "nettraffic.io/source"
 # Scores at admission, "node=score,...", so `explain` can compare then and now.
 SCORES = "nettraffic.io/scores"
 SKIPPED = "nettraffic.io/skipped"
+# kubernetes-sigs/descheduler's opt-out: present (any value) puts a pod after
+# its peers of equal priority and QoS in the eviction order (pkg/descheduler/
+# pod/pods.go, SortPodsBasedOnPriorityLowToHigh).
+PREFER_NO_EVICTION = "descheduler.alpha.kubernetes.io/prefer-no-eviction"
 EXPECTED_BANDWIDTH = "nettraffic.io/expected-bandwidth"
 # A steered pod's booking in its replica's in-flight ledger: the label names
 # the ledger (random per webhook process), so each replica watches only its

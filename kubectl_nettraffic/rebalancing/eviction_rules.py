@@ -14,9 +14,11 @@ itself decides and evicts. Each rule names the upstream place it follows
 - Namespaces in LowNodeUtilization's ``evictableNamespaces.exclude`` are left
   (nodeutilization/nodeutilization.go, evictPods).
 - Order: lowest priority first, pods without one before any; equal
-  priorities BestEffort, then Burstable, then Guaranteed
-  (pkg/descheduler/pod/pods.go, SortPodsBasedOnPriorityLowToHigh). The
-  descheduler leaves ties in its lister's order; here they go by name.
+  priorities BestEffort, then Burstable, then Guaranteed; then pods without
+  the annotation ``descheduler.alpha.kubernetes.io/prefer-no-eviction``
+  before pods with it, whatever its value (pkg/descheduler/pod/pods.go,
+  SortPodsBasedOnPriorityLowToHigh, and its test's expected order). Ties
+  keep the order given (the descheduler's lister order).
 
 Not modelled: nodeFit (whether another node fits the pod's requests and
 constraints), PodDisruptionBudgets (the Eviction API enforces them at the
@@ -28,7 +30,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from kubectl_nettraffic.kube.pods import MIRROR_ANNOTATION
+from kubectl_nettraffic.kube.pods import MIRROR_ANNOTATION, PREFER_NO_EVICTION
 
 SYSTEM_CRITICAL_PRIORITY = 2000000000  # k8s.io/api/scheduling/v1, SystemCriticalPriority
 _QOS_ORDER = {"BestEffort": 0, "Burstable": 1, "Guaranteed": 2}
@@ -54,6 +56,7 @@ class PodFacts:
     age: float  # seconds since creation
     local_storage: bool
     mirror: bool
+    prefer_no_eviction: bool = False
 
 
 def pod_facts(pod: Mapping[str, Any], now: float) -> PodFacts:
@@ -72,6 +75,7 @@ def pod_facts(pod: Mapping[str, Any], now: float) -> PodFacts:
         age=age,
         local_storage=any("emptyDir" in v or "hostPath" in v for v in spec.get("volumes") or ()),
         mirror=MIRROR_ANNOTATION in (metadata.get("annotations") or {}),
+        prefer_no_eviction=PREFER_NO_EVICTION in (metadata.get("annotations") or {}),
     )
 
 
@@ -101,15 +105,15 @@ def not_evictable(
 
 
 def eviction_order(pods: Sequence[PodFacts]) -> list[PodFacts]:
-    """``pods`` in the order the descheduler tries them (see the module doc)."""
+    """``pods`` in the order the descheduler tries them (see the module doc);
+    a stable sort, so ties keep the order of ``pods``."""
 
-    def key(pod: PodFacts) -> tuple[bool, int, int, str, str]:
+    def key(pod: PodFacts) -> tuple[bool, int, int, bool]:
         return (
             pod.priority is not None,
             pod.priority or 0,
             _QOS_ORDER.get(pod.qos, 0),
-            pod.namespace,
-            pod.name,
+            pod.prefer_no_eviction,
         )
 
     return sorted(pods, key=key)

@@ -1,23 +1,17 @@
 """What the descheduler would move off hot nodes, and where the webhook
 would steer each replacement: the plan ``kubectl nettraffic rebalance`` shows.
 
-Pure: nodes (traffic, link speed), pods (rates, eviction facts) and the
-policy's thresholds in, a plan out. The descheduler's loop as modelled, from
-kubernetes-sigs/descheduler pkg/framework/plugins/nodeutilization/:
+Pure: nodes (traffic, link speed, readiness), pods (rates, eviction facts)
+and the policy's thresholds in, a plan out. Each cycle is the descheduler's
+as low_node_utilization.py models it (shared with the rebalancing
+benchmark): the nodes read as whole percent, classified, and up to
+``evictionLimits.node`` pods evicted from each over node, busiest node first,
+without measuring again in between. The next cycle reads the utilisation
+again: here, the node's traffic less the pods moved off it.
 
-- Utilisation is read as whole percent, truncated (usageclients.go,
-  prometheusUsageClient.sync: int64(value*100)). A node is over when above
-  ``high`` (isNodeAboveThreshold) and a possible destination when at or below
-  ``low`` (isNodeBelowThreshold, unschedulable nodes excluded); with no such
-  node nothing is evicted (LowNodeUtilization.Balance).
-- Each cycle takes the over nodes busiest first (sortNodesByUsage) and
-  evicts at most one pod from each: the Prometheus usage client cannot tell
-  a pod's share (usageclients.go, podUsage), and evictionLimits.node bounds
-  it too. The next cycle reads the utilisation again: here, the node's
-  traffic less the pods moved off it.
-- The replacement goes where the webhook would steer it: the eligible node,
-  other than the one it left, whose link it fills least once the pod's
-  traffic is added (as scoring.mode link-utilization ranks).
+The replacement goes where the webhook would steer it: the eligible node,
+other than the one it left, whose link it fills least once the pod's
+traffic is added (as scoring.mode link-utilization ranks).
 
 Utilisation is the busiest selected direction over the link speed, as the
 recording rule nettraffic:node_network_utilization:ratio computes it; a
@@ -34,6 +28,12 @@ from kubectl_nettraffic.rebalancing.eviction_rules import (
     not_evictable,
     owner_counts,
 )
+from kubectl_nettraffic.rebalancing.low_node_utilization import (
+    NodeSample,
+    Thresholds,
+    classify,
+    victims,
+)
 from kubectl_nettraffic.scoring.node_scores import busiest_direction
 
 MAX_CYCLES = 20  # a plan, not a simulation of the rest of the day
@@ -42,10 +42,12 @@ MAX_CYCLES = 20  # a plan, not a simulation of the rest of the day
 @dataclass(frozen=True)
 class NodeLoad:
     name: str
-    receive: float  # bytes/s
-    transmit: float
+    receive: float | None  # bytes/s; None: no traffic series, so no sample
+    transmit: float | None
     link_speed: float | None  # bytes/s; None: not reported
     eligible: bool  # the webhook may steer a pod here
+    ready: bool = True  # as the descheduler reads it (low_node_utilization.descheduler_ready)
+    schedulable: bool = True
 
 
 @dataclass(frozen=True)
@@ -74,15 +76,10 @@ class NodePlan:
 
 @dataclass(frozen=True)
 class Plan:
-    nodes: tuple[NodePlan, ...]  # the nodes over ``high``, busiest first
+    nodes: tuple[NodePlan, ...]  # the Ready nodes over ``high``, busiest first
     cycles: int
     destinations: int  # nodes under ``low`` when the plan starts
     note: str | None  # why nothing moves, when nothing does
-
-
-def percent(utilization: float) -> int:
-    """As the descheduler reads a sample: whole percent, truncated."""
-    return int(utilization * 100)
 
 
 class _Loads:
@@ -92,8 +89,9 @@ class _Loads:
         known = [n.link_speed for n in nodes if n.link_speed]
         slowest = min(known) if known else None
         self.speed = {n.name: n.link_speed or slowest for n in nodes}
-        self.rx = {n.name: n.receive for n in nodes}
-        self.tx = {n.name: n.transmit for n in nodes}
+        self.rx = {n.name: n.receive or 0.0 for n in nodes}
+        self.tx = {n.name: n.transmit or 0.0 for n in nodes}
+        self.sampled = {n.name for n in nodes if n.receive is not None}
         self.direction = direction
 
     def utilization(self, node: str, rx: float = 0.0, tx: float = 0.0) -> float:
@@ -104,6 +102,18 @@ class _Loads:
             max(0.0, self.rx[node] + rx), max(0.0, self.tx[node] + tx), self.direction
         )
         return min(1.0, load / speed)
+
+    def samples(self, nodes: Sequence[NodeLoad]) -> list[NodeSample]:
+        """What the recording rule answers for each node now."""
+        return [
+            NodeSample(
+                n.name,
+                self.utilization(n.name) if n.name in self.sampled else None,
+                n.ready,
+                n.schedulable,
+            )
+            for n in nodes
+        ]
 
     def move(self, pod: PodLoad, source: str, target: str) -> None:
         self.rx[source] -= pod.receive
@@ -116,60 +126,61 @@ def plan_rebalance(
     nodes: Sequence[NodeLoad],
     pods: Sequence[PodLoad],
     policy: EvictionPolicy,
-    low: float,
-    high: float,
+    thresholds: Thresholds,
     direction: str = "both",
 ) -> Plan:
-    """``low`` and ``high``: percent, as the policy's thresholds and
-    targetThresholds for MetricResource."""
     loads = _Loads(nodes, direction)
     if not any(loads.speed.values()):
         return Plan((), 0, 0, "no node reports a link speed, so no utilisation is known")
+    samples = loads.samples(nodes)
+    first = classify(samples, thresholds)
+    # The hot nodes are shown even when a missing sample stops the cycle.
+    hot = classify([s for s in samples if s.sample is not None], thresholds).over
     start = {n.name: loads.utilization(n.name) for n in nodes}
-    over = sorted((n for n in nodes if percent(start[n.name]) > high), key=lambda n: -start[n.name])
-    under = [n for n in nodes if n.eligible and percent(start[n.name]) <= low]
-    plans = {n.name: NodePlan(n.name, start[n.name], start[n.name]) for n in over}
+    plans = {name: NodePlan(name, start[name], start[name]) for name in hot}
     owners = owner_counts([p.facts for p in pods])
-    queues: dict[str, list[PodLoad]] = {}
-    for node_plan in plans.values():
-        on_node = [p for p in pods if p.facts.node == node_plan.name]
-        by_facts = {(p.facts.namespace, p.facts.name): p for p in on_node}
-        reasons = {key: not_evictable(p.facts, policy, owners) for key, p in by_facts.items()}
-        ordered = [
-            by_facts[(f.namespace, f.name)] for f in eviction_order([p.facts for p in on_node])
+    by_name = sorted(pods, key=lambda p: (p.facts.namespace, p.facts.name))
+    loads_of = {id(p.facts): p for p in pods}
+    on_node = {name: [p.facts for p in by_name if p.facts.node == name] for name in plans}
+    for name, node_plan in plans.items():
+        node_plan.pods = [
+            PodStep(loads_of[id(f)], not_evictable(f, policy, owners), None, None, None)
+            for f in eviction_order(on_node[name])
         ]
-        queues[node_plan.name] = [
-            p for p in ordered if reasons[(p.facts.namespace, p.facts.name)] is None
-        ]
-        steps = {key: PodStep(p, reasons[key], None, None, None) for key, p in by_facts.items()}
-        node_plan.pods = [steps[(p.facts.namespace, p.facts.name)] for p in ordered]
-    note = None
-    if not over:
-        note = f"no node is above {high:g}%"
-    elif not under:
-        note = f"no node is at or below {low:g}% to take pods: the descheduler evicts nothing"
+    evicted: set[int] = set()
     cycles = 0
-    while note is None and cycles < MAX_CYCLES:
-        now = {n.name: loads.utilization(n.name) for n in nodes}
-        hot = [name for name in plans if percent(now[name]) > high and queues[name]]
-        if not hot or not any(n.eligible and percent(now[n.name]) <= low for n in nodes):
+    classification = first
+    while classification.idle is None and cycles < MAX_CYCLES:
+        remaining = {
+            name: [f for f in facts if id(f) not in evicted] for name, facts in on_node.items()
+        }
+        chosen = victims(
+            [n for n in classification.over if n in plans],
+            remaining,
+            policy,
+            owners,
+            thresholds.evictions_per_node,
+        )
+        if not chosen:
             break
         cycles += 1
-        for name in sorted(hot, key=lambda n: -now[n]):
-            pod = queues[name].pop(0)
-            target = _steered(loads, nodes, pod, name)
-            if target is None:
-                continue
-            loads.move(pod, name, target)
-            node_plan = plans[name]
-            order = 1 + sum(step.order is not None for step in node_plan.pods)
-            node_plan.pods = [
-                PodStep(s.pod, s.not_evictable, order, cycles, target) if s.pod is pod else s
-                for s in node_plan.pods
-            ]
+        for name, facts in chosen.items():
+            for f in facts:
+                evicted.add(id(f))
+                pod = loads_of[id(f)]
+                target = _steered(loads, nodes, pod, name)
+                if target is not None:
+                    loads.move(pod, name, target)
+                node_plan = plans[name]
+                order = 1 + sum(step.order is not None for step in node_plan.pods)
+                node_plan.pods = [
+                    PodStep(s.pod, s.not_evictable, order, cycles, target) if s.pod is pod else s
+                    for s in node_plan.pods
+                ]
+        classification = classify(loads.samples(nodes), thresholds)
     for node_plan in plans.values():
         node_plan.after = loads.utilization(node_plan.name)
-    return Plan(tuple(plans[n.name] for n in over), cycles, len(under), note)
+    return Plan(tuple(plans.values()), cycles, len(first.under), first.idle)
 
 
 def _steered(loads: _Loads, nodes: Sequence[NodeLoad], pod: PodLoad, source: str) -> str | None:

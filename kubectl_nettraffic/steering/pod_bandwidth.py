@@ -52,3 +52,12 @@ def annotated_bandwidth(text: object) -> float | None:
     except ValueError:
         return None
     return value if value >= 0 else None
+
+
+def light_for_every_link(bandwidth: float, source: str, slowest_link: float, share: float) -> bool:
+    """Whether a pod may carry the descheduler's prefer-no-eviction mark
+    (steering.preferNoEvictionBelow): its figure is its own (annotated or
+    learned from its workload, not a default or cluster-wide guess) and
+    below ``share`` of the slowest eligible link, so it is light wherever it
+    lands. Evicting it would hardly cool its node."""
+    return share > 0 and source in ("annotation", "workload") and bandwidth < share * slowest_link

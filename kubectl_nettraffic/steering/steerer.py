@@ -17,6 +17,7 @@ from kubectl_nettraffic.kube.pods import (
     BANDWIDTH_SOURCE,
     BOOKED_BANDWIDTH,
     BOOKING,
+    PREFER_NO_EVICTION,
     PREFERRED_NODES,
     SCORED_AT,
     SCORES,
@@ -34,7 +35,7 @@ from kubectl_nettraffic.measuring.scoreboard import Scoreboard
 from kubectl_nettraffic.scoring.placement import Preference
 from kubectl_nettraffic.steering.affinity_patch import affinity_patch, annotation_ops
 from kubectl_nettraffic.steering.patch_check import PatchCheckFailed, apply_and_check
-from kubectl_nettraffic.steering.pod_bandwidth import expected_bandwidth
+from kubectl_nettraffic.steering.pod_bandwidth import expected_bandwidth, light_for_every_link
 from kubectl_nettraffic.units import rfc3339
 
 log = logging.getLogger(__name__)
@@ -72,15 +73,24 @@ class Steerer:
         # Of the latest snapshot seen, renewed when it changes: when it turns
         # stale and its RFC 3339 time, needed on every admission. One tuple,
         # so concurrent admissions swap it whole.
-        self._derived: tuple[Snapshot | None, float, str] = (None, float("-inf"), "")
+        self._derived: tuple[Snapshot | None, float, str, float] = (
+            None,
+            float("-inf"),
+            "",
+            0.0,
+        )
 
-    def _derived_of(self, snapshot: Snapshot) -> tuple[Snapshot | None, float, str]:
+    def _derived_of(self, snapshot: Snapshot) -> tuple[Snapshot | None, float, str, float]:
+        """Per snapshot: when it goes stale, its time as RFC 3339 and the
+        slowest eligible link (bytes/s, 0: none known)."""
         derived = self._derived
         if derived[0] is not snapshot:
+            speeds = [c.link_speed for c in snapshot.candidates if c.link_speed]
             derived = (
                 snapshot,
                 self.scoreboard.stale_after(snapshot),
                 rfc3339(snapshot.generated_at),
+                min(speeds) if speeds else 0.0,
             )
             self._derived = derived
         return derived
@@ -164,6 +174,13 @@ class Steerer:
             BOOKED_BANDWIDTH: f"{bandwidth:.0f}",
             BANDWIDTH_SOURCE: bandwidth_source,
         }
+        if light_for_every_link(
+            bandwidth,
+            bandwidth_source,
+            self._derived_of(snapshot)[3],
+            steering.prefer_no_eviction_below,
+        ):
+            annotations[PREFER_NO_EVICTION] = "true"
         # sideEffects None: a dry run books nothing.
         key = inflight.new_key() if bandwidth > 0 and not dry_run else 0
         labels = None

@@ -106,7 +106,7 @@ def _rebalance(setup, *args):
     [
         ("rebalance.txt", ()),
         ("rebalance-all.txt", ("-A",)),
-        ("rebalance-threshold-50.txt", ("-A", "--threshold", "50")),
+        ("rebalance-threshold-50.txt", ("-A", "--threshold", "50", "--low-threshold", "40")),
         ("rebalance-none-over.txt", ("--threshold", "95", "--no-headers")),
     ],
 )
@@ -117,8 +117,9 @@ def test_golden(setup, name, args):
 
 
 def test_the_plan_as_json_and_yaml(setup):
-    as_json = json.loads(_rebalance(setup, "-A", "--threshold", "50", "-o", "json").stdout)
-    as_yaml = yaml.safe_load(_rebalance(setup, "-A", "--threshold", "50", "-o", "yaml").stdout)
+    flags = ("-A", "--threshold", "50", "--low-threshold", "40")
+    as_json = json.loads(_rebalance(setup, *flags, "-o", "json").stdout)
+    as_yaml = yaml.safe_load(_rebalance(setup, *flags, "-o", "yaml").stdout)
     assert {**as_json, "generatedAt": None} == {**as_yaml, "generatedAt": None}
     (hot,) = as_json["nodes"]
     # 115 MB/s busiest (110 received + web's and others' counted by the node's
@@ -134,6 +135,14 @@ def test_the_plan_as_json_and_yaml(setup):
     assert pods["fresh-5c-a"]["notEvictable"] == "younger than minPodAge (600s)"
     assert pods["web-7d-a"]["trafficBytesPerSecond"] == pytest.approx(42e6, rel=0.01)
     assert as_json["cycles"] == 2 and as_json["threshold"] == 50
+
+
+def test_evictions_per_node_leave_in_one_cycle(setup):
+    flags = ("-A", "--threshold", "50", "--low-threshold", "40", "--evictions-per-node", "2")
+    plan = json.loads(_rebalance(setup, *flags, "-o", "json").stdout)
+    pods = {p["name"]: p for p in plan["nodes"][0]["pods"]}
+    assert (pods["web-7d-a"]["cycle"], pods["cache-0"]["cycle"]) == (1, 1)
+    assert plan["cycles"] == 1 and plan["evictionsPerNode"] == 2
 
 
 def test_bad_thresholds_are_one_line_with_the_fix(setup):

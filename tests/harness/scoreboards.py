@@ -21,11 +21,14 @@ MEASURED_AT = 1000.0
 class FixedTraffic:
     """What PrometheusSource.fetch answers, from a node -> bytes/s map."""
 
-    def __init__(self, loads: dict[str, float]) -> None:
+    def __init__(self, loads: dict[str, float], link_speed: float | None = None) -> None:
         self.loads = loads
+        self.link_speed = link_speed
 
     def fetch(self, _nodes: Any) -> TrafficReport:
-        by_node = {n: NodeTraffic(v / 2, v / 2, None, ("x",)) for n, v in self.loads.items()}
+        by_node = {
+            n: NodeTraffic(v / 2, v / 2, self.link_speed, ("x",)) for n, v in self.loads.items()
+        }
         return TrafficReport(by_node, (), (), {}, (), MEASURED_AT)
 
 
@@ -38,18 +41,24 @@ class FixedBoard:
         loads: dict[str, float],
         clock: Callable[[], float] = lambda: MEASURED_AT,
         replica: str | None = None,
+        link_speed: float | None = None,
+        steering: dict[str, Any] | None = None,
         **nodes_kwargs: Any,
     ) -> None:
         nodes: list[Node] = [
             node_from_json(node(name, **nodes_kwargs.get(name, {}))) for name in loads
         ]
         self.settings = settings_from_mapping(
-            {"prometheus": {"url": "http://unused"}, "metricsServer": {"enabled": False}}
+            {
+                "prometheus": {"url": "http://unused"},
+                "metricsServer": {"enabled": False},
+                "steering": steering or {},
+            }
         )
         self.measurer = Measurer(
             self.settings,
             lambda: nodes,
-            FixedTraffic(loads),  # type: ignore[arg-type]
+            FixedTraffic(loads, link_speed),  # type: ignore[arg-type]
             None,
             clock=clock,
         )

@@ -72,6 +72,10 @@ comment names the descheduler type, and its file, that defines it. */}}
 {{- if not $url -}}
 {{- fail "rebalancing.deschedulerPolicy.enabled needs the Prometheus the descheduler queries: set rebalancing.deschedulerPolicy.prometheusUrl or prometheus.url" -}}
 {{- end -}}
+{{- $version := $policy.deschedulerVersion | toString -}}
+{{- if not (and (regexMatch "^v[0-9]+[.][0-9]+[.][0-9]+$" $version) (semverCompare "~0.34.0 || >=0.36.0" $version)) -}}
+{{- fail (printf "rebalancing.deschedulerPolicy.deschedulerVersion %q: this policy runs on kubernetes-sigs/descheduler v0.34.x or v0.36.0 and later, named like v0.36.0 (v0.33 refuses a Prometheus URL that is not https; v0.35.0 and v0.35.1 exit at start-up when the Prometheus client uses the pod's own token); set v0.36.0" $version) -}}
+{{- end -}}
 {{- if ge (float64 $policy.lowThreshold) (float64 $policy.highThreshold) -}}
 {{- fail (printf "rebalancing.deschedulerPolicy.lowThreshold (%v) must be below highThreshold (%v): nodes between them are left alone" $policy.lowThreshold $policy.highThreshold) -}}
 {{- end -}}
@@ -80,6 +84,12 @@ metricsProviders:                    # DeschedulerPolicy, pkg/api/v1alpha2/types
   - source: Prometheus               # MetricsProvider, pkg/api/v1alpha2/types.go
     prometheus:
       url: {{ $url | quote }}        # Prometheus, pkg/api/v1alpha2/types.go
+      {{- with $policy.prometheusAuthTokenSecret }}{{ if .name }}
+      authToken:                     # AuthToken, pkg/api/v1alpha2/types.go
+        secretReference:             # SecretReference: key prometheusAuthToken
+          namespace: {{ .namespace | quote }}
+          name: {{ .name | quote }}
+      {{- end }}{{ end }}
 maxNoOfPodsToEvictPerNode: {{ $policy.evictionsPerNode }}  # DeschedulerPolicy, pkg/api/v1alpha2/types.go
 profiles:                            # DeschedulerProfile, pkg/api/v1alpha2/types.go
   - name: nettraffic-rebalancing
