@@ -16,8 +16,9 @@ names the upstream place it follows (pkg/ below is the descheduler's):
   a percentage of a capacity of 100 as ``float64(used)/float64(100)*100``
   (normalizer ResourceUsageToResourceThreshold with
   referencedResourceListForNodeCapacity): in floating point that is not
-  always the integer (57 reads as 57.00000000000001), which decides the
-  comparison when a reading equals a threshold.
+  always the integer (56 reads as 56.00000000000001, 57 as
+  56.99999999999999), which decides the comparison when a reading equals a
+  threshold.
 - Classification (lownodeutilization.go, Balance; nodeutilization.go,
   isNodeAboveThreshold / isNodeBelowThreshold): under when no threshold is
   below the percentage and the node is schedulable; over when the target

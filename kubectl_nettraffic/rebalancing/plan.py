@@ -140,19 +140,19 @@ def plan_rebalance(
     plans = {name: NodePlan(name, start[name], start[name]) for name in hot}
     owners = owner_counts([p.facts for p in pods])
     by_name = sorted(pods, key=lambda p: (p.facts.namespace, p.facts.name))
-    loads_of = {id(p.facts): p for p in pods}
+    loads_of = {p.facts: p for p in pods}
     on_node = {name: [p.facts for p in by_name if p.facts.node == name] for name in plans}
     for name, node_plan in plans.items():
         node_plan.pods = [
-            PodStep(loads_of[id(f)], not_evictable(f, policy, owners), None, None, None)
+            PodStep(loads_of[f], not_evictable(f, policy, owners), None, None, None)
             for f in eviction_order(on_node[name])
         ]
-    evicted: set[int] = set()
+    evicted: set[PodFacts] = set()
     cycles = 0
     classification = first
     while classification.idle is None and cycles < MAX_CYCLES:
         remaining = {
-            name: [f for f in facts if id(f) not in evicted] for name, facts in on_node.items()
+            name: [f for f in facts if f not in evicted] for name, facts in on_node.items()
         }
         chosen = victims(
             [n for n in classification.over if n in plans],
@@ -166,8 +166,8 @@ def plan_rebalance(
         cycles += 1
         for name, facts in chosen.items():
             for f in facts:
-                evicted.add(id(f))
-                pod = loads_of[id(f)]
+                evicted.add(f)
+                pod = loads_of[f]
                 target = _steered(loads, nodes, pod, name)
                 if target is not None:
                     loads.move(pod, name, target)
