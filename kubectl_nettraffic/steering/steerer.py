@@ -174,11 +174,10 @@ class Steerer:
             BOOKED_BANDWIDTH: f"{bandwidth:.0f}",
             BANDWIDTH_SOURCE: bandwidth_source,
         }
-        if light_for_every_link(
-            bandwidth,
-            bandwidth_source,
-            self._derived_of(snapshot)[3],
-            steering.prefer_no_eviction_below,
+        # Off by default: then the admission pays one attribute read for it.
+        share = steering.prefer_no_eviction_below
+        if share and light_for_every_link(
+            bandwidth, bandwidth_source, self._derived_of(snapshot)[3], share
         ):
             annotations[PREFER_NO_EVICTION] = "true"
         # sideEffects None: a dry run books nothing.
