@@ -8,6 +8,12 @@ import pytest
 
 from harness.fakeapi import FakeKubeAPI
 
+# The real kubectl and helm that .ci/setup installs into .tools/bin, for a
+# run of pytest that did not go through .ci/test (which puts them on PATH).
+TOOLS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), ".tools", "bin")
+if os.path.isdir(TOOLS) and TOOLS not in os.environ["PATH"].split(os.pathsep):
+    os.environ["PATH"] = os.environ["PATH"] + os.pathsep + TOOLS
+
 
 @pytest.fixture
 def fake_api(tmp_path: "os.PathLike[str]") -> Iterator[FakeKubeAPI]:

@@ -4,9 +4,8 @@ sigs.k8s.io/yaml's strict unmarshalling of the policy file), against a
 schema written from the json tags of kubernetes-sigs/descheduler v0.36's Go
 types, the release descheduler-values.yaml pins. LowNodeUtilization's
 Prometheus mode gets what validatePrometheusMetricsUtilization demands.
-helm comes from .tools/bin, where .ci/setup installs it, when not on PATH."""
+helm comes from .tools/bin (tests/conftest.py) when it is not on PATH."""
 
-import os
 import shutil
 import subprocess
 from typing import Any
@@ -15,10 +14,6 @@ import pytest
 import yaml
 
 from tests.test_chart import CHART, IMAGE, by_kind, render
-
-TOOLS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), ".tools", "bin")
-if shutil.which("helm") is None and os.path.exists(os.path.join(TOOLS, "helm")):
-    os.environ["PATH"] = TOOLS + os.pathsep + os.environ["PATH"]
 
 
 @pytest.fixture(autouse=True)

@@ -22,6 +22,7 @@ from kubectl_nettraffic.cli.top_pods import pod_traffic_report, pod_traffic_sour
 from kubectl_nettraffic.config import Settings
 from kubectl_nettraffic.errors import NetTrafficError
 from kubectl_nettraffic.kube.client import api_client, describe_api_error, request_json
+from kubectl_nettraffic.kube.cluster import node_list
 from kubectl_nettraffic.rebalancing.eviction_rules import EvictionPolicy, pod_facts
 from kubectl_nettraffic.rebalancing.low_node_utilization import Thresholds, descheduler_ready
 from kubectl_nettraffic.rebalancing.plan import NodeLoad, Plan, PodStep, plan_rebalance, pod_rates
@@ -60,10 +61,7 @@ def _cluster_objects(
     """(nodes, every bound running pod): the descheduler weighs every pod,
     whatever -n shows."""
     api = api_client(settings.kubeconfig, context)
-    try:
-        nodes = request_json(api, "GET", "/api/v1/nodes").get("items") or []
-    except Exception as error:
-        raise describe_api_error(error, "listing nodes") from None
+    nodes = list(node_list(api).get("items") or [])
     try:
         listed = request_json(
             api, "GET", "/api/v1/pods", query={"fieldSelector": "status.phase=Running"}

@@ -13,11 +13,21 @@ from kubectl_nettraffic.kube.nodes import Node, node_from_json, nodes_from_list
 from kubectl_nettraffic.kube.reflector import ListWatchCache
 
 
-def list_nodes(api: k8s.ApiClient, label_selector: str = "") -> list[Node]:
+def node_list(api: k8s.ApiClient, label_selector: str = "") -> Mapping[str, Any]:
+    """The API server's NodeList as JSON, for readers that need fields Node
+    leaves out (the descheduler's own readiness rule, rebalance.py)."""
     try:
-        document = request_json(
+        document: Mapping[str, Any] = request_json(
             api, "GET", "/api/v1/nodes", query={"labelSelector": label_selector or None}
         )
+    except Exception as error:
+        raise describe_api_error(error, "listing nodes") from None
+    return document
+
+
+def list_nodes(api: k8s.ApiClient, label_selector: str = "") -> list[Node]:
+    document = node_list(api, label_selector)
+    try:
         return nodes_from_list(document, "the API server's node list")
     except ClusterError:
         raise

@@ -135,9 +135,9 @@ def plan_rebalance(
     samples = loads.samples(nodes)
     first = classify(samples, thresholds)
     # The hot nodes are shown even when a missing sample stops the cycle.
+    sampled = {s.name: s.sample for s in samples if s.sample is not None}
     hot = classify([s for s in samples if s.sample is not None], thresholds).over
-    start = {n.name: loads.utilization(n.name) for n in nodes}
-    plans = {name: NodePlan(name, start[name], start[name]) for name in hot}
+    plans = {name: NodePlan(name, sampled[name], sampled[name]) for name in hot}
     owners = owner_counts([p.facts for p in pods])
     by_name = sorted(pods, key=lambda p: (p.facts.namespace, p.facts.name))
     loads_of = {p.facts: p for p in pods}
