@@ -38,7 +38,14 @@ def _section(runs: list[TestbedResult], plot_file: str) -> str:
         f" {s.mix.exiting_pods} whose process exits at once), held {s.hold:g} s; Prometheus scrapes"
         f" every {s.scrape_interval:g} s, the webhook's window is {s.window:g} s. Each pod is bound"
         f" {s.bind_delay[0] * 1e3:.0f}-{s.bind_delay[1] * 1e3:.0f} ms after its creation."
-        " docs/design/testbed.md says how the testbed is built and what it leaves out.",
+        + (
+            " TCP sizes its bursts as the kernel does for a peer microseconds away (up to"
+            " 64 KiB at once, `tcp_tso_rtt_log` 9)."
+            if s.kernel_tcp_bursts
+            else " TCP sizes its bursts by its pacing rate alone (`tcp_tso_rtt_log` 0): a"
+            " millisecond of its rate, not the 64 KiB the kernel allows a peer microseconds away."
+        )
+        + " docs/design/testbed.md says how the testbed is built and what it leaves out.",
         "",
     ]
     for number, run in enumerate(runs, start=1):
@@ -92,6 +99,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--bulk-per-workload", type=int, default=Mix.bulk_per_workload)
     parser.add_argument("--latency-pods", type=int, default=Mix.latency_pods)
     parser.add_argument("--no-faults", action="store_true", help="skip the run with faults")
+    parser.add_argument(
+        "--kernel-tcp-bursts",
+        action="store_true",
+        help="TCP bursts as the kernel sizes them for near peers (tcp_tso_rtt_log 9), "
+        "not by pacing rate alone",
+    )
     parser.add_argument("--short", action="store_true", help="the suite's short form")
     parser.add_argument(
         "--label", default="", help="a name for this setting's own section and plot in the docs"
@@ -108,6 +121,7 @@ def main(argv: list[str] | None = None) -> int:
             link_bits=args.link_mbit * 1e6,
             seed=args.seed,
             faults=not args.no_faults,
+            kernel_tcp_bursts=args.kernel_tcp_bursts,
             mix=replace(
                 settings.mix,
                 bulk_per_workload=args.bulk_per_workload,

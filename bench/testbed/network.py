@@ -17,6 +17,17 @@ namespace of its own, joined to its node by a veth routed the way Calico
 does it (a /32 on the pod, proxy ARP on the node's end), so a pod's traffic
 crosses its node's eth0 and the pod's own counters are its cAdvisor
 counters.
+
+TCP in every namespace sizes its bursts by its pacing rate alone
+(``net.ipv4.tcp_tso_rtt_log=0``, the kernel's rule before Linux 5.18). Since
+5.18 the kernel adds up to 64 KiB to a burst for a peer whose minimum RTT is
+under a few hundred microseconds (net/ipv4/tcp_output.c,
+``tcp_tso_autosize``), on the grounds that such a peer sits behind a fast
+link. Here every peer is microseconds away over a link two hundred times
+slower than a data-centre NIC (an HTB shaper adds no serialisation delay to
+the RTT TCP measures), so that allowance would send bursts whose time on
+the link is two hundred times what it is on the NIC the testbed stands for.
+``kernel_tcp_bursts=True`` keeps the kernel's default.
 """
 
 import os
@@ -35,6 +46,7 @@ PROBE_NAMESPACE = f"{PREFIX}-probe"
 # hold a few hundred microseconds to tens of milliseconds; Linux's default
 # txqueuelen (1,000) would be ten times this.
 QUEUE_PACKETS = 100
+TSO_RTT_LOG = "/proc/sys/net/ipv4/tcp_tso_rtt_log"
 
 
 class NetworkError(RuntimeError):
@@ -104,6 +116,13 @@ def _shape(device: str, rate_bits: int, namespace: str | None = None) -> None:
         run(*command.split(), namespace=namespace)
 
 
+def _burst_by_pacing_rate(namespace: str) -> None:
+    """TCP in ``namespace`` sizes bursts by its pacing rate alone (see the
+    module's doc). Kernels before 5.18 have no such sysctl and already do."""
+    if os.path.exists(TSO_RTT_LOG):
+        run("sysctl", "-qw", "net.ipv4.tcp_tso_rtt_log=0", namespace=namespace)
+
+
 @dataclass(frozen=True)
 class TestbedNode:
     index: int  # 1-based
@@ -119,8 +138,11 @@ class TestbedNode:
 class Network:
     """The bridge, the outside world and the nodes; ``close`` removes them all."""
 
-    def __init__(self, node_names: Sequence[str], link_bits: int) -> None:
+    def __init__(
+        self, node_names: Sequence[str], link_bits: int, kernel_tcp_bursts: bool = False
+    ) -> None:
         self.link_bits = link_bits
+        self.kernel_tcp_bursts = kernel_tcp_bursts
         self.nodes: list[TestbedNode] = []
         self._pod_count = 0
         remove_leftovers()
@@ -167,6 +189,8 @@ class Network:
         run("ip", "addr", "add", f"{address}/24", "dev", "eth0", namespace=namespace)
         run("ip", "link", "set", "eth0", "up", namespace=namespace)
         run("ip", "link", "set", "lo", "up", namespace=namespace)
+        if not self.kernel_tcp_bursts:
+            _burst_by_pacing_rate(namespace)
 
     # ------------------------------------------------------------- pods
 
@@ -196,6 +220,8 @@ class Network:
         run("ip", "link", "set", "lo", "up", namespace=namespace)
         # On-link default: the node's end answers ARP for whatever it routes.
         run("ip", "route", "add", "default", "dev", "eth0", namespace=namespace)
+        if not self.kernel_tcp_bursts:
+            _burst_by_pacing_rate(namespace)
         return namespace
 
     def remove_pod(self, namespace: str) -> None:

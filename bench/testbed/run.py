@@ -74,6 +74,9 @@ class TestbedSettings:
     window: float = 10.0
     refresh: float = 2.0
     idle_seconds: float = 10.0  # the idle calibration at start
+    # TCP's bursts as the kernel sizes them for a peer microseconds away
+    # (up to 64 KiB), instead of by pacing rate alone (bench/testbed/network.py).
+    kernel_tcp_bursts: bool = False
 
 
 def short_settings() -> TestbedSettings:
@@ -136,7 +139,7 @@ class Testbed:
     def _build(self) -> None:
         s = self.settings
         self.log(f"network: {s.nodes} nodes at {s.link_bits / 1e6:g} Mbit/s on bridge {PREFIX}0")
-        self.network = Network(self.node_names, int(s.link_bits))
+        self.network = Network(self.node_names, int(s.link_bits), s.kernel_tcp_bursts)
         self._parts.append(self.network.close)
         bulk_flows = sum(1 for a in s.mix.arrivals(s.seed) if a.kind == "bulk")
         self.sinks = Sinks(self.workdir, ports=bulk_flows + s.hot_nodes + 2)

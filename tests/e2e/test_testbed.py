@@ -4,9 +4,11 @@ and the real webhook over TLS. Latency-sensitive pods placed by nettraffic
 must feel the hot nodes far less than under the default scheduler."""
 
 import math
+import os
 
 import pytest
 
+from bench.testbed.network import TSO_RTT_LOG, WORLD_NAMESPACE, Network, run
 from bench.testbed.report import figures
 from bench.testbed.run import leftovers, run_testbed, short_settings, why_unavailable
 
@@ -49,3 +51,29 @@ def test_the_webhook_steered_every_pod_it_admitted(short_run):
     hot = {row[0] for row in rows if float(row[link].rstrip("%")) >= 80}
     assert len(hot) == short_run.settings.hot_nodes  # top shows the saturated links
     assert not any(placed.node in hot for placed in ours.placements)
+
+
+@pytest.mark.parametrize("kernel_tcp_bursts", [False, True])
+def test_tcp_bursts_are_sized_for_the_emulated_link(kernel_tcp_bursts):
+    """Every namespace's TCP sizes bursts by pacing rate alone (tcp_tso_rtt_log
+    0), unless the run asks for the kernel's own sizing for near peers."""
+    why = why_unavailable()
+    if why is not None:
+        pytest.skip(f"the testbed cannot run here: {why}")
+    if not os.path.exists(TSO_RTT_LOG):
+        pytest.skip("this kernel (before 5.18) sizes TCP bursts by pacing rate alone")
+    network = Network(["tb-node-1"], 50_000_000, kernel_tcp_bursts=kernel_tcp_bursts)
+    try:
+        namespaces = [WORLD_NAMESPACE, network.nodes[0].namespace]
+        namespaces.append(network.add_pod(network.nodes[0]))
+        values = {
+            ns: run("sysctl", "-n", "net.ipv4.tcp_tso_rtt_log", namespace=ns).strip()
+            for ns in namespaces
+        }
+    finally:
+        network.close()
+    # A new namespace starts at 9 whatever the host's value
+    # (net/ipv4/tcp_ipv4.c, tcp_sk_init).
+    expected = "9" if kernel_tcp_bursts else "0"
+    assert values == dict.fromkeys(namespaces, expected)
+    assert leftovers() == []
