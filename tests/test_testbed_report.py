@@ -74,6 +74,7 @@ def test_repeatability_is_the_spread_of_the_runs_p99():
     runs = [_run(_result("nettraffic", p99, 0.3)) for p99 in (1.0, 1.1, 1.25)]
     verdict = next(v for v in verdicts(runs) if "repeatable" in v.goal)
     assert verdict.met is False and "spread 25%" in verdict.figures
+    assert verdict.figures.endswith("beside each 3.3x, 3.7x, 4.2x")
     runs = [_run(_result("nettraffic", p99, 0.3)) for p99 in (1.0, 1.1, 1.2)]
     assert next(v for v in verdicts(runs) if "repeatable" in v.goal).met is True
 
@@ -82,6 +83,24 @@ def test_figures_of_a_policy():
     f = figures(_result("default", 6.0, 0.3, on_hot=2, bulk=0.5))
     assert f.p99 == 0.006 and f.idle_link_p99 == 0.0003 and f.latency_on_hot == 2
     assert f.bulk_ratio == 0.5 and f.lost == 0.0
+    assert f.latency_beside_bulk == 0
+
+
+def test_latency_pods_beside_a_bulk_pod_are_those_sharing_its_node():
+    def placed(pod: str, kind: str, node: str) -> results.Placed:
+        return results.Placed(pod, pod, kind, node, [], "", 0.0)
+
+    result = _result("nettraffic", 0.5, 0.3)
+    result.placements = [
+        placed("bulk-1", "bulk", "n1"),
+        placed("bulk-2", "bulk", "n1"),
+        placed("lat-1", "latency", "n1"),
+        placed("lat-2", "latency", "n2"),
+        placed("lat-3", "latency", "n3"),
+        placed("exits", "exits", "n3"),
+        placed("bulk-3", "bulk", "n3"),
+    ]
+    assert figures(result).latency_beside_bulk == 2  # lat-1 and lat-3
 
 
 def test_preferred_terms_sum_as_node_affinity_scores_them():

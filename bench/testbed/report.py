@@ -24,6 +24,9 @@ class PolicyFigures:
     bulk_worst: float
     hot_node_seconds: float
     latency_on_hot: int
+    # Latency pods bound to a node that a bulk pod was bound to as well, at
+    # any time of the run: the sharing that ranking links by traffic allows.
+    latency_beside_bulk: int
     bulk_on_hot: int
     failed_pods: int
     webhook_failures: int
@@ -33,6 +36,7 @@ def figures(result: PolicyResult) -> PolicyFigures:
     p50, p99, p999 = percentiles(result.latency, (0.5, 0.99, 0.999))
     lost = sum(1 for _, rtt in result.latency if rtt < 0) / max(1, len(result.latency))
     ratios = [achieved / target for _, achieved, target in result.bulk]
+    bulk_nodes = {p.node for p in result.placements if p.kind == "bulk"}
     return PolicyFigures(
         result.policy,
         p50,
@@ -44,6 +48,7 @@ def figures(result: PolicyResult) -> PolicyFigures:
         min(ratios) if ratios else math.nan,
         result.hot_node_seconds,
         result.landed_hot.get("latency", 0),
+        sum(1 for p in result.placements if p.kind == "latency" and p.node in bulk_nodes),
         result.landed_hot.get("bulk", 0),
         result.failed_pods,
         result.webhook_failures,
@@ -118,14 +123,20 @@ def verdicts(runs: Sequence[TestbedResult]) -> list[Verdict]:
         )
     if len(runs) >= 2:
         for policy in ("nettraffic", "default", "oracle"):
-            p99s = [figures(r).p99 for run in runs for r in run.policies if r.policy == policy]
+            each = [figures(r) for run in runs for r in run.policies if r.policy == policy]
+            p99s = [f.p99 for f in each]
             if len(p99s) < 2:
                 continue
             finite = [v for v in p99s if math.isfinite(v)]
             if len(finite) == len(p99s):
                 spread = max(p99s) / min(p99s) - 1
                 met: bool | None = spread <= 0.2
-                text = f"{', '.join(ms(v) for v in p99s)} ms (spread {spread:.0%})"
+                # Judged on the p99 itself; its ratio to the idle link beside
+                # it says how much of a spread is the machine's own.
+                text = (
+                    f"{', '.join(ms(v) for v in p99s)} ms (spread {spread:.0%}); against the idle"
+                    f" link beside each {', '.join(ratio(f.p99 / f.idle_link_p99) for f in each)}"
+                )
             else:
                 met = not finite  # lost in every run is repeatable; in some only is not
                 text = f"{', '.join(ms(v) for v in p99s)} ms"
@@ -136,15 +147,16 @@ def verdicts(runs: Sequence[TestbedResult]) -> list[Verdict]:
 def table(run: TestbedResult) -> str:
     rows = [
         "| placement | latency p50 ms | p99 ms | p99.9 ms | lost | p99 / idle link's | latency pods"
-        " on a hot node | bulk sent / target (worst) | data pulls' rate / link | node-seconds above"
-        " 80% | bulk pods on a hot node | failed pods | webhook failures |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        " on a hot node | latency pods beside a bulk pod | bulk sent / target (worst) | data pulls'"
+        " rate / link | node-seconds above 80% | bulk pods on a hot node | failed pods | webhook"
+        " failures |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for result in run.policies:
         f = figures(result)
         rows.append(
             f"| {f.policy} | {ms(f.p50)} | {ms(f.p99)} | {ms(f.p999)} | {f.lost:.2%} |"
-            f" {ratio(f.p99 / f.idle_link_p99)} | {f.latency_on_hot} |"
+            f" {ratio(f.p99 / f.idle_link_p99)} | {f.latency_on_hot} | {f.latency_beside_bulk} |"
             f" {f.bulk_ratio:.1%} ({f.bulk_worst:.1%}) | {result.pull_ratio:.1%} |"
             f" {f.hot_node_seconds:.0f} | {f.bulk_on_hot} |"
             f" {f.failed_pods} | {f.webhook_failures} |"
