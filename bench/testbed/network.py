@@ -116,13 +116,6 @@ def _shape(device: str, rate_bits: int, namespace: str | None = None) -> None:
         run(*command.split(), namespace=namespace)
 
 
-def _burst_by_pacing_rate(namespace: str) -> None:
-    """TCP in ``namespace`` sizes bursts by its pacing rate alone (see the
-    module's doc). Kernels before 5.18 have no such sysctl and already do."""
-    if os.path.exists(TSO_RTT_LOG):
-        run("sysctl", "-qw", "net.ipv4.tcp_tso_rtt_log=0", namespace=namespace)
-
-
 @dataclass(frozen=True)
 class TestbedNode:
     index: int  # 1-based
@@ -189,8 +182,14 @@ class Network:
         run("ip", "addr", "add", f"{address}/24", "dev", "eth0", namespace=namespace)
         run("ip", "link", "set", "eth0", "up", namespace=namespace)
         run("ip", "link", "set", "lo", "up", namespace=namespace)
-        if not self.kernel_tcp_bursts:
-            _burst_by_pacing_rate(namespace)
+        self._size_tcp_bursts(namespace)
+
+    def _size_tcp_bursts(self, namespace: str) -> None:
+        """TCP in ``namespace`` sizes bursts by its pacing rate alone, unless
+        the run keeps the kernel's sizing (see the module's doc). Kernels
+        before 5.18 have no such sysctl and size them so already."""
+        if not self.kernel_tcp_bursts and os.path.exists(TSO_RTT_LOG):
+            run("sysctl", "-qw", "net.ipv4.tcp_tso_rtt_log=0", namespace=namespace)
 
     # ------------------------------------------------------------- pods
 
@@ -220,8 +219,7 @@ class Network:
         run("ip", "link", "set", "lo", "up", namespace=namespace)
         # On-link default: the node's end answers ARP for whatever it routes.
         run("ip", "route", "add", "default", "dev", "eth0", namespace=namespace)
-        if not self.kernel_tcp_bursts:
-            _burst_by_pacing_rate(namespace)
+        self._size_tcp_bursts(namespace)
         return namespace
 
     def remove_pod(self, namespace: str) -> None:
