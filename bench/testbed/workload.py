@@ -33,7 +33,8 @@ ECHO_PORT = 7  # echo, as /etc/services names it
 # machine's two cores, which no real node does, and without it the other
 # nodes' CPU work (iperf3, exporters, Prometheus, the webhook) delays their
 # wake-ups by as much as the links delay their packets, by a different
-# amount in every run.
+# amount in every run. The priority lowers that delay; it does not remove it
+# (docs/design/testbed.md, "What it shows").
 MEASURING = ("nice", "-n", "-10")
 IPERF_BASE_PORT = 5201
 REQUEST_BYTES = 64

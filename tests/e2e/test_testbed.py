@@ -5,12 +5,14 @@ must feel the hot nodes far less than under the default scheduler."""
 
 import math
 import os
+import time
 
 import pytest
 
 from bench.testbed.network import TSO_RTT_LOG, WORLD_NAMESPACE, Network, run
 from bench.testbed.report import figures
 from bench.testbed.run import leftovers, run_testbed, short_settings, why_unavailable
+from bench.testbed.workload import Sinks, start_pod_process
 
 
 @pytest.fixture(scope="module")
@@ -76,4 +78,39 @@ def test_tcp_bursts_are_sized_for_the_emulated_link(kernel_tcp_bursts):
     # (net/ipv4/tcp_ipv4.c, tcp_sk_init).
     expected = "9" if kernel_tcp_bursts else "0"
     assert values == dict.fromkeys(namespaces, expected)
+    assert leftovers() == []
+
+
+def test_the_round_trip_measurers_run_at_a_higher_priority(tmp_path):
+    """The echo server and a latency pod's client run at nice -10 (every
+    emulated node shares the machine's cores); a bulk pod does not."""
+    why = why_unavailable()
+    if why is not None:
+        pytest.skip(f"the testbed cannot run here: {why}")
+    network = Network(["tb-node-1"], 50_000_000)
+    sinks = Sinks(str(tmp_path), 1)
+    pods = []
+    try:
+        node = network.nodes[0]
+        pods.append(
+            start_pod_process("latency", network.add_pod(node), 0, str(tmp_path), "l", None)
+        )
+        port = sinks.take_port()
+        pods.append(start_pod_process("bulk", network.add_pod(node), 1e6, str(tmp_path), "b", port))
+        echo_server = sinks.processes[0]  # inetd, started first
+        time.sleep(0.5)  # `ip netns exec` and nice have exec'd into the programs
+        niceness = {
+            name: os.getpriority(os.PRIO_PROCESS, process.pid)
+            for name, process in (
+                ("echo server", echo_server),
+                ("latency client", pods[0].process),
+                ("bulk sender", pods[1].process),
+            )
+        }
+    finally:
+        for pod in pods:
+            pod.stop()
+        sinks.stop()
+        network.close()
+    assert niceness == {"echo server": -10, "latency client": -10, "bulk sender": 0}
     assert leftovers() == []
