@@ -13,6 +13,7 @@ Policies:
   thirds.
 """
 
+import contextlib
 import os
 import random
 import shutil
@@ -26,6 +27,7 @@ import requests
 import yaml
 
 from bench.testbed.cluster import ControlPlane, PlacedPod, Placement, node_object
+from bench.testbed.cpus import off_the_measuring_cpu
 from bench.testbed.echo import read_records
 from bench.testbed.network import (
     PREFIX,
@@ -127,6 +129,7 @@ class Testbed:
         if why is not None:
             raise RuntimeError(f"cannot build the testbed: {why}")
         try:
+            self._keep_off_the_measuring_cpu()
             self._build()
         except BaseException:
             self.close()
@@ -135,6 +138,13 @@ class Testbed:
 
     def __exit__(self, *_: object) -> None:
         self.close()
+
+    def _keep_off_the_measuring_cpu(self) -> None:
+        # Everything started from here on (threads and processes) inherits
+        # it; the measurers move to their CPU as they start (cpus.py).
+        confinement = contextlib.ExitStack()
+        confinement.enter_context(off_the_measuring_cpu())
+        self._parts.append(confinement.close)
 
     def _build(self) -> None:
         s = self.settings

@@ -11,6 +11,9 @@ and the arrivals of one run.
   outside any pod, a data pull that saturates the node's receive link.
 - A pod whose process exits at once (``false``): the kubelet stand-in marks
   it Failed.
+
+The round-trip measurers (latency clients, the probe, the echo server) run
+on a CPU of their own at a higher priority (bench/testbed/cpus.py).
 """
 
 import hashlib
@@ -25,17 +28,10 @@ from typing import Any
 
 import numpy as np
 
+from bench.testbed.cpus import measuring
 from bench.testbed.network import WORLD_ADDRESS, WORLD_NAMESPACE
 
 ECHO_PORT = 7  # echo, as /etc/services names it
-# What measures round trips (the latency clients, the probe and the echo
-# server) runs at a higher CPU priority: every emulated node shares this
-# machine's two cores, which no real node does, and without it the other
-# nodes' CPU work (iperf3, exporters, Prometheus, the webhook) delays their
-# wake-ups by as much as the links delay their packets, by a different
-# amount in every run. The priority lowers that delay; it does not remove it
-# (docs/design/testbed.md, "What it shows").
-MEASURING = ("nice", "-n", "-10")
 IPERF_BASE_PORT = 5201
 REQUEST_BYTES = 64
 REQUESTS_PER_SECOND = 1000
@@ -204,7 +200,7 @@ class Sinks:
             handle.write(f"{WORLD_ADDRESS}:echo dgram udp wait root internal\n")
         self.processes.append(
             _in_namespace(
-                WORLD_NAMESPACE, [*MEASURING, "inetd", "-i", "-R", "100000000", inetd_conf], log
+                WORLD_NAMESPACE, measuring(["inetd", "-i", "-R", "100000000", inetd_conf]), log
             )
         )
         for port in self.free:
@@ -253,19 +249,20 @@ def start_pod_process(
         return PodProcess(_in_namespace(namespace, argv, log), log)
     if kind == "latency":
         out = os.path.join(workdir, f"{name}.rtt")
-        argv = [
-            *MEASURING,
-            sys.executable,
-            "-m",
-            "bench.testbed.echo",
-            "client",
-            f"{WORLD_ADDRESS}:{ECHO_PORT}",
-            out,
-            "--rate",
-            str(REQUESTS_PER_SECOND),
-            "--size",
-            str(REQUEST_BYTES),
-        ]
+        argv = measuring(
+            [
+                sys.executable,
+                "-m",
+                "bench.testbed.echo",
+                "client",
+                f"{WORLD_ADDRESS}:{ECHO_PORT}",
+                out,
+                "--rate",
+                str(REQUESTS_PER_SECOND),
+                "--size",
+                str(REQUEST_BYTES),
+            ]
+        )
         return PodProcess(_in_namespace(namespace, argv, log), log, latency_path=out)
     return PodProcess(_in_namespace(namespace, ["false"], log), log)
 

@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+from bench.testbed.cpus import measuring_cpu, off_the_measuring_cpu
 from bench.testbed.network import TSO_RTT_LOG, WORLD_NAMESPACE, Network, run
 from bench.testbed.report import figures
 from bench.testbed.run import leftovers, run_testbed, short_settings, why_unavailable
@@ -81,26 +82,35 @@ def test_tcp_bursts_are_sized_for_the_emulated_link(kernel_tcp_bursts):
     assert leftovers() == []
 
 
-def test_the_round_trip_measurers_run_at_a_higher_priority(tmp_path):
-    """The echo server and a latency pod's client run at nice -10 (every
-    emulated node shares the machine's cores); a bulk pod does not."""
+def test_the_round_trip_measurers_run_on_their_own_cpu_at_a_higher_priority(tmp_path):
+    """The echo server and a latency pod's client run at nice -10 on the CPU
+    kept for them (every emulated node shares the machine's cores); a bulk
+    pod runs at the usual priority on the other CPUs, as the Testbed starts it."""
     why = why_unavailable()
     if why is not None:
         pytest.skip(f"the testbed cannot run here: {why}")
+    own = measuring_cpu()
+    if own is None:
+        pytest.skip("one CPU: the measurers cannot have one of their own")
+    others = set(os.sched_getaffinity(0)) - {own}
     network = Network(["tb-node-1"], 50_000_000)
-    sinks = Sinks(str(tmp_path), 1)
+    with off_the_measuring_cpu():
+        sinks = Sinks(str(tmp_path), 1)
     pods = []
     try:
-        node = network.nodes[0]
-        pods.append(
-            start_pod_process("latency", network.add_pod(node), 0, str(tmp_path), "l", None)
-        )
-        port = sinks.take_port()
-        pods.append(start_pod_process("bulk", network.add_pod(node), 1e6, str(tmp_path), "b", port))
+        with off_the_measuring_cpu():
+            node = network.nodes[0]
+            pods.append(
+                start_pod_process("latency", network.add_pod(node), 0, str(tmp_path), "l", None)
+            )
+            port = sinks.take_port()
+            pods.append(
+                start_pod_process("bulk", network.add_pod(node), 1e6, str(tmp_path), "b", port)
+            )
         echo_server = sinks.processes[0]  # inetd, started first
-        time.sleep(0.5)  # `ip netns exec` and nice have exec'd into the programs
-        niceness = {
-            name: os.getpriority(os.PRIO_PROCESS, process.pid)
+        time.sleep(0.5)  # `ip netns exec`, taskset and nice have exec'd into the programs
+        seen = {
+            name: (os.getpriority(os.PRIO_PROCESS, process.pid), os.sched_getaffinity(process.pid))
             for name, process in (
                 ("echo server", echo_server),
                 ("latency client", pods[0].process),
@@ -112,5 +122,10 @@ def test_the_round_trip_measurers_run_at_a_higher_priority(tmp_path):
             pod.stop()
         sinks.stop()
         network.close()
-    assert niceness == {"echo server": -10, "latency client": -10, "bulk sender": 0}
+    assert seen == {
+        "echo server": (-10, {own}),
+        "latency client": (-10, {own}),
+        "bulk sender": (0, others),
+    }
+    assert os.sched_getaffinity(0) == others | {own}  # the block gave the CPU back
     assert leftovers() == []
