@@ -7,8 +7,9 @@ and the arrivals of one run.
   sender can be).
 - Latency pods: bench.testbed.echo's client, 1,000 small UDP requests a
   second to the UDP echo service of openbsd-inetd outside the nodes.
-- Background: greedy downloads (``iperf3 -R``, no rate) run on some nodes
-  outside any pod, a data pull that saturates the node's receive link.
+- Background: greedy downloads (``iperf3 -R``, no rate, a 32 KiB socket
+  buffer) run on some nodes outside any pod, a data pull that saturates
+  the node's receive link.
 - A pod whose process exits at once (``false``): the kubelet stand-in marks
   it Failed.
 
@@ -267,8 +268,18 @@ def start_pod_process(
     return PodProcess(_in_namespace(namespace, ["false"], log), log)
 
 
+# The data pull's socket buffer (iperf3 -w). It still takes the whole link,
+# over a standing queue of 10-25 packets (2.4-6 ms at 50 Mbit/s). Left to
+# the kernel's autotuning, which with microsecond round trips grows the
+# window in jumps, the queue now and then filled its 100 packets for a
+# while, and a hot link's p99 moved between 6 and 19 ms from run to run
+# (docs/design/testbed.md, "The workload").
+DATA_PULL_BUFFER = "32K"
+
+
 def start_background(namespace: str, port: int, workdir: str, name: str) -> PodProcess:
     """A greedy download into the node: its receive link saturated."""
     log = os.path.join(workdir, f"{name}.log")
-    argv = ["iperf3", "-c", WORLD_ADDRESS, "-p", str(port), "-R", "-t", "3600", "-i", "0"]
+    argv = ["iperf3", "-c", WORLD_ADDRESS, "-p", str(port), "-R", "-w", DATA_PULL_BUFFER]
+    argv += ["-t", "3600", "-i", "0"]
     return PodProcess(_in_namespace(namespace, argv, log), log)
