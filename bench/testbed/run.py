@@ -462,6 +462,7 @@ def why_unavailable() -> str | None:
         ("prometheus-node-exporter", "prometheus-node-exporter"),
         ("prometheus", "prometheus"),
         ("unshare", "util-linux"),
+        ("taskset", "util-linux"),
         ("inetd", "openbsd-inetd"),
     ):
         if shutil.which(tool) is None:
