@@ -270,10 +270,9 @@ def start_pod_process(
 
 # The data pull's socket buffer (iperf3 -w). It still takes the whole link,
 # over a standing queue of 10-25 packets (2.4-6 ms at 50 Mbit/s). Left to
-# the kernel's autotuning, which with microsecond round trips grows the
-# window in jumps, the queue now and then filled its 100 packets for a
-# while, and a hot link's p99 moved between 6 and 19 ms from run to run
-# (docs/design/testbed.md, "The workload").
+# the kernel's buffer autotuning, the queue now and then filled its 100
+# packets for a while, and a hot link's p99 moved between 6 and 19 ms from
+# run to run (docs/design/testbed.md, "The workload").
 DATA_PULL_BUFFER = "32K"
 
 
