@@ -10,10 +10,15 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from kubectl_nettraffic.scoring.node_scores import NodeScore
 from kubectl_nettraffic.scoring.placement import Handicap
 
-# Superseded entries a CandidateHeap keeps before it drops them all: a walk
-# passes at most this many, and dropping them costs a pass over the heap,
-# so each booking pays for it a few entries' worth.
-SUPERSEDED_MOST = 64
+# When a CandidateHeap drops its superseded entries (a pass over the whole
+# heap: 1.7 ms at 5,000 nodes). Walks that pass superseded entries pay for
+# them on every read, so the heap drops them once its walks have passed a
+# quarter of its length's worth since the last time: a node re-ranked below
+# the root on every booking (a handicapped choice) is passed by every walk
+# after, and at 5,000 nodes about 50 bookings of it bring the drop. Entries
+# no walk passes (a heap read rarely: the shared one while a workload's own
+# heap chooses) cost only memory, and go once there are as many as nodes.
+PASSED_SHARE = 4
 
 Ranked = tuple[float, int, NodeScore]  # (live score, position, score)
 
@@ -70,6 +75,8 @@ class CandidateHeap:
         for heap in self._heaps:
             heapq.heapify(heap)
         self._sizes = [len(heap) for heap in self._heaps]
+        # Superseded entries walks passed since the group's last drop.
+        self._passed = [0] * self.groups
 
     def update(self, name: str, points: float = 0.0) -> None:
         """``name``'s unseen load changed in the ledger's view (a booking,
@@ -92,12 +99,14 @@ class CandidateHeap:
         heapq.heappush(heap, entry)
         # A node chosen under a handicap is not the root, and its superseded
         # entry, at its better score of before, stays above the valid ones,
-        # where every top() walks past it: past SUPERSEDED_MOST of them, keep
-        # only the valid entries (every node has exactly one).
-        if len(heap) - self._sizes[group] > SUPERSEDED_MOST:
+        # where every walk passes it until it is dropped (PASSED_SHARE); a
+        # node booked from another heap leaves its entry wherever it was.
+        size = self._sizes[group]
+        if self._passed[group] * PASSED_SHARE > size or len(heap) > 2 * size:
             version = self._version
             heap[:] = [e for e in heap if e[2] == version[e[1]]]
             heapq.heapify(heap)
+            self._passed[group] = 0
 
     def top(self, count: int) -> list[Ranked]:
         """The best ``count`` as (live score, position, score), best first."""
@@ -150,7 +159,8 @@ class CandidateHeap:
             (negative, position, entry_version), index = heapq.heappop(frontier)
             if entry_version == version[position]:
                 yield -negative, position, self._candidates[position]
-            # (else superseded; its subtree may still hold valid ones)
+            else:  # superseded; its subtree may still hold valid ones
+                self._passed[group] += 1
             child = 2 * index + 1
             if child < size:
                 heapq.heappush(frontier, (heap[child], child))
