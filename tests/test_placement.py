@@ -28,27 +28,27 @@ from webhook.admission import encode_patch
 EVERYONE = parse_selector("")
 
 
-def test_weights_are_graded_by_score_and_halve_by_rank():
+def test_weights_are_graded_by_score_and_quartered_by_rank():
     board = _board({"a": 0.0, "b": 5e6, "c": 10e6, "d": 20e6})
     snap = board.snapshot
     prefs = choose_nodes(snap.candidates, snap.tainted, snap.nodes, pod(), EVERYONE, {}, 3)
-    # Scores 100, 75, 50: b's weight is its score (under half of a's would be
-    # 50, so 50), c's at most half of b's.
+    # Scores 100, 75, 50: b's weight would be its score, but at most a
+    # quarter of a's (25); c's at most a quarter of b's.
     assert [(p.node, p.weight, round(p.score)) for p in prefs] == [
         ("a", 100, 100),
-        ("b", 50, 75),
-        ("c", 25, 50),
+        ("b", 25, 75),
+        ("c", 6, 50),
     ]
     # Far apart, the score gap is the lower bound of the two.
     board = _board({"a": 0.0, "b": 16e6, "c": 18e6, "d": 20e6})
     snap = board.snapshot
     prefs = choose_nodes(snap.candidates, snap.tainted, snap.nodes, pod(), EVERYONE, {}, 4)
-    assert [p.weight for p in prefs] == [100, 20, 10, 1]
-    # Past the seventh, every weight is 1.
+    assert [p.weight for p in prefs] == [100, 20, 6, 1]
+    # Past the fourth, every weight is 1.
     board = _board({f"n{i}": 0.0 for i in range(10)})
     snap = board.snapshot
     prefs = choose_nodes(snap.candidates, snap.tainted, snap.nodes, pod(), EVERYONE, {}, 10)
-    assert [p.weight for p in prefs] == [100, 50, 25, 12, 6, 3, 1, 1, 1, 1]
+    assert [p.weight for p in prefs] == [100, 25, 6, 1, 1, 1, 1, 1, 1, 1]
 
 
 def test_choice_is_independent_of_cluster_size_past_the_top():

@@ -7,11 +7,12 @@ Rules (docs/design/architecture.md, Contracts):
 - The top N candidates by score (in-flight load included) become one
   preferred term each, ``matchFields metadata.name In [node]``, with weights
   graded by score and rank: the best gets 100, each other 100 minus its
-  score gap to the best but at most half the weight before it, never below
-  1. Halving keeps the pod on its first preference unless the scheduler's
-  other plugins object strongly: the webhook books the pod there until the
-  binding watch shows where it went, and with near-equal weights most pods
-  of a burst went to their second or third (docs/design/late-bindings.md).
+  score gap to the best but at most a quarter of the weight before it,
+  never below 1 (100, 25, 6). Sharp weights keep the pod on its first
+  preference unless the scheduler's other plugins object strongly: the
+  webhook books the pod there until the binding watch shows where it went,
+  and every pod that goes elsewhere meanwhile is counted on the wrong node
+  (docs/design/late-bindings.md).
 - A handicap may lower some nodes' scores for this pod alone: with several
   replicas steering, the nodes that are not this replica's own count the
   part of a pod of this pod's size another replica may be steering there
@@ -160,15 +161,15 @@ def handicapped_top(live: LiveRanking, count: int, handicap: Handicap) -> list[R
 
 def graded(ranked: Sequence[tuple[float, int, NodeScore]]) -> list[Preference]:
     """Weights: the best 100, each other 100 minus its score gap but at most
-    half the one before it, never below 1."""
+    a quarter of the one before it, never below 1."""
     if not ranked:
         return []
     top = ranked[0][0]
     preferences = []
-    most = 200  # twice the first's weight
+    most = 400  # four times the first's weight
     for effective, _, score in ranked:
         weight = round(100 - (top - effective))
-        most //= 2
+        most //= 4
         # Comparisons, not max() and min(): two builtins fewer on every admission.
         weight = most if weight > most else weight
         weight = 1 if weight < 1 else weight
