@@ -107,15 +107,24 @@ class MeasuredTraffic:
 
     def pod_rates(self, at: float) -> PodTrafficReport:
         """What the learner's query would answer: each started pod's rate()
-        over the window, with its workload."""
+        over the window, with its workload, and the creation time of each
+        pod created within the window and podStartup."""
         samples = []
         for index, placed in enumerate(self.placements):
             # A pod that started within the window shows the share it has sent.
             visible = at - placed.start
             if visible > 0:
                 rate = placed.traffic * min(1.0, visible / WINDOW)
+                created = placed.start - STARTUP
                 samples.append(
-                    PodSample("default", f"pod-{index}", rate * 0.8, rate * 0.2, placed.workload)
+                    PodSample(
+                        "default",
+                        f"pod-{index}",
+                        rate * 0.8,
+                        rate * 0.2,
+                        placed.workload,
+                        created if at - created < WINDOW + STARTUP else None,
+                    )
                 )
         return PodTrafficReport(tuple(samples), (), 0, at)
 

@@ -17,6 +17,7 @@ from kubectl_nettraffic.learning.pod_traffic import (
     build_learner_query,
     owned_pods_from,
 )
+from kubectl_nettraffic.learning.workload_bandwidth import BandwidthLearner
 from kubectl_nettraffic.sources.prometheus import PrometheusSource
 from tests.harness.kube_series import PodSeries, ReplicaSetSeries, kube_lines
 from tests.test_prometheus_source import CountingSession
@@ -155,7 +156,30 @@ def test_the_pods_of_young_workloads_are_read_on_their_own(prometheus):
     assert by_pod["batch", "etl.v2-x7k2p"].workload == Workload("batch", "Job", "etl.v2")
     # rate() over the 2m window of a pod that has sent for 90 s: about 90/120 of it.
     assert young.receive + young.transmit == pytest.approx(16e6 * 90 / 120, rel=0.15)
+    assert young.created == END - 90  # so the learner can tell
     assert session.calls == 3  # young controllers, their pods, the pods' samples
+
+
+def test_the_learner_takes_a_young_pod_at_what_it_sends(prometheus):
+    """Pods created within the window carry their creation time; the
+    learner scales their rate() up to a whole window's: what they send."""
+    settings = settings_from_mapping(
+        {
+            "prometheus": {"url": prometheus.url, "window": "2m"},
+            "steering": {"podStartup": "1s"},  # the series' pods send from their creation
+        }
+    )
+    report = _source(prometheus).samples()
+    by_pod = {(s.namespace, s.pod): s for s in report.samples}
+    assert by_pod["shop", "api-6c8d9f-k2"].created == END - 90
+    assert by_pod["batch", "etl.v2-x7k2p"].created == END - 60
+    assert by_pod["shop", "web-7d9c4b-a1"].created is None  # older than the window
+    learner = BandwidthLearner.for_settings(settings, min_samples=1)
+    measured = learner.bandwidth(by_pod["shop", "api-6c8d9f-k2"])
+    sending = learner.sending(by_pod["shop", "api-6c8d9f-k2"], END)
+    assert measured < 0.85 * 16e6  # rate() over the window shows about 90/120 of it
+    assert sending == pytest.approx(16e6, rel=0.1)
+    assert learner.sending(by_pod["shop", "db-0"], END) == learner.bandwidth(by_pod["shop", "db-0"])
 
 
 def test_young_controllers_are_looked_for_every_other_round(prometheus):

@@ -74,11 +74,63 @@ def test_workloads_need_enough_samples_and_the_cluster_figure_covers_all_pods():
     assert learner.learned(30.0).workloads[WEB] == pytest.approx(2e6 * 1.15, rel=0.05)
 
 
+def test_the_cluster_figure_is_every_pod_s_mean_and_a_workload_s_its_p90_plus_margin():
+    learner = BandwidthLearner(min_samples=1)
+    learner.observe([PodSample("shop", f"web-{i}", 1e6, 0.0, WEB) for i in range(9)], 0.0)
+    learner.observe([PodSample("batch", "etl-1", 1e8, 0.0, Workload("batch", "Job", "etl"))], 0.0)
+    learned = learner.learned(0.0)
+    assert learned.cluster == pytest.approx((9 * 1e6 + 1e8) / 10, rel=0.05)
+    assert learned.workloads[WEB] == pytest.approx(1e6 * 1.15, rel=0.05)
+
+
 def test_the_direction_follows_prometheus_direction():
     sample = PodSample("shop", "web-1", 3e6, 1e6, WEB)
     assert BandwidthLearner(direction="both").bandwidth(sample) == 4e6
     assert BandwidthLearner(direction="receive").bandwidth(sample) == 3e6
     assert BandwidthLearner(direction="transmit").bandwidth(sample) == 1e6
+
+
+def _ramping(learner: BandwidthLearner, sends: float, created: float, at: float) -> PodSample:
+    """A pod's sample as rate() over the window shows it at ``at``: the share
+    of the window it has sent for (the in-flight ledger's model)."""
+    shown = min(1.0, max(0.0, (at - created - learner.pod_startup) / learner.window))
+    return PodSample("shop", "web-1", sends * shown, 0.0, WEB, created)
+
+
+def test_a_pod_that_sent_for_part_of_the_window_is_scaled_to_what_it_sends():
+    learner = BandwidthLearner(window=120.0, pod_startup=10.0, min_samples=1)
+    for at in (45.0, 60.0, 100.0, 129.0):  # sent for 35-119 s of the 120
+        assert learner.sending(_ramping(learner, 8e7, 0.0, at), at) == pytest.approx(8e7)
+    # Past the window: as measured. Without a creation time: as measured.
+    assert learner.sending(_ramping(learner, 8e7, 0.0, 500.0), 500.0) == pytest.approx(8e7)
+    assert learner.sending(PodSample("shop", "web-1", 2e7, 0.0, WEB), 45.0) == 2e7
+    # Scaled samples make the figure a pod sending for a whole window makes.
+    learner.observe([_ramping(learner, 8e7, 0.0, 50.0)], 50.0)
+    assert learner.learned(50.0).workloads[WEB] == pytest.approx(8e7 * 1.15, rel=0.05)
+
+
+def test_a_pod_that_sent_for_under_a_quarter_of_the_window_is_not_sampled_yet():
+    learner = BandwidthLearner(window=120.0, pod_startup=10.0, min_samples=1)
+    young = _ramping(learner, 8e7, 0.0, 35.0)  # 25 s of the 120
+    assert learner.sending(young, 35.0) is None
+    learner.observe([young], 35.0)
+    assert learner.learned(35.0).workloads == {}
+    assert learner.learned(35.0).cluster is None
+
+
+def test_without_a_window_samples_are_taken_as_they_are():
+    learner = BandwidthLearner(min_samples=1)
+    sample = PodSample("shop", "web-1", 2e7, 0.0, WEB, 30.0)
+    assert learner.sending(sample, 35.0) == 2e7
+
+
+def test_the_learner_from_settings_scales_with_the_window_and_pod_startup():
+    settings = settings_from_mapping(
+        {"prometheus": {"url": "http://p", "window": "5m"}, "steering": {"podStartup": "20s"}}
+    )
+    learner = BandwidthLearner.for_settings(settings)
+    assert (learner.window, learner.pod_startup) == (300.0, 20.0)
+    assert learner.sending(PodSample("shop", "w", 1e6, 0.0, WEB, 0.0), 170.0) == pytest.approx(2e6)
 
 
 @pytest.mark.parametrize(

@@ -79,7 +79,7 @@ def learned():
         )
         report = source.samples()  # the learner's own query
         assert report.missing == ()
-        learner = BandwidthLearner.for_settings(settings.learning, settings.prometheus.direction)
+        learner = BandwidthLearner.for_settings(settings)
         learner.observe(report.samples, END)
         yield learner.learned(END)
     finally:

@@ -70,9 +70,7 @@ def _learned_here(
     settings: Settings, samples: Sequence[PodSample], at: float
 ) -> dict[Workload, float]:
     # One window: a workload's figure from however many pods it has now.
-    learner = BandwidthLearner.for_settings(
-        settings.learning, settings.prometheus.direction, min_samples=1
-    )
+    learner = BandwidthLearner.for_settings(settings, min_samples=1)
     learner.observe(samples, at)
     return dict(learner.learned(at).workloads)
 

@@ -63,9 +63,7 @@ class BandwidthLearning:
         self.schedule = LearningSchedule(
             settings.learning.interval, settings.learning.prometheus_share
         )
-        self.learner = BandwidthLearner.for_settings(
-            settings.learning, settings.prometheus.direction
-        )
+        self.learner = BandwidthLearner.for_settings(settings)
         self.reader = reader
         self.clock = clock
         self._latest: LearnedBandwidth | None = None

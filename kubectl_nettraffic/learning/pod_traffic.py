@@ -10,9 +10,10 @@ instant query per slice round and three small ones per young round
   ``container="POD"``: the series are selected by ``pod!=""``, never by
   container name. ``rate()`` handles counter resets.
 - hostNetwork pods are left out: their "pod" series are the node's own
-  interfaces (``kube_pod_info{host_network="true"}``). A pod that started
-  within the window shows the share of it that it has been sending; the
-  learner's percentile over many samples absorbs that.
+  interfaces (``kube_pod_info{host_network="true"}``). A pod created within
+  the window shows the share of it that it has been sending; its creation
+  time (kube-state-metrics' ``kube_pod_created``) comes with it, and the
+  learner scales it up (workload_bandwidth.py).
 - The workload: ``kube_pod_owner`` gives the pod's controller;
   ``kube_replicaset_owner`` rolls a ReplicaSet up to its Deployment, so a
   rollout keeps its history. A pod without an owner (``<none>``) counts
@@ -37,6 +38,8 @@ from kubectl_nettraffic.sources.prometheus import PrometheusSource
 from kubectl_nettraffic.units import promql_duration
 
 PART_LABEL = "nettraffic_part"
+# kube-state-metrics' creation time of a pod, in Unix seconds (internal/store/pod.go).
+POD_CREATED_METRIC = "kube_pod_created"
 _ANY_POD = re.compile(r'(?:^|,)\s*pod\s*!=\s*""\s*(?=,|$)')  # the matcher pod!=""
 K = TypeVar("K")
 T = TypeVar("T")
@@ -102,14 +105,17 @@ def build_learner_query(
     direction: str,
     pods: str = "",
     replicasets: str | None = None,
+    pod_startup: float = 0.0,
 ) -> str:
     """The learner's query: one series per pod, its bandwidth in ``direction``
     with its controller joined on, plus one per ReplicaSet for the roll-up to
-    its Deployment. The joins run in Prometheus, so the answer has a series
-    per pod instead of three (bench.learning: 150,000 pods). ``pods``: a
-    regular expression the pods' names must match (a slice, or the young
-    pods); empty for every pod. ``replicasets``: the same for the ReplicaSets
-    rolled up (None: every one; empty: none)."""
+    its Deployment, and the creation time of each pod created within
+    ``window + pod_startup`` (its rates cover part of the window). The joins
+    run in Prometheus, so the answer has a series per pod instead of three
+    (bench.learning: 150,000 pods). ``pods``: a regular expression the pods'
+    names must match (a slice, or the young pods); empty for every pod.
+    ``replicasets``: the same for the ReplicaSets rolled up (None: every one;
+    empty: none)."""
     names = {
         "receive": settings.receive_metric,
         "transmit": settings.transmit_metric,
@@ -135,21 +141,24 @@ def build_learner_query(
         f'or {settings.pod_owner_metric}{{owner_kind="{NO_OWNER}"{ksm}}}',
     )
     host_network = _ksm(settings, f'{settings.pod_info_metric}{{host_network="true"{ksm}}}')
-    rs_selector = "" if not replicasets else f'{{replicaset=~"{replicasets}"}}'
-    rollup = _ksm(settings, settings.replicaset_owner_metric + rs_selector)
-    query = (
+    created = _ksm(settings, f"{POD_CREATED_METRIC}{{{ksm.lstrip(',')}}}")
+    parts = [
         f"label_replace(({bandwidth})"
         f" * on (namespace, pod) group_left (owner_kind, owner_name)"
         f" max by (namespace, pod, owner_kind, owner_name) ({owners})"
         f" unless on (namespace, pod) ({host_network}),"
-        f' "{PART_LABEL}", "pod", "", "")'
-    )
-    if replicasets == "":
-        return query
-    return (
-        f"{query}\nor label_replace(max by (namespace, replicaset, owner_kind, owner_name) ({rollup}),"
-        f' "{PART_LABEL}", "replicaset", "", "")'
-    )
+        f' "{PART_LABEL}", "pod", "", "")',
+        f"label_replace(max by (namespace, pod) ({created}) > time() - {window + pod_startup:g},"
+        f' "{PART_LABEL}", "created", "", "")',
+    ]
+    if replicasets != "":
+        rs_selector = f'{{replicaset=~"{replicasets}"}}' if replicasets else ""
+        rollup = _ksm(settings, settings.replicaset_owner_metric + rs_selector)
+        parts.append(
+            f"label_replace(max by (namespace, replicaset, owner_kind, owner_name) ({rollup}),"
+            f' "{PART_LABEL}", "replicaset", "", "")'
+        )
+    return "\nor ".join(parts)
 
 
 Rollup = dict[tuple[str, str], tuple[str, str]]  # (namespace, ReplicaSet): its owner
@@ -171,26 +180,35 @@ def learner_samples_from(
 ) -> tuple[PodSample, ...]:
     """The learner's samples from its query's answer (the bandwidth is put
     in the direction it was measured in), each pod's ReplicaSet rolled up
-    through ``replicasets``."""
-    samples = []
+    through ``replicasets``, and its creation time when it is recent."""
+    pods: list[tuple[Mapping[str, str], float]] = []
+    created: dict[tuple[str, str], float] = {}
     for series in result:
         metric: Mapping[str, str] = series.get("metric") or {}
-        if metric.get(PART_LABEL) != "pod":
+        part = metric.get(PART_LABEL)
+        if part not in ("pod", "created"):
             continue
         try:
             value = float(series["value"][1])
         except (KeyError, IndexError, TypeError, ValueError):
             continue
-        namespace = metric.get("namespace", "")
+        if part == "pod":
+            pods.append((metric, value))
+        else:
+            created[(metric.get("namespace", ""), metric.get("pod", ""))] = value
+    samples = []
+    for metric, value in pods:
+        namespace, pod = metric.get("namespace", ""), metric.get("pod", "")
         owner = (metric.get("owner_kind", ""), metric.get("owner_name", ""))
         receive, transmit = (0.0, value) if direction == "transmit" else (value, 0.0)
         samples.append(
             PodSample(
                 namespace,
-                metric.get("pod", ""),
+                pod,
                 receive,
                 transmit,
                 _workload(namespace, owner, replicasets),
+                created.get((namespace, pod)),
             )
         )
     return tuple(samples)
@@ -371,9 +389,13 @@ class PodTrafficSource:
         prometheus: PrometheusSource,
         settings: LearningSettings,
         clock: Callable[[], float] = time.monotonic,
+        pod_startup: float = 0.0,
     ) -> None:
         self.prometheus = prometheus
         self.settings = settings
+        self.pod_startup = (
+            pod_startup  # steering.podStartup: how long a pod's rates ramp past the window
+        )
         self.clock = clock  # when young controllers were looked for
         self.query = build_pod_query(settings, prometheus.settings.window)
         self.young_workloads_query = build_young_workloads_query(
@@ -466,6 +488,7 @@ class PodTrafficSource:
             self.prometheus.settings.direction,
             pods,
             replicasets,
+            self.pod_startup,
         )
         result = self.prometheus.query_vector(query, at=evaluated_at, timeout=self.settings.timeout)
         if replicasets is None:

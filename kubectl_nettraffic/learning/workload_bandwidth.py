@@ -19,9 +19,25 @@ The model is the Vertical Pod Autoscaler's, for network instead of CPU
 - the figure is the 90th percentile (logic/recommender.go, the target CPU
   percentile) plus a 15% margin (its safetyMarginFraction).
 
+A pod's rate() covers the whole window only once it has sent for that
+long; before, it shows the share of the window it has been sending for, as
+the in-flight ledger counts it (inflight/ledger.py): a pod created at ``c``
+sends from ``c + pod_startup``. A sample of such a pod is scaled up to what
+the pod sends, and a pod that has sent for less than a quarter of the
+window is left out (its rate rests on a scrape or two, and the scaling
+would multiply their error). Unscaled, a burst's first samples said a
+fraction of what its pods send, and that was the workload's figure until
+they had sent for a whole window: the next burst of the workload, booked
+at it, piled onto nodes that looked quiet (docs/design/learned-ramp.md).
+
 A workload is its controller: a ReplicaSet is rolled up to its Deployment,
 so a rollout keeps its history. All pods together give a cluster-wide
-figure, for pods of workloads not seen yet.
+figure, for pods of workloads not seen yet: the mean of every pod's
+samples, what a pod nothing is known of sends on average. A percentile with
+a margin over every pod books a burst of an unknown workload at about
+twice what a typical pod sends, and the burst's nodes then looked fuller
+than they were until the measurements showed its pods
+(docs/design/learned-ramp.md).
 """
 
 import math
@@ -29,7 +45,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from kubectl_nettraffic.config import LearningSettings
+from kubectl_nettraffic.config import Settings
 from kubectl_nettraffic.kube.workloads import Workload
 from kubectl_nettraffic.scoring.node_scores import directional_load
 
@@ -39,6 +55,8 @@ GROWTH = 1.05
 MAX_BUCKET = 2000  # 1 KiB/s * 1.05**2000 is far beyond any NIC
 # Weights below this (relative to the newest sample's) are dropped: VPA's epsilon.
 EPSILON = 1e-4
+# A pod sending for less than this share of the window is not sampled yet.
+LEAST_SEEN_SHARE = 0.25
 
 
 def bucket_of(value: float) -> int:
@@ -97,13 +115,19 @@ class DecayingHistogram:
                 return bucket_top(bucket)
         return bucket_top(max(self.weights))
 
+    def mean(self) -> float:
+        """The weighted mean, each sample at its bucket's top, as the percentiles."""
+        if self.total <= 0:
+            return 0.0
+        return sum(bucket_top(b) * w for b, w in self.weights.items()) / self.total
+
 
 @dataclass(frozen=True)
 class LearnedBandwidth:
     """What the steering uses: workload -> bytes/s, and the cluster-wide figure."""
 
     workloads: Mapping[Workload, float] = field(default_factory=dict)
-    cluster: float | None = None  # None until enough pods were seen
+    cluster: float | None = None  # every pod's mean; None until enough pods were seen
     learned_at: float = 0.0
 
 
@@ -115,6 +139,9 @@ class PodSample(NamedTuple):
     receive: float
     transmit: float
     workload: Workload | None  # None: no owner known (a bare pod)
+    # When the pod was created (epoch seconds), for a pod created so recently
+    # that its rates cover part of the window; None: they cover all of it.
+    created: float | None = None
 
 
 @dataclass
@@ -126,31 +153,49 @@ class BandwidthLearner:
     half_life: float = 24 * 3600.0
     min_samples: int = 3  # a workload's figure is used once it has this many
     direction: str = "both"  # receive | transmit | both, as prometheus.direction
+    window: float = 0.0  # prometheus.window, the rates' window; 0: samples are not scaled
+    pod_startup: float = 0.0  # steering.podStartup: a pod sends from this long after its creation
     histograms: dict[Workload, DecayingHistogram] = field(default_factory=dict)
     cluster_histogram: DecayingHistogram | None = None
 
     @classmethod
-    def for_settings(
-        cls, learning: LearningSettings, direction: str, min_samples: int | None = None
-    ) -> "BandwidthLearner":
-        """A learner as ``learning.*`` and ``prometheus.direction`` configure it."""
+    def for_settings(cls, settings: Settings, min_samples: int | None = None) -> "BandwidthLearner":
+        """A learner as ``learning.*``, ``prometheus.direction`` and
+        ``prometheus.window`` and ``steering.podStartup`` configure it."""
+        learning = settings.learning
         return cls(
             learning.percentile,
             learning.margin,
             learning.half_life,
             learning.min_samples if min_samples is None else min_samples,
-            direction,
+            settings.prometheus.direction,
+            settings.prometheus.window,
+            settings.steering.pod_startup,
         )
 
     def bandwidth(self, sample: PodSample) -> float:
         return directional_load(sample, self.direction)
 
+    def sending(self, sample: PodSample, at: float) -> float | None:
+        """What the pod sends, from its rates at ``at``: scaled up when it
+        has sent for part of the window only; None while that part is too
+        short to say."""
+        value = self.bandwidth(sample)
+        if sample.created is None or self.window <= 0:
+            return value
+        sent_for = at - sample.created - self.pod_startup
+        if sent_for >= self.window:
+            return value
+        if sent_for < LEAST_SEEN_SHARE * self.window:
+            return None
+        return value * self.window / sent_for
+
     def observe(self, samples: Iterable[PodSample], at: float) -> None:
         if self.cluster_histogram is None:
             self.cluster_histogram = DecayingHistogram(self.half_life)
         for sample in samples:
-            value = self.bandwidth(sample)
-            if not math.isfinite(value) or value < 0:
+            value = self.sending(sample, at)
+            if value is None or not math.isfinite(value) or value < 0:
                 continue
             self.cluster_histogram.add(value, at)
             if sample.workload is not None:
@@ -173,5 +218,5 @@ class BandwidthLearner:
             self.cluster_histogram is not None
             and self.cluster_histogram.samples >= self.min_samples
         ):
-            cluster = self.figure(self.cluster_histogram)
+            cluster = self.cluster_histogram.mean()
         return LearnedBandwidth(workloads, cluster, at)

@@ -104,7 +104,9 @@ def build_engine(
     if prometheus is not None and settings.learning.enabled and learn:
         learning = BandwidthLearning(
             settings,
-            PodTrafficSource(prometheus, settings.learning),
+            PodTrafficSource(
+                prometheus, settings.learning, pod_startup=settings.steering.pod_startup
+            ),
         ).start()
     measurer = Measurer(settings, nodes, prometheus, metrics, learning=learning)
     return Engine(measurer, Scoreboard(settings), api, watch)

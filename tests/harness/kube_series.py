@@ -119,6 +119,15 @@ def kube_lines(
             series = f"{family}{_labels({**ksm, **labels})}"
             for t in times:
                 yield f"{series} 1 {t:.3f}"
+    # kube-state-metrics' creation time of each pod, in Unix seconds
+    # (internal/store/pod.go, kube_pod_created).
+    yield "# TYPE kube_pod_created gauge"
+    for pod in pods:
+        labels = {**ksm, "namespace": pod.namespace, "pod": pod.pod, "uid": f"uid-{pod.pod}"}
+        at = end - (pod.age if pod.age is not None else duration + 3600)
+        for t in times:
+            if pod.age is None or t >= at:
+                yield f"kube_pod_created{_labels(labels)} {at:.0f} {t:.3f}"
     # kube-state-metrics' creation time of each controller, in Unix seconds:
     # as old as its oldest pod (a pod without an age: from before the series).
     created: dict[tuple[str, str, str], float] = {}
