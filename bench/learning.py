@@ -272,6 +272,7 @@ class PodSeriesExporter:
                 f'kube_pod_owner{{{labels},owner_kind="ReplicaSet",'
                 f'owner_name="{replicaset}",owner_is_controller="true"}} 1',
                 f'kube_pod_info{{{labels},node="{node}",host_network="false"}} 1',
+                f"kube_pod_created{{{labels}}} {created:.0f}",
             ]
         with self.lock:
             self.names += names
