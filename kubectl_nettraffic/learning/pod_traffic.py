@@ -393,9 +393,8 @@ class PodTrafficSource:
     ) -> None:
         self.prometheus = prometheus
         self.settings = settings
-        self.pod_startup = (
-            pod_startup  # steering.podStartup: how long a pod's rates ramp past the window
-        )
+        # steering.podStartup: how long past the window a new pod's rates still ramp.
+        self.pod_startup = pod_startup
         self.clock = clock  # when young controllers were looked for
         self.query = build_pod_query(settings, prometheus.settings.window)
         self.young_workloads_query = build_young_workloads_query(

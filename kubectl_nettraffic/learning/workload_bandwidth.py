@@ -160,7 +160,7 @@ class BandwidthLearner:
 
     @classmethod
     def for_settings(cls, settings: Settings, min_samples: int | None = None) -> "BandwidthLearner":
-        """A learner as ``learning.*``, ``prometheus.direction`` and
+        """A learner as ``learning.*``, ``prometheus.direction``,
         ``prometheus.window`` and ``steering.podStartup`` configure it."""
         learning = settings.learning
         return cls(
