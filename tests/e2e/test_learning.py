@@ -82,9 +82,9 @@ def test_a_pod_of_an_unknown_workload_is_booked_at_the_cluster_wide_figure(learn
         timeout=20,
     )
     annotations = _admit(learning_webhook, stranger)
-    # The p90 over all six pods' samples: the web pods' rate, plus the margin.
+    # The mean of all six pods' samples (three web pods, three db pods at 2 MB/s).
     assert float(annotations["nettraffic.io/booked-bandwidth"]) == pytest.approx(
-        WEB_RATE * 1.15, rel=0.06
+        (3 * WEB_RATE + 3 * 2e6) / 6, rel=0.06
     )
     # Its own annotation still wins.
     annotated = pod(annotations={"nettraffic.io/expected-bandwidth": "5Mi"})
