@@ -83,6 +83,32 @@ def test_the_cluster_figure_is_every_pod_s_mean_and_a_workload_s_its_p90_plus_ma
     assert learned.workloads[WEB] == pytest.approx(1e6 * 1.15, rel=0.05)
 
 
+def test_pods_of_unlearned_workloads_are_booked_at_what_young_pods_of_such_workloads_sent():
+    learner = BandwidthLearner(min_samples=3)
+    light = [Workload("shop", "Deployment", f"light-{i}") for i in range(4)]
+    # Light workloads that ran before: old pods (no creation time).
+    for at in (0.0, 15.0, 30.0):
+        learner.observe([PodSample("shop", f"{w.name}-{at:.0f}", 2e7, 0.0, w) for w in light], at)
+    assert learner.learned(30.0).cluster == pytest.approx(2e7, rel=0.05)  # every pod's mean
+    # A new heavy workload: its young pods' samples while it is not learned.
+    heavy = Workload("etl", "Deployment", "pull")
+    learner.observe([PodSample("etl", f"pull-{i}", 1e8, 0.0, heavy, 40.0) for i in range(2)], 60.0)
+    # Two such samples are not enough: still every pod's mean.
+    assert learner.learned(60.0).cluster == pytest.approx((12 * 2e7 + 2 * 1e8) / 14, rel=0.05)
+    young = [PodSample("etl", f"pull-{i}", 1e8, 0.0, heavy, 40.0) for i in range(2, 6)]
+    learner.observe(young, 75.0)
+    learned = learner.learned(75.0)
+    assert learned.workloads[heavy] == pytest.approx(1e8 * 1.15, rel=0.05)
+    # The first three samples of the heavy workload count, the rest came once it was learned.
+    assert learned.cluster == pytest.approx(1e8, rel=0.05)
+    assert learner.newcomer_histogram is not None and learner.newcomer_histogram.samples == 3
+    # Young pods of a learned workload and old pods of a new one do not count.
+    learner.observe([PodSample("shop", "light-0-new", 1e3, 0.0, light[0], 70.0)], 90.0)
+    other = Workload("shop", "StatefulSet", "db")
+    learner.observe([PodSample("shop", f"db-{i}", 1e3, 0.0, other) for i in range(3)], 90.0)
+    assert learner.learned(90.0).cluster == pytest.approx(1e8, rel=0.05)
+
+
 def test_the_direction_follows_prometheus_direction():
     sample = PodSample("shop", "web-1", 3e6, 1e6, WEB)
     assert BandwidthLearner(direction="both").bandwidth(sample) == 4e6

@@ -31,13 +31,18 @@ they had sent for a whole window: the next burst of the workload, booked
 at it, piled onto nodes that looked quiet (docs/design/learned-ramp.md).
 
 A workload is its controller: a ReplicaSet is rolled up to its Deployment,
-so a rollout keeps its history. All pods together give a cluster-wide
-figure, for pods of workloads not seen yet: the mean of every pod's
-samples, what a pod nothing is known of sends on average. A percentile with
-a margin over every pod books a burst of an unknown workload at about
-twice what a typical pod sends, and the burst's nodes then looked fuller
-than they were until the measurements showed its pods
-(docs/design/learned-ramp.md).
+so a rollout keeps its history. Pods of a workload not learned yet are
+booked at a cluster-wide figure: what pods sent while their own workload
+was not learned yet, the mean of the samples of young pods (created within
+the window and podStartup) of workloads with fewer than min_samples
+samples. Those are the pods that figure is for; the pods the cluster has
+run for long say less of them: among light Deployments learned long ago, a
+new heavy workload's bursts were booked at the light pods' figure
+(docs/design/new-workloads.md). Until such samples exist it is the mean of
+every pod's samples. A mean, not a percentile with a margin: that booked a
+burst of an unknown workload at about twice what a typical pod sends, and
+the burst's nodes then looked fuller than they were until the
+measurements showed its pods (docs/design/learned-ramp.md).
 """
 
 import math
@@ -127,7 +132,9 @@ class LearnedBandwidth:
     """What the steering uses: workload -> bytes/s, and the cluster-wide figure."""
 
     workloads: Mapping[Workload, float] = field(default_factory=dict)
-    cluster: float | None = None  # every pod's mean; None until enough pods were seen
+    # For pods of workloads not learned yet (see the module's doc); None
+    # until enough pods were seen.
+    cluster: float | None = None
     learned_at: float = 0.0
 
 
@@ -157,6 +164,8 @@ class BandwidthLearner:
     pod_startup: float = 0.0  # steering.podStartup: a pod sends from this long after its creation
     histograms: dict[Workload, DecayingHistogram] = field(default_factory=dict)
     cluster_histogram: DecayingHistogram | None = None
+    # Young pods' samples of workloads not learned yet (see the module's doc).
+    newcomer_histogram: DecayingHistogram | None = None
 
     @classmethod
     def for_settings(cls, settings: Settings, min_samples: int | None = None) -> "BandwidthLearner":
@@ -193,6 +202,8 @@ class BandwidthLearner:
     def observe(self, samples: Iterable[PodSample], at: float) -> None:
         if self.cluster_histogram is None:
             self.cluster_histogram = DecayingHistogram(self.half_life)
+            self.newcomer_histogram = DecayingHistogram(self.half_life)
+        assert self.newcomer_histogram is not None
         for sample in samples:
             value = self.sending(sample, at)
             if value is None or not math.isfinite(value) or value < 0:
@@ -202,6 +213,8 @@ class BandwidthLearner:
                 histogram = self.histograms.get(sample.workload)
                 if histogram is None:
                     histogram = self.histograms[sample.workload] = DecayingHistogram(self.half_life)
+                if sample.created is not None and histogram.samples < self.min_samples:
+                    self.newcomer_histogram.add(value, at)  # a young pod, its workload unlearned
                 histogram.add(value, at)
 
     def figure(self, histogram: DecayingHistogram) -> float:
@@ -214,9 +227,8 @@ class BandwidthLearner:
             if h.samples >= self.min_samples
         }
         cluster = None
-        if (
-            self.cluster_histogram is not None
-            and self.cluster_histogram.samples >= self.min_samples
-        ):
-            cluster = self.cluster_histogram.mean()
+        for histogram in (self.newcomer_histogram, self.cluster_histogram):
+            if histogram is not None and histogram.samples >= self.min_samples:
+                cluster = histogram.mean()
+                break
         return LearnedBandwidth(workloads, cluster, at)
