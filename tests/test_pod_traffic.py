@@ -11,7 +11,7 @@ import pytest
 from harness.prometheus import PrometheusServer, prometheus_with_history
 from kubectl_nettraffic.config import settings_from_mapping
 from kubectl_nettraffic.kube.workloads import Workload
-from kubectl_nettraffic.learning.pod_slices import PodSlice
+from kubectl_nettraffic.learning.pod_slices import FINEST, PodSlice
 from kubectl_nettraffic.learning.pod_traffic import (
     PodTrafficSource,
     build_learner_query,
@@ -131,7 +131,7 @@ def test_an_empty_learner_answer_says_what_is_missing(prometheus):
     assert report.samples == () and report.missing == ("kube-state-metrics",)
 
 
-@pytest.mark.parametrize("count", [2, 5, 27])
+@pytest.mark.parametrize("count", [2, 5, 27, FINEST])
 def test_the_slices_together_are_every_pod_once(prometheus, count):
     whole = {(s.namespace, s.pod): s for s in _source(prometheus).samples().samples}
     source = _source(prometheus)  # the first slice reads the roll-up for the pass

@@ -27,7 +27,7 @@ series at all: the report says which is missing, and nothing is learned.
 import re
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 from kubectl_nettraffic.config import LearningSettings
@@ -430,11 +430,15 @@ class PodTrafficSource:
         """The learner's samples of one slice of the pods, their ReplicaSets
         rolled up with what the pass's first slice read. An empty answer for
         the first slice is looked into with the detailed query, once, to say
-        what is missing (another slice may simply hold no pod)."""
+        what is missing (another slice may simply hold no pod); of its
+        samples, the slice's only."""
         report = self._learner_samples(pods.pattern, None if pods.index == 0 else "")
         if report.samples or pods.index != 0:
             return report
-        return self.fetch()
+        detailed = self.fetch()
+        if pods.whole:
+            return detailed
+        return replace(detailed, samples=tuple(s for s in detailed.samples if pods.holds(s.pod)))
 
     def young_samples(self) -> PodTrafficReport:
         """The learner's samples of the pods of the controllers created within
