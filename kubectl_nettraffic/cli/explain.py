@@ -53,7 +53,7 @@ def context_namespace(settings: Settings, context: str | None) -> str:
 BANDWIDTH_SOURCES = {
     "annotation": "from its nettraffic.io/expected-bandwidth annotation",
     "workload": "learned from its workload's pods (p90 over the last day, plus 15%)",
-    "cluster": "learned over all pods (its workload has no history yet)",
+    "cluster": "what pods of new workloads sent (its workload has no history yet)",
     "default": "steering.defaultPodBandwidth (nothing learned yet)",
 }
 

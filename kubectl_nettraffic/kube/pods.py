@@ -29,7 +29,7 @@ STEERED_BY = "nettraffic.io/steered-by"
 # (The traffic-tier label and its terms' weights: tiers.py.)
 BOOKING = "nettraffic.io/booking"
 # What a steered pod was booked at (bytes/s), and where that figure came from:
-# annotation, workload (learned), cluster (learned over all pods) or default.
+# annotation, workload (learned), cluster (learned, for a workload with no history) or default.
 BOOKED_BANDWIDTH = "nettraffic.io/booked-bandwidth"
 BANDWIDTH_SOURCE = "nettraffic.io/bandwidth-source"
 SKIP_LABEL = "nettraffic.io/skip"
