@@ -436,8 +436,6 @@ class PodTrafficSource:
         if report.samples or pods.index != 0:
             return report
         detailed = self.fetch()
-        if pods.whole:
-            return detailed
         return replace(detailed, samples=tuple(s for s in detailed.samples if pods.holds(s.pod)))
 
     def young_samples(self) -> PodTrafficReport:
