@@ -8,7 +8,6 @@ fix; nothing ever answers a traceback, and /mutate never denies a pod.
 """
 
 import logging
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -25,6 +24,7 @@ from kubectl_nettraffic.serving import Serving
 from webhook import admission, extender
 from webhook.admission import HttpInputError
 from webhook.framing import body_too_large_message, error_document
+from webhook.mutate import Admissions, MutateFastPath
 from webhook.request_counter import RequestCounter
 from webhook.tls import CertReloader, reloader_for
 from webhook.webhook_metrics import MUTATE, WebhookMetrics
@@ -43,7 +43,8 @@ def _error(message: str, status: int) -> Response:
     return _json(error_document(request.path, message), status)
 
 
-def _read_json_body() -> Any:
+def _read_body() -> bytes:
+    """The body of a JSON request; 415 for any other media type."""
     content_type = request.environ.get("CONTENT_TYPE", "")
     # The media type before any parameters (charset=...), as werkzeug's
     # request.mimetype gives it, without parsing the parameters on every call.
@@ -56,8 +57,11 @@ def _read_json_body() -> Any:
             f"Content-Type {content_type or '(none)'!r} is not supported; send application/json",
             status=415,
         )
-    raw = request.get_data(cache=False)  # raises 413 past MAX_CONTENT_LENGTH
-    return admission.decode_json(raw)
+    return request.get_data(cache=False)  # raises 413 past MAX_CONTENT_LENGTH
+
+
+def _read_json_body() -> Any:
+    return admission.decode_json(_read_body())
 
 
 def create_app(settings: Settings, serving: Serving) -> Flask:
@@ -67,12 +71,15 @@ def create_app(settings: Settings, serving: Serving) -> Flask:
     app = Flask("nettraffic-webhook")
     app.config["MAX_CONTENT_LENGTH"] = settings.server.max_request_bytes
     _add_error_handlers(app, settings, metrics)
-    _add_admission(app, serving, metrics)
+    admissions = Admissions(serving, metrics)
+    _add_admission(app, admissions)
     _add_extender(app, settings, serving, metrics)
     _add_views(app, serving, cert, metrics)
     routes = frozenset(rule.rule for rule in app.url_map.iter_rules())
-    app.wsgi_app = RequestCounter(  # type: ignore[method-assign]
-        app.wsgi_app, metrics.requests, routes, SELF_COUNTED
+    app.wsgi_app = MutateFastPath(  # type: ignore[method-assign]
+        RequestCounter(app.wsgi_app, metrics.requests, routes, SELF_COUNTED),
+        admissions,
+        settings.server.max_request_bytes,
     )
     return app
 
@@ -110,68 +117,16 @@ def _add_error_handlers(app: Flask, settings: Settings, metrics: WebhookMetrics)
         return _failed("internal error; see the webhook's log", 500)
 
 
-def _add_admission(app: Flask, serving: Serving, metrics: WebhookMetrics) -> None:
-    """POST /mutate: the admission path (every call on it costs; see
-    docs/design/admission-performance.md)."""
-    steerer, namespaces = serving.steerer, serving.namespaces
-    # The log level is set once, at start-up: asked once, not on every admission.
-    debug = log.isEnabledFor(logging.DEBUG)
+def _add_admission(app: Flask, admissions: Admissions) -> None:
+    """POST /mutate through flask: what MutateFastPath passes on (every call
+    on the admission path costs; see docs/design/admission-performance.md)."""
 
     # No automatic OPTIONS answer: every answer of /mutate is an admission or
     # goes through the error handlers, which is where it is counted (SELF_COUNTED).
     @app.post(MUTATE, provide_automatic_options=False)
     def mutate() -> Response:
-        started = time.perf_counter()
-        review = admission.parse_review(_read_json_body())
-        try:
-            outcome, answer = _admit(review)
-        except Exception:
-            # Never block a pod: anything unexpected means "allow unchanged".
-            log.exception(
-                "uid=%s pod=%s/%s: decision failed; allowing unchanged",
-                review.uid,
-                review.namespace,
-                review.pod_name(),
-            )
-            outcome = "error"
-            answer = admission.answer(
-                review, warnings=["nettraffic: internal error; pod not steered"]
-            )
-        metrics.admissions.observe(time.perf_counter() - started, outcome)
         # content_type, not mimetype: the same header, without werkzeug working it out.
-        return Response(answer, content_type="application/json")
-
-    def _admit(review: admission.Review) -> tuple[str, str]:
-        """The outcome of one admission and its answer."""
-        if not review.is_pod_create or review.obj is None:
-            return "ignored", admission.answer(review)
-        labels = namespaces.get(review.namespace) if namespaces is not None else None
-        decision = steerer.decide(review.obj, labels, review.dry_run)
-        if decision.preferences:
-            outcome = "mutated"
-            # DEBUG, not INFO: the decision is on the pod itself (annotations) and
-            # in /metrics, and a log line per admission costs about as much as the decision.
-            if debug:
-                log.debug(
-                    "uid=%s pod=%s/%s preferred=%s dryRun=%s",
-                    review.uid,
-                    review.namespace,
-                    review.pod_name(),
-                    ",".join(p.node for p in decision.preferences),
-                    review.dry_run,
-                )
-        else:
-            outcome = "skipped"
-            metrics.skips.inc(decision.skip or "unknown")
-            if debug:
-                log.debug(
-                    "uid=%s pod=%s/%s skipped=%s",
-                    review.uid,
-                    review.namespace,
-                    review.pod_name(),
-                    decision.skip,
-                )
-        return outcome, admission.answer(review, decision.patch, decision.warnings)
+        return Response(admissions.answer(_read_body()), content_type="application/json")
 
 
 def _add_extender(

@@ -356,6 +356,35 @@ def test_bad_input_gets_a_clear_json_error(mixed_webhook, body, headers, status,
     assert "Traceback" not in answer.text
 
 
+def test_an_admission_beneath_flask_is_answered_as_flask_answers_it(fresh_webhook):
+    """The API server's requests take MutateFastPath; any other media type
+    spelling goes through flask's route. Same review, same answer, both counted."""
+    sent = json.dumps(review(pod(), dry_run=True)).encode()
+    answers = [
+        fresh_webhook.session.post(
+            fresh_webhook.url + "/mutate", data=sent, headers={"Content-Type": media}, timeout=5
+        )
+        for media in ("application/json", "application/json; charset=utf-8")
+    ]
+    fast, routed = answers
+    assert fast.status_code == routed.status_code == 200
+    assert fast.content == routed.content and "patch" in fast.json()["response"]
+    for answer in answers:
+        assert answer.headers["Content-Type"] == "application/json"
+        assert answer.headers["Content-Length"] == str(len(answer.content))
+    metrics = fresh_webhook.session.get(fresh_webhook.url + "/metrics").text
+    assert 'nettraffic_http_requests_total{path="/mutate",code="200"} 2' in metrics
+    assert 'nettraffic_admission_reviews_total{outcome="mutated"} 2' in metrics
+    # A bad body on the fast path is answered by flask's route, and counted once.
+    bad = fresh_webhook.session.post(
+        fresh_webhook.url + "/mutate", data=b"{", headers={"Content-Type": "application/json"}
+    )
+    assert bad.status_code == 400 and "not valid JSON" in bad.json()["error"]
+    metrics = fresh_webhook.session.get(fresh_webhook.url + "/metrics").text
+    assert 'nettraffic_http_requests_total{path="/mutate",code="400"} 1' in metrics
+    assert "nettraffic_admission_duration_seconds_count 2" in metrics
+
+
 def test_body_over_the_limit_is_413(mixed_webhook):
     big = review(pod(annotations={"big": "x" * (7 * 2**20)}))
     answer = mixed_webhook.post("/mutate", big)
