@@ -4,8 +4,12 @@ TLS settings that returns a fixed patch (the ceiling of this stack).
 
     python -m bench.admission
 
-One webhook per path a real cluster's admissions take, each measured beside
-the bare app in the same rounds:
+One webhook per path a real cluster's admissions take, each in a section of
+its own: started for it, measured beside the bare apps in the same rounds,
+stopped after (a replica's refreshes at 5,000 nodes, its refresher's CPU
+and Prometheus's answer, would otherwise land on the rounds of the servers
+measured beside it, where no production replica shares its machine with
+two others):
 - "known": pods whose bandwidth is known (annotated here; a learned
   workload's figure takes the same path);
 - "unlearned burst": pods of one workload nothing is learned of, booked at
@@ -82,6 +86,7 @@ LABELS = {
     "unlearned": "webhook, a burst of one unlearned workload",
     "replica": "webhook, 1 of 3 replicas, unlearned burst",
 }
+SECTIONS = {"known": "known", "unlearned": "unlearned burst", "replica": "1 of 3 replicas"}
 # Goals for every webhook row, against the bare app in the same run (issue 41).
 SATURATION_AT_LEAST = 0.85
 PACED_P99_AT_MOST = 1.25
@@ -315,29 +320,37 @@ class OtherReplicas:
         self._thread.join(5)
 
 
-def start_webhooks(
-    count: int, directory: str, prometheus_url: str, certs: str, api: FakeKubeAPI
-) -> dict[str, WebhookProcess]:
-    """The three webhooks: two reading nodes from a file, the replica from the API."""
-    node_file = write_node_file(os.path.join(directory, f"nodes-{count}.json"), count)
-    webhooks = {
-        path: WebhookProcess(config(prometheus_url, node_file), cert_dir=certs)
-        for path in ("known", "unlearned")
-    }
+def start_webhook(
+    path: str, count: int, directory: str, prometheus_url: str, certs: str, api: FakeKubeAPI
+) -> WebhookProcess:
+    """The webhook of one path: "known" and "unlearned" read nodes from a file,
+    the replica from the API server (with its namespaces and steered pods)."""
+    if path != "replica":
+        node_file = write_node_file(os.path.join(directory, f"nodes-{count}.json"), count)
+        return WebhookProcess(config(prometheus_url, node_file), cert_dir=certs)
     for obj in node_list(count):
         api.put(obj)
     api.put({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}})
     replica = config(prometheus_url, "", kubeconfig=api.kubeconfig(f"{directory}/kubeconfig"))
     del replica["nodes"]
-    webhooks["replica"] = WebhookProcess(replica, cert_dir=certs)
-    return webhooks
+    return WebhookProcess(replica, cert_dir=certs)
 
 
-def measure(count: int, directory: str) -> dict[tuple[str, str], Pooled]:
+# One section per webhook path: (path, server, load) -> Pooled, the bare
+# servers measured again in every section, beside that path's webhook.
+Measured = dict[tuple[str, str, str], Pooled]
+
+
+def measure(count: int, directory: str) -> Measured:
+    """Every path's webhook in a section of its own, started for it and stopped
+    after: a replica's refreshes at 5,000 nodes (its refresher process and
+    Prometheus's answer, both on these 2 cores) would otherwise land on the
+    rounds of the servers measured beside it, where no production replica
+    shares its machine with two others."""
     import urllib3
 
     urllib3.disable_warnings()
-    pooled = {(server, load): Pooled() for server in SERVERS for load in LOADS}
+    pooled: Measured = {}
     certs = make_certs(os.path.join(directory, f"tls-{count}"))
     bodies = {
         "bare": review(pod()),
@@ -354,59 +367,82 @@ def measure(count: int, directory: str) -> dict[tuple[str, str], Pooled]:
     }
     histogram = os.path.join(directory, "histogram.txt")
     api = FakeKubeAPI()
-    webhooks: dict[str, WebhookProcess] = {}
-    others: OtherReplicas | None = None
     bares: dict[str, ServerProcess] = {}
     with prometheus_for(count) as prometheus:
         try:
-            webhooks = start_webhooks(count, directory, prometheus.url, certs, api)
-            others = OtherReplicas(api, node_names(count))
-            config_path = webhooks["known"].config_path
+            # The bare servers read the server settings a webhook would.
+            config_path = os.path.join(directory, f"bare-{count}.json")
+            with open(config_path, "w") as handle:
+                server = {
+                    "address": "127.0.0.1",
+                    "certFile": os.path.join(certs, "tls.crt"),
+                    "keyFile": os.path.join(certs, "tls.key"),
+                }
+                json.dump({**config(prometheus.url, ""), "server": server}, handle)
             bares["bare"] = ServerProcess(config_path)
             bares["bare-wsgi"] = ServerProcess(config_path, extra=("--no-flask",))
-            servers = {**bares, **webhooks}
-            urls = {name: server.url for name, server in servers.items()}
-            pids = {name: server.process.pid for name, server in servers.items()}
-            if PIN:
-                for pid in pids.values():
-                    pin_to_one_cpu(pid)
-            for round_number in range(ROUNDS):
-                # Each server first in turn, so none always follows the same one.
-                shift = round_number % len(SERVERS)
-                order = SERVERS[shift:] + SERVERS[:shift]
-                for load, connections in LOADS.items():
-                    for server in order:
-                        before = cpu_seconds(pids[server])
-                        run = run_wrk(urls[server], scripts[server, load], connections, histogram)
-                        pooled[server, load].add(run, cpu_seconds(pids[server]) - before)
-                        print(
-                            f"  {count} nodes, round {round_number + 1}, {server}, {load}: "
-                            f"{run.rate:.0f}/s, p99 {percentile_ms(run.latency_us, 0.99):.2f} ms, "
-                            f"server CPU {pooled[server, load].cpu_us[-1]:.0f} µs per request",
-                            flush=True,
+            for path in WEBHOOKS:
+                webhook = start_webhook(path, count, directory, prometheus.url, certs, api)
+                others = OtherReplicas(api, node_names(count)) if path == "replica" else None
+                try:
+                    servers: dict[str, ServerProcess | WebhookProcess] = {**bares, path: webhook}
+                    _rounds(count, servers, scripts, histogram, pooled, path)
+                    scores = webhook.session.get(webhook.url + "/scores").json()
+                    assert len(scores["nodes"]) == count and not scores["stale"], path
+                    if others is not None:
+                        metrics = webhook.session.get(webhook.url + "/metrics").text
+                        seen = re.search(
+                            r'nettraffic_bookings_followed_total\{outcome="seen"\} (\d+)', metrics
                         )
-            for path, webhook in webhooks.items():
-                scores = webhook.session.get(webhook.url + "/scores").json()
-                assert len(scores["nodes"]) == count and not scores["stale"], path
-            metrics = webhooks["replica"].session.get(webhooks["replica"].url + "/metrics").text
-            seen = re.search(r'nettraffic_bookings_followed_total\{outcome="seen"\} (\d+)', metrics)
-            assert seen and int(seen[1]) > 0, "the replica saw no other replica's pod"
+                        assert seen and int(seen[1]) > 0, "the replica saw no other replica's pod"
+                finally:
+                    if others is not None:
+                        others.stop()
+                    webhook.stop()
         finally:
             for bare in bares.values():
                 bare.stop()
-            if others is not None:
-                others.stop()
-            for webhook in webhooks.values():
-                webhook.stop()
             api.stop()
     return pooled
 
 
-def _row(count: int, server: str, pooled: dict[tuple[str, str], Pooled]) -> str:
-    light, paced = pooled[server, "light"], pooled[server, "paced"]
-    saturated = pooled[server, "saturation"]
+def _rounds(
+    count: int,
+    servers: dict[str, ServerProcess | WebhookProcess],
+    scripts: dict[tuple[str, str], str],
+    histogram: str,
+    pooled: Measured,
+    section: str,
+) -> None:
+    """ROUNDS rounds of every load against every server of ``servers``, taking turns."""
+    names = list(servers)
+    pids = {name: server.process.pid for name, server in servers.items()}
+    if PIN:
+        for pid in pids.values():
+            pin_to_one_cpu(pid)
+    for round_number in range(ROUNDS):
+        # Each server first in turn, so none always follows the same one.
+        shift = round_number % len(names)
+        order = names[shift:] + names[:shift]
+        for load, connections in LOADS.items():
+            for server in order:
+                before = cpu_seconds(pids[server])
+                run = run_wrk(servers[server].url, scripts[server, load], connections, histogram)
+                figures = pooled.setdefault((section, server, load), Pooled())
+                figures.add(run, cpu_seconds(pids[server]) - before)
+                print(
+                    f"  {count} nodes, {section} section, round {round_number + 1}, {server}, "
+                    f"{load}: {run.rate:.0f}/s, p99 {percentile_ms(run.latency_us, 0.99):.2f} ms, "
+                    f"server CPU {figures.cpu_us[-1]:.0f} µs per request",
+                    flush=True,
+                )
+
+
+def _row(count: int, section: str, server: str, pooled: Measured) -> str:
+    light, paced = pooled[section, server, "light"], pooled[section, server, "paced"]
+    saturated = pooled[section, server, "saturation"]
     return (
-        f"| {count:,} | {LABELS[server]} | {light.rate:.0f}/s | "
+        f"| {count:,} | {SECTIONS[section]} | {LABELS[server]} | {light.rate:.0f}/s | "
         f"{percentile_ms(light.latency_us, 0.99):.2f} ms | {paced.rate:.0f}/s | "
         f"{percentile_ms(paced.latency_us, 0.5):.2f} ms | "
         f"{percentile_ms(paced.latency_us, 0.99):.2f} ms | {saturated.rate:.0f}/s | "
@@ -426,28 +462,31 @@ def main(argv: list[str] | None = None) -> int:
     # (path, bare server, nodes) -> webhook / bare saturation throughput, median of
     # per-round ratios
     relative: dict[tuple[str, str, int], float] = {}
-    paced_p99: dict[tuple[str, int], float] = {}  # (server, nodes) -> p99 under the paced load
+    # (section, server, nodes) -> p99 under the paced load
+    paced_p99: dict[tuple[str, str, int], float] = {}
     with tempfile.TemporaryDirectory() as directory:
         for count in (100, 5000):
             pooled = measure(count, directory)
-            for server in SERVERS:
-                rows.append(_row(count, server, pooled))
-                paced_p99[server, count] = percentile_ms(pooled[server, "paced"].latency_us, 0.99)
             for path in WEBHOOKS:
+                for server in ("bare", "bare-wsgi", path):
+                    rows.append(_row(count, path, server, pooled))
+                    paced_p99[path, server, count] = percentile_ms(
+                        pooled[path, server, "paced"].latency_us, 0.99
+                    )
                 for bare_server in ("bare", "bare-wsgi"):
                     relative[path, bare_server, count] = statistics.median(
                         webhook / bare
                         for webhook, bare in zip(
-                            pooled[path, "saturation"].rates,
-                            pooled[bare_server, "saturation"].rates,
+                            pooled[path, path, "saturation"].rates,
+                            pooled[path, bare_server, "saturation"].rates,
                             strict=True,
                         )
                     )
     elapsed = time.time() - started
     table = "\n".join(
         [
-            "| nodes | server | light: achieved rate | light p99 | paced: achieved rate | paced p50 | paced p99 | saturation throughput | saturation p50 | saturation p99 | saturation: server CPU per request | non-2xx |",
-            "|---|---|---|---|---|---|---|---|---|---|---|---|",
+            "| nodes | section | server | light: achieved rate | light p99 | paced: achieved rate | paced p50 | paced p99 | saturation throughput | saturation p50 | saturation p99 | saturation: server CPU per request | non-2xx |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
             *rows,
         ]
     )
@@ -456,10 +495,10 @@ def main(argv: list[str] | None = None) -> int:
     for path in WEBHOOKS:
         for count in (100, 5000):
             saturation = relative[path, "bare", count]
-            p99 = paced_p99[path, count] / paced_p99["bare", count]
+            p99 = paced_p99[path, path, count] / paced_p99[path, "bare", count]
             met = saturation >= SATURATION_AT_LEAST and p99 <= PACED_P99_AT_MOST
             beneath = relative[path, "bare-wsgi", count]
-            beneath_p99 = paced_p99[path, count] / paced_p99["bare-wsgi", count]
+            beneath_p99 = paced_p99[path, path, count] / paced_p99[path, "bare-wsgi", count]
             checks.append((path, count, saturation, p99, met, beneath, beneath_p99))
     ratios = "\n".join(
         [
@@ -498,7 +537,9 @@ def main(argv: list[str] | None = None) -> int:
             "connections, 9 ms between answers: about 1,000/s offered) and saturation (16 "
             "connections, no wait). Two bare servers answer a fixed patch: a flask app, and "
             "a WSGI callable without flask (the webhook answers the API server's admissions "
-            "beneath flask, webhook/mutate.py). One webhook per path: pods whose bandwidth is known "
+            "beneath flask, webhook/mutate.py). One webhook per path, each in a section "
+            "of its own, started for it and stopped after, beside both bare servers in the "
+            "same rounds: pods whose bandwidth is known "
             "(annotated; a learned figure takes the same path), a burst of one workload "
             "nothing is learned of (booked at the default), and the same burst admitted by "
             "one of 3 replicas, whose binding watch shows the other two's steered pods (4 a "
@@ -506,8 +547,8 @@ def main(argv: list[str] | None = None) -> int:
             f"{gunicorn.__version__}, one gthread worker with {ServerSettings().threads} threads "
             "(the default), the same ssl_context "
             "hook and the same interpreter tuning (post_worker_init: 1 ms GIL turns, start-up "
-            "objects frozen). The webhooks refresh every 15 s (the default) in their refresher "
-            "processes, which share the two cores with every server, wrk and Prometheus. "
+            "objects frozen). The webhook refreshes every 15 s (the default) in its refresher "
+            "process, which shares the two cores with the servers, wrk and Prometheus. "
             "Server CPU per request: user and system time of the server's processes over a "
             "saturation run's requests, median of rounds."
             + (" Each server pinned to one CPU (NT_BENCH_PIN=1)." if PIN else "")
