@@ -210,3 +210,49 @@ def test_the_learned_table_crosses_the_pipe_only_after_a_learning_round():
         parent._deliver(message)
         assert parent.scoreboard.snapshot.learned == learned
         sent_nodes, sent_learned = outcome.snapshot.nodes, learned
+
+
+def test_only_the_nodes_that_changed_cross_the_pipe():
+    from dataclasses import replace
+
+    from kubectl_nettraffic.kube.nodes import Node
+    from kubectl_nettraffic.measuring.measurement import RefreshOutcome
+    from kubectl_nettraffic.measuring.refresher_process import RefresherProcess, encode_message
+    from kubectl_nettraffic.measuring.scoreboard import Scoreboard
+    from tests.harness.scoreboards import fixed_board
+
+    names = [f"n{i}" for i in range(10)]
+    board = fixed_board(dict.fromkeys(names, 0.0))
+    first = {name: Node(name, {"zone": "a"}) for name in names}
+    relabelled = {**first, "n3": Node("n3", {"zone": "a", "nettraffic.io/tier": "busy"})}
+    del relabelled["n7"]
+    relabelled["n10"] = Node("n10", {})
+    renamed_most = {name: Node(name, {"zone": "b"}) for name in names}
+    parent = RefresherProcess(board.settings, Scoreboard(board.settings))
+    sent, previous = None, None
+    # (mapping, what crosses: None for the whole mapping, else (changed, removed))
+    for nodes, crossing in (
+        (first, None),
+        (first, ((), ())),
+        (relabelled, (("n10", "n3"), ("n7",))),
+        (renamed_most, None),
+    ):
+        outcome = RefreshOutcome(replace(board.snapshot, nodes=nodes), (), (), 0.1)
+        data = encode_message(outcome, sent)
+        message = pickle.loads(data)
+        changes = message.node_changes
+        if crossing is None:
+            assert changes is None and message.outcome.snapshot.nodes == nodes
+        else:
+            assert (tuple(sorted(changes.changed)), changes.removed) == crossing
+            assert message.outcome.snapshot.nodes == {}
+        parent._deliver(message)
+        assert parent.scoreboard.snapshot.nodes == nodes
+        if crossing == ((), ()):  # nothing changed: the mapping already held is reused
+            assert parent.scoreboard.snapshot.nodes is previous
+        previous, sent = parent.scoreboard.snapshot.nodes, nodes
+    # A delta with no mapping to apply it to is refused, not guessed at.
+    fresh = RefresherProcess(board.settings, Scoreboard(board.settings))
+    with pytest.raises(ValueError, match="without a node list"):
+        relabelled_outcome = RefreshOutcome(replace(board.snapshot, nodes=relabelled), (), (), 0.1)
+        fresh._deliver(pickle.loads(encode_message(relabelled_outcome, first)))

@@ -13,17 +13,15 @@ a bad request gets.
 import io
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
 from kubectl_nettraffic.serving import Serving
 from webhook import admission
+from webhook.request_counter import StartResponse, WsgiApp
 from webhook.webhook_metrics import MUTATE, WebhookMetrics
 
 log = logging.getLogger("nettraffic.webhook")
-
-StartResponse = Callable[..., Any]
-WsgiApp = Callable[[dict[str, Any], StartResponse], Iterable[bytes]]
 
 JSON_HEADER = ("Content-Type", "application/json")
 

@@ -6,8 +6,9 @@ at 5,000 nodes: python -m bench.engine). Run in the webhook's serving
 process it would hold the GIL that every admission needs, and admissions
 would slow for as long as it lasted, every refresh interval. Here it runs in a child process, on another core; the
 serving process only receives the outcome: one pickled message per refresh,
-the node objects left out whenever they are unchanged since the last message
-(they rarely change; scores always do). Loading it at 5,000 nodes is the
+carrying of the node objects only those that changed since the last message
+(they rarely change; scores always do; traffic tiers relabel a few at a
+time). Loading it at 5,000 nodes is the
 serving process's one sizeable piece of work per refresh (bench.engine).
 
 The child builds its own engine from the same Settings (node inventory,
@@ -29,12 +30,14 @@ import pickle
 import sys
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from multiprocessing.connection import Connection
 from typing import Any
 
 from kubectl_nettraffic.config import Settings
 from kubectl_nettraffic.errors import NetTrafficError
+from kubectl_nettraffic.kube.nodes import Node
 from kubectl_nettraffic.measuring.measurement import RefreshOutcome
 from kubectl_nettraffic.measuring.scoreboard import Scoreboard
 
@@ -47,34 +50,68 @@ _FIRST_PAUSE = 1.0
 
 
 @dataclass(frozen=True)
+class NodeChanges:
+    """The node mapping as changes to the one last sent: nodes added or
+    changed, and the names of nodes gone."""
+
+    changed: Mapping[str, Node]
+    removed: tuple[str, ...] = ()
+
+    def apply(self, nodes: Mapping[str, Node]) -> Mapping[str, Node]:
+        """``nodes`` changed, as a new mapping (older snapshots hold ``nodes``);
+        unchanged, ``nodes`` itself."""
+        if not self.changed and not self.removed:
+            return nodes
+        updated = {**nodes, **self.changed}
+        for name in self.removed:
+            updated.pop(name, None)
+        return updated
+
+
+@dataclass(frozen=True)
 class _Message:
-    """One refresh's outcome on the wire. ``same_nodes``: its snapshot's node
-    mapping was left out because it equals the one last sent; ``same_learned``:
-    its learned bandwidth table was, being the one last sent (no learning
-    round since; its size at 15,000 workloads: python -m bench.learning)."""
+    """One refresh's outcome on the wire. ``node_changes``: its snapshot's
+    node mapping was left out, these changes to the one last sent stand for
+    it; ``same_learned``: its learned bandwidth table was, being the one
+    last sent (no learning round since; its size at 15,000 workloads:
+    python -m bench.learning)."""
 
     outcome: RefreshOutcome
-    same_nodes: bool
+    node_changes: NodeChanges | None = None
     same_learned: bool = False
 
 
-def _compact(outcome: RefreshOutcome, sent: object, sent_learned: object = None) -> _Message:
+def node_changes(nodes: Mapping[str, Node], sent: Mapping[str, Node]) -> NodeChanges | None:
+    """``nodes`` as changes to ``sent``; None when sending them whole is as small."""
+    changed = {name: node for name, node in nodes.items() if sent.get(name) != node}
+    removed = tuple(name for name in sent if name not in nodes)
+    if len(changed) + len(removed) >= max(1, len(nodes) // 2):
+        return None
+    return NodeChanges(changed, removed)
+
+
+def _compact(
+    outcome: RefreshOutcome, sent: Mapping[str, Node] | None, sent_learned: object = None
+) -> _Message:
     snapshot = outcome.snapshot
     if snapshot is None:
-        return _Message(outcome, same_nodes=False)
-    same_nodes = sent is not None and snapshot.nodes == sent
+        return _Message(outcome)
+    changes = node_changes(snapshot.nodes, sent) if sent is not None else None
     same_learned = snapshot.learned is not None and snapshot.learned is sent_learned
-    if same_nodes:
+    if changes is not None:
         snapshot = replace(snapshot, nodes={})
     if same_learned:
         snapshot = replace(snapshot, learned=None)
-    return _Message(replace(outcome, snapshot=snapshot), same_nodes, same_learned)
+    return _Message(replace(outcome, snapshot=snapshot), changes, same_learned)
 
 
-def encode_message(outcome: RefreshOutcome, sent: object, sent_learned: object = None) -> bytes:
+def encode_message(
+    outcome: RefreshOutcome, sent: Mapping[str, Node] | None, sent_learned: object = None
+) -> bytes:
     """One refresh's outcome as the child sends it; ``sent`` and
     ``sent_learned`` are the node mapping and learned table of the last
-    message, left out of this one when unchanged. The serving process loads
+    message: of the nodes, only the changes to it are sent; the table is
+    left out when unchanged. The serving process loads
     it with ``pickle.loads``, holding the GIL its admissions need
     (``python -m bench.engine`` times that load)."""
     return pickle.dumps(_compact(outcome, sent, sent_learned), protocol=pickle.HIGHEST_PROTOCOL)
@@ -100,7 +137,7 @@ def _run_child(settings: Settings, conn: Connection) -> None:
         from kubectl_nettraffic.measuring.tier_labels import tier_labeller
 
         labeller = tier_labeller(settings, engine.api).start()
-    sent: object = None  # the node mapping in the last message
+    sent: Mapping[str, Node] | None = None  # the node mapping in the last message
     sent_learned: object = None  # and the learned table
     while True:
         try:
@@ -135,7 +172,7 @@ class RefresherProcess:
         self._context = multiprocessing.get_context("spawn")
         self._process: Any = None
         self._conn: Connection | None = None
-        self._nodes: Any = None  # the node mapping of the last message that had one
+        self._nodes: Mapping[str, Node] | None = None  # the node mapping, as last sent
         self._learned: Any = None  # and the learned table
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
@@ -187,9 +224,10 @@ class RefresherProcess:
         outcome = message.outcome
         snapshot = outcome.snapshot
         if snapshot is not None:
-            if message.same_nodes:
+            if message.node_changes is not None:
                 if self._nodes is None:
-                    raise ValueError("the refresher sent no node list to reuse")
+                    raise ValueError("the refresher sent node changes without a node list")
+                self._nodes = message.node_changes.apply(self._nodes)
                 outcome = replace(outcome, snapshot=replace(snapshot, nodes=self._nodes))
             else:
                 self._nodes = snapshot.nodes
