@@ -6,9 +6,9 @@ at 5,000 nodes: python -m bench.engine). Run in the webhook's serving
 process it would hold the GIL that every admission needs, and admissions
 would slow for as long as it lasted, every refresh interval. Here it runs in a child process, on another core; the
 serving process only receives the outcome: one pickled message per refresh,
-carrying of the node objects only those that changed since the last message
-(they rarely change; scores always do; traffic tiers relabel a few at a
-time). Loading it at 5,000 nodes is the
+carrying only the node objects that changed since the last message (they
+rarely change; scores always do; traffic tiers relabel a few at a time).
+Loading it at 5,000 nodes is the
 serving process's one sizeable piece of work per refresh (bench.engine).
 
 The child builds its own engine from the same Settings (node inventory,
