@@ -342,11 +342,8 @@ Measured = dict[tuple[str, str, str], Pooled]
 
 
 def measure(count: int, directory: str) -> Measured:
-    """Every path's webhook in a section of its own, started for it and stopped
-    after: a replica's refreshes at 5,000 nodes (its refresher process and
-    Prometheus's answer, both on these 2 cores) would otherwise land on the
-    rounds of the servers measured beside it, where no production replica
-    shares its machine with two others."""
+    """Every path's webhook in a section of its own, started for it and
+    stopped after (why: the module's docstring), beside both bare servers."""
     import urllib3
 
     urllib3.disable_warnings()

@@ -36,13 +36,10 @@ class Admissions:
         self.debug = log.isEnabledFor(logging.DEBUG)
 
     def answer(self, body: bytes) -> str:
-        """The answer to the AdmissionReview in ``body``; HttpInputError if it is not one."""
+        """The answer to the AdmissionReview in ``body``; HttpInputError if it
+        is not one. A decision that fails allows the pod unchanged."""
         started = time.perf_counter()
-        return self.admit(admission.parse_review(admission.decode_json(body)), started)
-
-    def admit(self, review: admission.Review, started: float) -> str:
-        """The answer to ``review``, received at ``started`` (perf_counter).
-        Never raises: a decision that fails allows the pod unchanged."""
+        review = admission.parse_review(admission.decode_json(body))
         try:
             outcome, answer = self._admit(review)
         except Exception:
@@ -118,15 +115,13 @@ class MutateFastPath:
         length = environ.get("CONTENT_LENGTH", "")
         if not (length.isascii() and length.isdigit()) or int(length) > self.max_bytes:
             return self.wsgi_app(environ, start_response)
-        started = time.perf_counter()
         body = environ["wsgi.input"].read(int(length))
         try:
-            review = admission.parse_review(admission.decode_json(body))
+            data = self.admissions.answer(body).encode()
         except admission.HttpInputError:
             # Not an AdmissionReview: flask's route reads the same bytes and
             # answers them as it answers every bad request.
             environ["wsgi.input"] = io.BytesIO(body)
             return self.wsgi_app(environ, start_response)
-        data = self.admissions.admit(review, started).encode()
         start_response("200 OK", [JSON_HEADER, ("Content-Length", str(len(data)))])
         return (data,)
