@@ -5,7 +5,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from harness.ledger import unseen_summed_over_every_booking
-from kubectl_nettraffic.inflight.ledger import InflightLedger
+from kubectl_nettraffic.inflight.ledger import InflightLedger, NextView
 
 
 def test_ledger_counts_only_what_the_measurement_cannot_see_yet():
@@ -59,7 +59,7 @@ def _quarters(low: float, high: float) -> st.SearchStrategy[float]:
     return st.integers(int(low * 4), int(high * 4)).map(lambda quarters: quarters / 4)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=400, deadline=None)
 @given(
     steps=st.lists(
         st.one_of(
@@ -73,6 +73,9 @@ def _quarters(low: float, high: float) -> st.SearchStrategy[float]:
             # The n-th booking so far (modulo their number) bound to a node, or dropped.
             st.tuples(st.just("move"), st.integers(0, 100), st.sampled_from(["a", "b", "c", "d"])),
             st.tuples(st.just("drop"), st.integers(0, 100)),
+            # A measurement's view worked out beside the bookings, put in place later.
+            st.tuples(st.just("prepare"), _quarters(-50.0, 400.0)),
+            st.tuples(st.just("commit")),
         ),
         max_size=60,
     ),
@@ -85,6 +88,9 @@ def test_ledger_sums_equal_the_definition_summed_over_every_booking(steps, pod_s
     measured_at: float | None = None
     bookings: dict[int, tuple[str, float, float]] = {}  # by key
     settled: set[int] = set()
+    # A prepared view: (it, measured at, whether only bookings after it came
+    # since, the nodes they went to).
+    pending: tuple[NextView, float, bool, set[str]] | None = None
     for step in steps:
         if step[0] == "add":
             _, node, bandwidth, gap = step
@@ -95,6 +101,28 @@ def test_ledger_sums_equal_the_definition_summed_over_every_booking(steps, pod_s
             ledger.add(node, bandwidth, at=now, key=key)
             latest = max(latest, now)  # a clock step back books at the latest time seen
             bookings[key] = (node, bandwidth, latest)
+            if pending is not None:
+                prepared, asked, clean, touched = pending
+                clean = clean and latest >= asked - pod_startup
+                pending = (prepared, asked, clean, touched | {node})
+        elif step[0] == "prepare":
+            asked = now + step[1]
+            prepared = ledger.prepare(asked)
+            assert (prepared is None) == (measured_at is not None and asked <= measured_at)
+            if prepared is not None:
+                pending = (prepared, asked, True, set())
+        elif step[0] == "commit":
+            if pending is None:
+                continue
+            prepared, asked, clean, touched = pending
+            pending = None
+            committed = ledger.commit(prepared)
+            if clean:  # only bookings after the measurement came meanwhile
+                assert committed == touched
+            measured_at = asked if measured_at is None else max(measured_at, asked)
+            edge = measured_at - pod_startup - window
+            bookings = {k: b for k, b in bookings.items() if b[2] > edge}
+            _assert_view_is(ledger.view(asked), bookings, measured_at, pod_startup, window)
         elif step[0] in ("move", "drop"):
             keys = sorted(bookings.keys() | settled)
             if not keys:
@@ -126,6 +154,8 @@ def test_ledger_sums_equal_the_definition_summed_over_every_booking(steps, pod_s
                 else:
                     assert dropped is None
             settled.add(key)
+            if pending is not None and live and unseen > 0:
+                pending = (pending[0], pending[1], False, pending[3])  # voids it
         else:
             previous, asked = measured_at, now + step[1]  # may go back in time
             # Measurements only move forward: an older one is answered for the latest.
@@ -133,14 +163,17 @@ def test_ledger_sums_equal_the_definition_summed_over_every_booking(steps, pod_s
             if measured_at != previous:  # a new measurement time forgets what it fully shows
                 edge = measured_at - pod_startup - window
                 bookings = {k: b for k, b in bookings.items() if b[2] > edge}
-            view = dict(ledger.view(asked))
-            expected = unseen_summed_over_every_booking(
-                bookings.values(), measured_at, pod_startup, window
-            )
-            assert view.keys() == expected.keys()
-            for node, (unseen, pods) in expected.items():
-                assert view[node][1] == pods
-                assert view[node][0] == pytest.approx(unseen, rel=1e-6, abs=1e-3)
+                if pending is not None:
+                    pending = (pending[0], pending[1], False, pending[3])  # voids it
+            _assert_view_is(ledger.view(asked), bookings, measured_at, pod_startup, window)
+
+
+def _assert_view_is(view, bookings, measured_at, pod_startup, window):
+    expected = unseen_summed_over_every_booking(bookings.values(), measured_at, pod_startup, window)
+    assert view.keys() == expected.keys()
+    for node, (unseen, pods) in expected.items():
+        assert view[node][1] == pods
+        assert view[node][0] == pytest.approx(unseen, rel=1e-6, abs=1e-3)
 
 
 def test_a_long_run_keeps_exact_sums_while_forgotten_bookings_are_trimmed():

@@ -1,10 +1,13 @@
 """A burst of a workload not learned yet spreads: hand-computed cases."""
 
+from dataclasses import replace
+
 import pytest
 
 from harness.reviews import pod
 from kubectl_nettraffic.inflight.state import OWN_HEAP_FROM
 from kubectl_nettraffic.inflight.unknown_workloads import POINTS_PER_POD, UnknownWorkloadPods
+from kubectl_nettraffic.kube.pods import EXPECTED_BANDWIDTH
 from kubectl_nettraffic.kube.workloads import Workload
 from kubectl_nettraffic.scoring.node_scores import NodeScore
 from tests.harness.scoreboards import MEASURED_AT, FixedBoard, fixed_board
@@ -125,4 +128,62 @@ def test_the_heaps_choose_what_the_scan_chooses(replica):
     one the node-by-node scan makes, weights included."""
     heaps, scanned = _spread_burst(replica, False), _spread_burst(replica, True)
     assert len({c[0][0] for c in heaps}) > OWN_HEAP_FROM  # the own heap was used
+    assert heaps == scanned
+
+
+class _AdmittingWhenRead(tuple):
+    """A snapshot's candidates that let ``admit`` run the first time they
+    are read: the adopt building its heaps beside the admissions."""
+
+    def __new__(cls, scores, admit):
+        made = super().__new__(cls, scores)
+        made.admit = admit
+        return made
+
+    def __iter__(self):
+        admit, self.admit = self.admit, None
+        if admit is not None:
+            admit()
+        return super().__iter__()
+
+
+def _adopted_during_a_burst(replica, constrained):
+    """A burst of one workload not learned yet and pods of a known one, a
+    new snapshot adopted in its midst with 12 pods admitted (and one of
+    another replica's seen) while the adopt works out its view and heaps;
+    then the rest."""
+    loads = {f"n{i:02d}": i * 2e5 for i in range(40)}
+    labelled = {name: {"labels": {"zone": "z"}} for name in loads}
+    now = [MEASURED_AT]
+    board = FixedBoard(loads, clock=lambda: now[0], replica="r1" if replica else None, **labelled)
+    if replica:
+        board.inflight.book_seen("n39", 1.0, MEASURED_AT, "r0")
+    spec = {"nodeSelector": {"zone": "z"}} if constrained else {}
+    chosen = []
+
+    def admit(count):
+        for index in range(count):
+            # Every third pod's figure is known: it is chosen off the shared heap.
+            known = {EXPECTED_BANDWIDTH: "30Mi"} if index % 3 == 0 else {}
+            admitted = pod(spec=dict(spec), annotations=known)
+            decision = board.steerer.decide(admitted, {}, dry_run=False)
+            chosen.append([(p.node, p.weight) for p in decision.preferences])
+
+    admit(30)
+    now[0] = MEASURED_AT + 21  # past the next measurement: its edge moves past every booking
+    snapshot = board.snapshot
+    meanwhile = _AdmittingWhenRead(snapshot.candidates, lambda: admit(12))
+    board.inflight.adopt(replace(snapshot, generated_at=MEASURED_AT + 20, candidates=meanwhile))
+    assert meanwhile.admit is None and board.inflight.adopted.candidates is meanwhile
+    if replica:
+        board.inflight.book_seen("n38", 1.0, now[0], "r0")
+    admit(30)
+    return chosen
+
+
+@pytest.mark.parametrize("replica", [False, True])
+def test_a_snapshot_adopted_while_a_burst_books_leaves_the_heaps_as_the_scan_sees_it(replica):
+    """The pods admitted while the adopt built its heaps count in them:
+    every choice after is the one the node-by-node scan makes."""
+    heaps, scanned = _adopted_during_a_burst(replica, False), _adopted_during_a_burst(replica, True)
     assert heaps == scanned

@@ -33,16 +33,46 @@ a pod that will never run. Either changes the booking in place, so it keeps
 its time and leaves the log when it would have; the views change by the
 booking's unseen share, the same formula read for one booking. A dropped
 booking stays in the log with no bandwidth, skipped by the sums.
+
+A new measurement time's walk is batch work (a refresh's worth of
+bookings crossing, every hidden one summed), and admissions book all the
+while. ``prepare`` does it beside them: it reads the log up to its end at
+that moment, which nothing but ``add`` changes while the caller holds off
+``move`` and ``drop``, and builds the next view and sums apart. ``commit``
+then puts them in place, adding the few bookings made meanwhile (all
+hidden: they came after the measurement). Anything else that changed the
+log in between (a move, a drop, a booking before the edge, another new
+view) voids the prepared one, and commit walks under the lock instead.
 """
 
 import threading
 from array import array
 from bisect import bisect_left, bisect_right
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 # Forgotten bookings are cut from the log's front once they are this many and
 # at least half of it, so trimming stays amortised O(1) per booking.
 _TRIM_AT = 1024
+
+# A node's sums over its bookings in the ramp: bandwidth, bandwidth * time,
+# pods. Immutable, so that a copy of the mapping is a consistent one.
+RampSums = tuple[float, float, int]
+
+
+@dataclass
+class NextView:
+    """A measurement time's view and sums, prepared beside the bookings;
+    ``commit`` puts them in place."""
+
+    edge: float
+    shown: int
+    hidden: int
+    unkeyed: int  # the keys of forgotten bookings before it are gone
+    end: int  # the log's length when prepared: later bookings are replayed
+    changes: int  # the ledger's count of changes other than appends, when prepared
+    ramp: dict[str, RampSums]
+    view: dict[str, tuple[float, int]]
 
 
 class InflightLedger:
@@ -54,7 +84,11 @@ class InflightLedger:
     def __init__(self, pod_startup: float, window: float) -> None:
         self.pod_startup = pod_startup
         self.window = window
+        # _lock: appends and swaps, held briefly. _walk: a walk over the log
+        # or a change to a booking in place, so that nothing but appends
+        # happens beside a prepare; taken before _lock.
         self._lock = threading.Lock()
+        self._walk = threading.Lock()
         # Times are kept relative to the first one seen, so bandwidth * time stays small.
         self._origin: float | None = None
         self._last = float("-inf")  # latest booking; later ones never go before it
@@ -70,10 +104,11 @@ class InflightLedger:
         self._base = 0
         self._shown = 0
         self._hidden = 0
-        # node -> [bandwidth, bandwidth * t, pods] summed over its bookings in the ramp.
-        self._ramp: dict[str, list[float]] = {}
+        self._unkeyed = 0  # keys of forgotten bookings go one walk later, off the lock
+        self._ramp: dict[str, RampSums] = {}  # node -> its sums over the ramp
         self._edge: float | None = None  # of the current measurement, relative
         self._view: dict[str, tuple[float, int]] = {}
+        self._changes = 0  # changes other than appends: a prepared view older is void
 
     def _relative(self, at: float) -> float:
         if self._origin is None:
@@ -107,45 +142,22 @@ class InflightLedger:
                 return
             # Before the edge (the clock behind the measurement): in the ramp,
             # or already shown. Either way it is not hidden.
+            self._changes += 1
             self._hidden = len(self._times)
             if self._last > edge - self.window:
                 before = self._ramp_unseen(node)
-                self._enter_ramp(len(self._times) - 1)
+                _enter(self._ramp, node, bandwidth, self._last)
                 unseen, pods = self._view.get(node, (0.0, 0))
                 self._view[node] = (unseen - before + self._ramp_unseen(node), pods + 1)
             else:
                 self._shown = self._hidden  # shown already, as is all before it
-
-    def _enter_ramp(self, index: int) -> None:
-        node, bandwidth = self._nodes[index], self._bandwidths[index]
-        if not bandwidth:
-            return  # dropped
-        sums = self._ramp.get(node)
-        if sums is None:
-            sums = self._ramp[node] = [0.0, 0.0, 0]
-        sums[0] += bandwidth
-        sums[1] += bandwidth * self._times[index]
-        sums[2] += 1
-
-    def _leave_ramp(self, index: int) -> None:
-        node, bandwidth = self._nodes[index], self._bandwidths[index]
-        if not bandwidth:
-            return  # dropped
-        sums = self._ramp[node]
-        if sums[2] == 1:
-            del self._ramp[node]  # the sums start again from exact zeros
-            return
-        sums[0] -= bandwidth
-        sums[1] -= bandwidth * self._times[index]
-        sums[2] -= 1
 
     def _ramp_unseen(self, node: str) -> float:
         """Unseen bytes/s of ``node``'s bookings in the ramp of the current measurement."""
         sums = self._ramp.get(node)
         if sums is None or self._edge is None:
             return 0.0
-        # max(): rounding must not turn an almost-shown pod's remainder negative.
-        return max(0.0, (sums[1] - (self._edge - self.window) * sums[0]) / self.window)
+        return _ramp_unseen(sums, self._edge, self.window)
 
     def view(self, measured_at: float) -> Mapping[str, tuple[float, int]]:
         """node -> (bytes/s not yet visible in a measurement at ``measured_at``, pods).
@@ -160,50 +172,117 @@ class InflightLedger:
         values up, do not change it; bookings update it until the next
         measurement replaces it.
         """
-        with self._lock:
+        with self._walk, self._lock:
             edge = self._relative(measured_at) - self.pod_startup
             if self._edge is None or edge > self._edge:
-                self._move_to(edge)
+                self._put(self._next(edge))
             return self._view
 
     def prune(self, measured_at: float) -> None:
         """Forget pods whose traffic a measurement at ``measured_at`` fully shows."""
         self.view(measured_at)
 
-    def _move_to(self, edge: float) -> None:
-        times = self._times
-        ramp_start = edge - self.window
+    def prepare(self, measured_at: float) -> NextView | None:
+        """The view of a measurement at ``measured_at``, worked out beside
+        the bookings (``add`` goes on; ``move`` and ``drop`` wait) and not in
+        place until ``commit``. None: not newer than the current one."""
+        with self._walk:
+            with self._lock:
+                edge = self._relative(measured_at) - self.pod_startup
+                if self._edge is not None and edge <= self._edge:
+                    return None
+                start = self._start()
+            return self._next(edge, start)
+
+    def commit(self, prepared: NextView) -> set[str] | None:
+        """Put ``prepared`` in place: its view, with the bookings made since
+        it was prepared added, becomes the live one. Returns the nodes those
+        bookings changed; None when it was void and the view was worked out
+        here instead (or a newer one is in place already)."""
+        with self._walk, self._lock:
+            times, end = self._times, prepared.end
+            if prepared.changes == self._changes and (
+                end == len(times) or times[end] >= prepared.edge
+            ):
+                # Only bookings after the measurement came meanwhile: all hidden.
+                view, nodes, bandwidths = prepared.view, self._nodes, self._bandwidths
+                touched = set()
+                for index in range(end, len(times)):
+                    node, bandwidth = nodes[index], bandwidths[index]
+                    unseen, pods = view.get(node, (0.0, 0))
+                    view[node] = (unseen + bandwidth, pods + 1)
+                    touched.add(node)
+                self._put(prepared)
+                return touched
+            if self._edge is None or prepared.edge > self._edge:
+                self._put(self._next(prepared.edge))
+            return None
+
+    def _start(self) -> NextView:
+        """Where a walk to a new edge starts: the log as it stands (under _lock)."""
+        return NextView(
+            float("-inf") if self._edge is None else self._edge,
+            self._shown,
+            self._hidden,
+            self._unkeyed,
+            len(self._times),
+            self._changes,
+            dict(self._ramp),
+            self._view,
+        )
+
+    def _next(self, edge: float, start: NextView | None = None) -> NextView:
+        """The view and sums at ``edge``, walked from ``start`` (the log as
+        it stood, or as it stands) up to the log's end then. Reads the log and
+        changes nothing but forgotten keys: holds _walk, not necessarily _lock."""
+        if start is None:
+            start = self._start()
+        times, bandwidths, nodes, keys = self._times, self._bandwidths, self._nodes, self._keys
+        ramp, end = start.ramp, start.end
         # Hidden bookings now before the edge join the ramp ...
-        hidden = bisect_left(times, edge, self._hidden)
-        for index in range(self._hidden, hidden):
-            self._enter_ramp(index)
+        joined = bisect_left(times, edge, start.hidden, end)
+        for index in range(start.hidden, joined):
+            bandwidth = bandwidths[index]
+            if bandwidth:  # else dropped
+                _enter(ramp, nodes[index], bandwidth, times[index])
         # ... and ramp bookings now at or before its start are shown: forgotten.
-        shown = bisect_right(times, ramp_start, self._shown, hidden)
-        for index in range(self._shown, shown):
-            self._leave_ramp(index)
-        self._edge, self._shown, self._hidden = edge, shown, hidden
-        # A new mapping, not an update: readers holding the old one keep a
-        # consistent view of the previous measurement.
-        view = {node: (self._ramp_unseen(node), int(sums[2])) for node, sums in self._ramp.items()}
-        bandwidths, nodes = self._bandwidths, self._nodes
-        for index in range(hidden, len(times)):
-            if not bandwidths[index]:
-                continue  # dropped
-            node = nodes[index]
-            unseen, pods = view.get(node, (0.0, 0))
-            view[node] = (unseen + bandwidths[index], pods + 1)
-        self._view = view
+        left = bisect_right(times, edge - self.window, start.shown, joined)
+        for index in range(start.shown, left):
+            bandwidth = bandwidths[index]
+            if bandwidth:
+                _leave(ramp, nodes[index], bandwidth, times[index])
+        # The keys of those forgotten at the current edge go (of those forgotten
+        # now, at the next walk: until this one is in place, they may still move).
+        index_of = self._index_of
+        for key in keys[start.unkeyed : start.shown]:
+            if key:
+                index_of.pop(key, None)
+        view = {
+            node: (_ramp_unseen(sums, edge, self.window), sums[2]) for node, sums in ramp.items()
+        }
+        for index in range(joined, end):
+            bandwidth = bandwidths[index]
+            if bandwidth:
+                node = nodes[index]
+                unseen, pods = view.get(node, (0.0, 0))
+                view[node] = (unseen + bandwidth, pods + 1)
+        return NextView(edge, left, joined, start.shown, end, start.changes, ramp, view)
+
+    def _put(self, prepared: NextView) -> None:
+        """Make ``prepared`` current (under both locks). A new mapping, not an
+        update: readers holding the old one keep a consistent view of the
+        previous measurement."""
+        self._edge, self._shown, self._hidden = prepared.edge, prepared.shown, prepared.hidden
+        self._unkeyed, self._ramp, self._view = prepared.unkeyed, prepared.ramp, prepared.view
+        self._changes += 1
         self._trim()
 
     def _trim(self) -> None:
-        """Cut forgotten bookings from the log's front, now and then."""
-        cut = self._shown
+        """Cut forgotten bookings whose keys are gone from the log's front, now and then."""
+        cut = self._unkeyed
         if cut >= _TRIM_AT and cut * 2 >= len(self._times):
-            for key in self._keys[:cut]:
-                if key:
-                    self._index_of.pop(key, None)
             del self._times[:cut], self._bandwidths[:cut], self._nodes[:cut], self._keys[:cut]
-            self._shown, self._hidden = 0, self._hidden - cut
+            self._shown, self._hidden, self._unkeyed = self._shown - cut, self._hidden - cut, 0
             self._base += cut
 
     def is_pending(self, key: int) -> bool:
@@ -219,7 +298,7 @@ class InflightLedger:
         move: an unknown or already settled key, a dropped or forgotten
         booking. A booking moves once; after that its key is forgotten.
         """
-        with self._lock:
+        with self._walk, self._lock:
             index = self._settle(key)
             if index is None:
                 return None
@@ -227,12 +306,12 @@ class InflightLedger:
             unseen = self._unseen(index)
             if old == node:
                 return old, unseen
+            self._changes += 1
             if index >= self._shown and index < self._hidden:
-                self._leave_ramp(index)
-                self._nodes[index] = node
-                self._enter_ramp(index)
-            else:
-                self._nodes[index] = node
+                bandwidth, at = self._bandwidths[index], self._times[index]
+                _leave(self._ramp, old, bandwidth, at)
+                _enter(self._ramp, node, bandwidth, at)
+            self._nodes[index] = node
             if self._edge is not None:
                 self._shift(old, -unseen, -1)
                 self._shift(node, unseen, 1)
@@ -243,13 +322,14 @@ class InflightLedger:
 
         Returns (its node, the bytes/s of it still unseen), or None as ``move`` does.
         """
-        with self._lock:
+        with self._walk, self._lock:
             index = self._settle(key)
             if index is None:
                 return None
             node, unseen = self._nodes[index], self._unseen(index)
+            self._changes += 1
             if index >= self._shown and index < self._hidden:
-                self._leave_ramp(index)
+                _leave(self._ramp, node, self._bandwidths[index], self._times[index])
             self._bandwidths[index] = 0.0
             if self._edge is not None:
                 self._shift(node, -unseen, -1)
@@ -283,3 +363,27 @@ class InflightLedger:
             self._view.pop(node, None)
         else:
             self._view[node] = (max(0.0, unseen + bandwidth), count)
+
+
+def _enter(ramp: dict[str, RampSums], node: str, bandwidth: float, at: float) -> None:
+    """A booking at ``at`` joins ``node``'s sums over the ramp."""
+    sums = ramp.get(node)
+    if sums is None:
+        ramp[node] = (bandwidth, bandwidth * at, 1)
+    else:
+        ramp[node] = (sums[0] + bandwidth, sums[1] + bandwidth * at, sums[2] + 1)
+
+
+def _leave(ramp: dict[str, RampSums], node: str, bandwidth: float, at: float) -> None:
+    """A booking at ``at`` leaves ``node``'s sums over the ramp."""
+    sums = ramp[node]
+    if sums[2] == 1:
+        del ramp[node]  # the sums start again from exact zeros
+    else:
+        ramp[node] = (sums[0] - bandwidth, sums[1] - bandwidth * at, sums[2] - 1)
+
+
+def _ramp_unseen(sums: RampSums, edge: float, window: float) -> float:
+    """Unseen bytes/s of the bookings summed in ``sums`` against ``edge``."""
+    # max(): rounding must not turn an almost-shown pod's remainder negative.
+    return max(0.0, (sums[1] - (edge - window) * sums[0]) / window)

@@ -8,7 +8,10 @@ booked at the default (unknown_workloads.py), and the lock over all of
 them. Everything that reads or changes it goes through InflightState:
 
 - ``adopt``: a new snapshot is published; the ledger moves to its
-  measurement time and the heaps are rebuilt from its candidates;
+  measurement time and the heaps are rebuilt from its candidates. That
+  work (a refresh's worth of bookings walked, heaps over every node) is
+  done beside the admissions, which wait only while it is put in place
+  and the bookings they made meanwhile are added to it;
 - ``lock`` ... ``choose``, ``new_key``, ``book`` ... ``unlock``: one
   admission chooses its nodes and books its pod holding the lock
   throughout, so concurrent admissions see each other's bookings (and the
@@ -19,7 +22,8 @@ them. Everything that reads or changes it goes through InflightState:
 - ``shown``: the binding watch shows this process's pod, which times the
   watch's delay (replica_share.py);
 - ``rebook`` / ``release``: the binding watch moves a booking to the node
-  its pod was bound to, or drops it for a pod that will not run;
+  its pod was bound to, or drops it for a pod that will not run (waiting
+  for an adopt under way, whose walk they would void);
 - ``view``: readers (/scores, the extender) get the ledger's figures. It
   changes nothing.
 
@@ -38,11 +42,12 @@ dropped, so that it reads a few nodes whatever is in flight:
 import itertools
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 
 from kubectl_nettraffic.config import Settings
 from kubectl_nettraffic.inflight.candidates import CandidateHeap, Ranked
-from kubectl_nettraffic.inflight.ledger import InflightLedger
+from kubectl_nettraffic.inflight.ledger import InflightLedger, NextView
 from kubectl_nettraffic.inflight.replica_share import Replicas, ReplicaShare
 from kubectl_nettraffic.inflight.unknown_workloads import (
     POINTS_PER_POD,
@@ -76,6 +81,61 @@ MOST_OWN_HEAPS = 8
 MOST_GROUPS = 16
 
 
+GroupOf = Callable[[NodeScore], int]
+
+
+@dataclass
+class _Heaps:
+    """The candidate heaps of one snapshot: the shared one, and those of
+    workloads not learned yet (most recently chosen for last), grouped by
+    ``group_of`` into the groups whose penalties per byte are ``penalties``."""
+
+    shared: CandidateHeap
+    own: OrderedDict[Workload, CandidateHeap]
+    group_of: GroupOf | None
+    penalties: list[float] | None
+
+
+def _build_heaps(
+    candidates: Sequence[NodeScore],
+    view: Mapping[str, tuple[float, int]],
+    grouped_by: tuple[int, int] | None,
+    in_flight: Mapping[Workload, Mapping[str, int]],
+) -> _Heaps:
+    """Heaps over ``candidates`` ranked by ``view``, grouped by the replica
+    share ``grouped_by``, one of them for each workload of ``in_flight``
+    (its pods in flight per node). Reads nothing else: it may run beside
+    the admissions, against a view they do not book into yet."""
+    group_of: GroupOf | None = None
+    penalties: list[float] | None = []
+    if grouped_by is not None:
+        distinct = sorted({score.penalty_per_byte for score in candidates})
+        penalties = distinct if len(distinct) < MOST_GROUPS else None
+    if grouped_by is not None and penalties is not None:
+        owner = ReplicaShare(*grouped_by)
+        group = {penalty: 1 + index for index, penalty in enumerate(penalties)}
+
+        def group_of(score: NodeScore) -> int:
+            return 0 if owner.owns(score.name) else group[score.penalty_per_byte]
+
+    own = OrderedDict(
+        (workload, _own_heap(candidates, view, pods, group_of))
+        for workload, pods in in_flight.items()
+    )
+    return _Heaps(CandidateHeap(candidates, view, group_of=group_of), own, group_of, penalties)
+
+
+def _own_heap(
+    candidates: Sequence[NodeScore],
+    view: Mapping[str, tuple[float, int]],
+    pods: Mapping[str, int],
+    group_of: GroupOf | None,
+) -> CandidateHeap:
+    """A workload's own heap: its ``pods`` in flight per node count against their nodes."""
+    points = {node: POINTS_PER_POD * count for node, count in pods.items()}
+    return CandidateHeap(candidates, view, points, group_of)
+
+
 class InflightState:
     """``replica``: this process's id among the replicas (its steered-by
     label); None when it follows no bindings and so sees no other replica."""
@@ -88,6 +148,12 @@ class InflightState:
         self._replicas = Replicas(replica, horizon)
         self._unknown = UnknownWorkloadPods(horizon)
         self._lock = threading.Lock()
+        # Held by an adopt throughout, and by rebook and release, whose moves
+        # would void the ledger's walk under way; taken before _lock.
+        self._adopting = threading.Lock()
+        # While an adopt works beside the admissions: the changes of the counts
+        # of workloads not learned yet since it copied them, to replay.
+        self._journal: list[CountChange] | None = None
         self._keys = itertools.count(1)
         # Of the adopted snapshot: the ledger's live view at its measurement
         # time (bookings update it in place until the next one) and the heaps.
@@ -100,42 +166,77 @@ class InflightState:
         # (None: too many to group by).
         self._grouped_by: tuple[int, int] | None = None
         self._penalties: list[float] | None = []
-        self._group_of: Callable[[NodeScore], int] | None = None
+        self._group_of: GroupOf | None = None
 
     # -- snapshots ---------------------------------------------------------
 
     def adopt(self, snapshot: Snapshot) -> None:
-        """Follow a newly published snapshot."""
-        with self._lock:
-            self._adopt(snapshot)
+        """Follow a newly published snapshot: the ledger's walk to its
+        measurement time and its heaps are worked out beside the admissions,
+        which wait only while they are put in place."""
+        with self._adopting:
+            with self._lock:
+                if not self._is_new(snapshot):
+                    return
+                grouped_by = self._grouped_by
+                in_flight = {w: dict(self._unknown.in_flight(w)) for w in self._own_heaps}
+                self._journal = []
+            prepared: NextView | None = None
+            heaps: _Heaps | None = None
+            try:
+                prepared = self._ledger.prepare(snapshot.generated_at)
+                if prepared is not None:
+                    heaps = _build_heaps(snapshot.candidates, prepared.view, grouped_by, in_flight)
+            finally:
+                with self._lock:
+                    journal, self._journal = self._journal, None
+                    if prepared is not None:
+                        self._put(snapshot, prepared, heaps, grouped_by, journal)
+                    self._adopt(snapshot)  # nothing prepared, or it was void
+
+    def _is_new(self, snapshot: Snapshot) -> bool:
+        current = self._snapshot
+        # An older one is a reader's stale copy.
+        return current is None or (
+            snapshot is not current and snapshot.generated_at >= current.generated_at
+        )
+
+    def _put(
+        self,
+        snapshot: Snapshot,
+        prepared: NextView,
+        heaps: _Heaps | None,
+        grouped_by: tuple[int, int] | None,
+        journal: list[CountChange],
+    ) -> None:
+        """Inside ``lock``: the prepared view and heaps become the live ones,
+        brought up to date with what was booked and counted meanwhile. Left
+        as it was when the ledger's walk was void, a newer snapshot was
+        adopted meanwhile, or the replica share changed (``_adopt`` then
+        does it all here)."""
+        touched = self._ledger.commit(prepared)
+        if touched is None or heaps is None or not self._is_new(snapshot):
+            return
+        if grouped_by != self._grouped_by:
+            return
+        self._snapshot, self._view = snapshot, prepared.view
+        self._heap, self._own_heaps = heaps.shared, heaps.own
+        self._group_of, self._penalties = heaps.group_of, heaps.penalties
+        self._unseen_changed(touched, ())
+        self._counts_changed(journal)
 
     def _adopt(self, snapshot: Snapshot) -> None:
-        current = self._snapshot
-        if current is not None and (
-            snapshot is current or snapshot.generated_at < current.generated_at
-        ):
-            return  # adopted already, or older than what was (a reader's stale copy)
+        if not self._is_new(snapshot):
+            return
         self._view = self._ledger.view(snapshot.generated_at)
         self._snapshot = snapshot
         self._rebuild()
 
     def _rebuild(self) -> None:
         assert self._snapshot is not None
-        self._own_heaps.clear()
-        candidates = self._snapshot.candidates
-        self._group_of, self._penalties = None, []
-        if self._grouped_by is not None:
-            penalties = sorted({score.penalty_per_byte for score in candidates})
-            self._penalties = penalties if len(penalties) < MOST_GROUPS else None
-        if self._grouped_by is not None and self._penalties is not None:
-            owner = ReplicaShare(*self._grouped_by)
-            group = {penalty: 1 + index for index, penalty in enumerate(self._penalties)}
-
-            def group_of(score: NodeScore) -> int:
-                return 0 if owner.owns(score.name) else group[score.penalty_per_byte]
-
-            self._group_of = group_of
-        self._heap = CandidateHeap(candidates, self._view, group_of=self._group_of)
+        heaps = _build_heaps(self._snapshot.candidates, self._view, self._grouped_by, {})
+        self._heap, self._own_heaps = heaps.shared, heaps.own
+        self._group_of, self._penalties = heaps.group_of, heaps.penalties
 
     @property
     def adopted(self) -> Snapshot | None:
@@ -277,7 +378,7 @@ class InflightState:
         """The pod booked as ``key`` was bound to ``node``: its booking moves
         there, once. "moved", "kept" (it was booked there), or None when
         there was nothing to move."""
-        with self._lock:
+        with self._adopting, self._lock:
             moved = self._ledger.move(key, node)
             if moved is None:
                 return None
@@ -291,7 +392,7 @@ class InflightState:
     def release(self, key: int) -> bool:
         """The pod booked as ``key`` will not run (deleted or failed unbound):
         its booking is dropped. False when there was nothing to drop."""
-        with self._lock:
+        with self._adopting, self._lock:
             dropped = self._ledger.drop(key)
             if dropped is None:
                 return False
@@ -334,6 +435,9 @@ class InflightState:
     def _unseen_changed(self, nodes: Iterable[str], counted: Iterable[CountChange]) -> None:
         """The ledger's figure of ``nodes`` changed, and the pods of
         workloads not learned yet as ``counted`` says: re-rank them."""
+        counted = list(counted)
+        if self._journal is not None:
+            self._journal.extend(counted)
         if self._heap is None:
             return  # nothing adopted yet: the first heap is built from the ledger
         points = {(workload, node): POINTS_PER_POD * pods for workload, node, pods in counted}
@@ -346,7 +450,10 @@ class InflightState:
     def _counts_changed(self, counted: Iterable[CountChange]) -> None:
         """Only the counts of workloads not learned yet changed."""
         workloads = set()
-        for workload, node, pods in counted:
+        for change in counted:
+            if self._journal is not None:
+                self._journal.append(change)
+            workload, node, pods = change
             heap = self._own_heaps.get(workload)
             if heap is not None:
                 heap.update(node, POINTS_PER_POD * pods)
@@ -365,8 +472,7 @@ class InflightState:
             self._own_heaps.move_to_end(workload)
             return heap
         assert self._snapshot is not None
-        points = {node: POINTS_PER_POD * pods for node, pods in in_flight.items()}
-        heap = CandidateHeap(self._snapshot.candidates, self._view, points, self._group_of)
+        heap = _own_heap(self._snapshot.candidates, self._view, in_flight, self._group_of)
         self._own_heaps[workload] = heap
         if len(self._own_heaps) > MOST_OWN_HEAPS:
             self._own_heaps.popitem(last=False)

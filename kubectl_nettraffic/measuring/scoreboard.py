@@ -52,7 +52,11 @@ class Scoreboard:
             self.tier_labels = outcome.tier_labels
         snapshot = outcome.snapshot
         if snapshot is not None:
-            self._snapshot = snapshot  # one reference swap: readers see old or new
-            if self.on_snapshot is not None:
-                self.on_snapshot(snapshot)
+            try:
+                # Followed before it is published: an admission that found it
+                # first would do the following itself, every other one waiting.
+                if self.on_snapshot is not None:
+                    self.on_snapshot(snapshot)
+            finally:
+                self._snapshot = snapshot  # one reference swap: readers see old or new
         return snapshot
