@@ -19,7 +19,7 @@ unseen load is a formula of a few sums. A measurement time only moves
 forward, and each booking crosses each phase boundary once: a new
 measurement time walks only the bookings that changed phase since the last
 one, plus those still hidden, however many pods are in the ramp: never a
-pass over every booking under the lock.
+pass over every booking.
 
 A booking is an append at the log's end, plus one value in the view, so an
 admission touches memory that is already in the CPU's caches however many
