@@ -1,5 +1,7 @@
 """In-flight ledger: what a measurement cannot see yet, kept as running sums per node."""
 
+import threading
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -193,3 +195,45 @@ def test_a_long_run_keeps_exact_sums_while_forgotten_bookings_are_trimmed():
                 assert view[node] == (pytest.approx(unseen, rel=1e-9), pods)
     # 500 s of bookings against a 65 s horizon: most were forgotten and trimmed.
     assert len(ledger._times) < 2500
+
+
+def test_views_prepared_beside_a_booking_thread_sum_every_booking():
+    """Real threads: one books without pause while another prepares and
+    commits a new measurement time again and again; every view put in
+    place counts every booking made, before and during its walk."""
+    ledger = InflightLedger(pod_startup=10, window=120)
+    start, bookings, done = 1.8e9, [], threading.Event()
+
+    def book():
+        for i in range(40_000):
+            at = start + i * 0.0025  # 100 s of bookings
+            ledger.add("abcdefg"[i % 7], float(1 + i % 5), at=at, key=i + 1)
+            bookings.append(("abcdefg"[i % 7], float(1 + i % 5), at))
+        done.set()
+
+    booker = threading.Thread(target=book)
+    booker.start()
+    prepared_views, committed = 0, 0
+    while not done.is_set():
+        booked = len(bookings)
+        if not booked:
+            continue
+        measured_at = bookings[booked - 1][2]  # bookings after it come while it is walked
+        prepared = ledger.prepare(measured_at)
+        if prepared is not None:
+            prepared_views += 1
+            committed += ledger.commit(prepared) is not None
+            # Nothing is forgotten within 100 s: the view counts every booking
+            # made so far (one more may be booked and not listed yet).
+            listed = len(bookings)
+            pods = sum(count for _, count in list(ledger.view(measured_at).values()))
+            assert listed <= pods <= len(bookings) + 1
+    booker.join()
+    measured_at = bookings[-1][2]
+    expected = unseen_summed_over_every_booking(bookings, measured_at, 10, 120)
+    view = ledger.view(measured_at)
+    # Only appends came beside them: every prepared view was put in place, none walked again.
+    assert committed == prepared_views > 0
+    assert view.keys() == expected.keys()
+    for node, (unseen, pods) in expected.items():
+        assert view[node] == (pytest.approx(unseen, rel=1e-9), pods)
