@@ -145,14 +145,14 @@ class InflightLedger:
             self._changes += 1
             self._hidden = len(self._times)
             if self._last > edge - self.window:
-                before = self._ramp_unseen(node)
+                before = self._node_ramp_unseen(node)
                 _enter(self._ramp, node, bandwidth, self._last)
                 unseen, pods = self._view.get(node, (0.0, 0))
-                self._view[node] = (unseen - before + self._ramp_unseen(node), pods + 1)
+                self._view[node] = (unseen - before + self._node_ramp_unseen(node), pods + 1)
             else:
                 self._shown = self._hidden  # shown already, as is all before it
 
-    def _ramp_unseen(self, node: str) -> float:
+    def _node_ramp_unseen(self, node: str) -> float:
         """Unseen bytes/s of ``node``'s bookings in the ramp of the current measurement."""
         sums = self._ramp.get(node)
         if sums is None or self._edge is None:

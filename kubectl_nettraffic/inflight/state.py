@@ -119,13 +119,13 @@ def _build_heaps(
             return 0 if owner.owns(score.name) else group[score.penalty_per_byte]
 
     own = OrderedDict(
-        (workload, _own_heap(candidates, view, pods, group_of))
+        (workload, _build_own_heap(candidates, view, pods, group_of))
         for workload, pods in in_flight.items()
     )
     return _Heaps(CandidateHeap(candidates, view, group_of=group_of), own, group_of, penalties)
 
 
-def _own_heap(
+def _build_own_heap(
     candidates: Sequence[NodeScore],
     view: Mapping[str, tuple[float, int]],
     pods: Mapping[str, int],
@@ -472,7 +472,7 @@ class InflightState:
             self._own_heaps.move_to_end(workload)
             return heap
         assert self._snapshot is not None
-        heap = _own_heap(self._snapshot.candidates, self._view, in_flight, self._group_of)
+        heap = _build_own_heap(self._snapshot.candidates, self._view, in_flight, self._group_of)
         self._own_heaps[workload] = heap
         if len(self._own_heaps) > MOST_OWN_HEAPS:
             self._own_heaps.popitem(last=False)
