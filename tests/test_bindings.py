@@ -62,7 +62,7 @@ def test_a_booked_pod_carries_its_replica_and_key(steerer):
 
 
 def test_a_pod_bound_elsewhere_moves_its_booking_and_the_next_choice_sees_it(
-    fake_api, steerer, watch
+    fake_api, board, steerer, watch
 ):
     first, decision = _steer(steerer, "p1")
     assert decision.preferences[0].node == "a"
@@ -74,6 +74,10 @@ def test_a_pod_bound_elsewhere_moves_its_booking_and_the_next_choice_sees_it(
     wait_for(lambda: watch.counts()["moved"] == 1)
     inflight = _inflight(steerer)
     assert "a" not in inflight and inflight["c"] == (HEAVY, 1)
+    # a is free again, but kube-scheduler declined it: it is named first
+    # again only once the next measurement is adopted.
+    assert steerer.decide(pod(), {}, dry_run=True).preferences[0].node == "b"
+    assert board.refresh() is not None
     assert steerer.decide(pod(), {}, dry_run=True).preferences[0].node == "a"
     # Later updates of the bound pod (kubelet's status) change nothing.
     first["status"] = {"phase": "Running"}

@@ -29,7 +29,8 @@ class CandidateHeap:
     A node's live score is its measured score less the load booked on it
     that no measurement shows yet (``unseen``: the in-flight ledger's view,
     read, never copied: the ledger is its one keeper) and less ``points``
-    of this heap's own (a workload's pods in flight, unknown_workloads.py).
+    of this heap's own (a workload's pods in flight, unknown_workloads.py;
+    nodes kube-scheduler declined, declined_nodes.py).
 
     For the common pod without node constraints, the top N are read off a
     heap near its root, however many nodes carry in-flight load: a long burst

@@ -4,8 +4,9 @@ Live in-flight state is the in-flight ledger (ledger.py: what each node
 carries that no measurement shows yet, the one keeper of that figure), the
 candidate heaps that rank the nodes by it (candidates.py), the booking
 keys, the replicas seen steering (replica_share.py), the pods of workloads
-booked at the default (unknown_workloads.py), and the lock over all of
-them. Everything that reads or changes it goes through InflightState:
+booked at the default (unknown_workloads.py), the nodes kube-scheduler
+declined since the adopted snapshot (declined_nodes.py), and the lock over
+all of them. Everything that reads or changes it goes through InflightState:
 
 - ``adopt``: a new snapshot is published; the ledger moves to its
   measurement time and the heaps are rebuilt from its candidates. That
@@ -22,8 +23,9 @@ them. Everything that reads or changes it goes through InflightState:
 - ``shown``: the binding watch shows this process's pod, which times the
   watch's delay (replica_share.py);
 - ``rebook`` / ``release``: the binding watch moves a booking to the node
-  its pod was bound to, or drops it for a pod that will not run (waiting
-  for an adopt under way, whose walk they would void);
+  its pod was bound to (the node it leaves declined the pod), or drops it
+  for a pod that will not run (waiting for an adopt under way, whose walk
+  they would void);
 - ``view``: readers (/scores, the extender) get the ledger's figures. It
   changes nothing.
 
@@ -47,6 +49,7 @@ from dataclasses import dataclass
 
 from kubectl_nettraffic.config import Settings
 from kubectl_nettraffic.inflight.candidates import CandidateHeap, Ranked
+from kubectl_nettraffic.inflight.declined_nodes import DeclinedNodes
 from kubectl_nettraffic.inflight.ledger import InflightLedger, NextView
 from kubectl_nettraffic.inflight.replica_share import Replicas, ReplicaShare
 from kubectl_nettraffic.inflight.unknown_workloads import (
@@ -101,11 +104,13 @@ def _build_heaps(
     view: Mapping[str, tuple[float, int]],
     grouped_by: tuple[int, int] | None,
     in_flight: Mapping[Workload, Mapping[str, int]],
+    declined: Mapping[str, float],
 ) -> _Heaps:
-    """Heaps over ``candidates`` ranked by ``view``, grouped by the replica
-    share ``grouped_by``, one of them for each workload of ``in_flight``
-    (its pods in flight per node). Reads nothing else: it may run beside
-    the admissions, against a view they do not book into yet."""
+    """Heaps over ``candidates`` ranked by ``view`` less the points of the
+    ``declined`` nodes, grouped by the replica share ``grouped_by``, one of
+    them for each workload of ``in_flight`` (its pods in flight per node).
+    Reads nothing else: it may run beside the admissions, against a view
+    they do not book into yet."""
     group_of: GroupOf | None = None
     penalties: list[float] | None = []
     if grouped_by is not None:
@@ -119,10 +124,11 @@ def _build_heaps(
             return 0 if owner.owns(score.name) else group[score.penalty_per_byte]
 
     own = OrderedDict(
-        (workload, _build_own_heap(candidates, view, pods, group_of))
+        (workload, _build_own_heap(candidates, view, pods, group_of, declined))
         for workload, pods in in_flight.items()
     )
-    return _Heaps(CandidateHeap(candidates, view, group_of=group_of), own, group_of, penalties)
+    shared = CandidateHeap(candidates, view, declined, group_of)
+    return _Heaps(shared, own, group_of, penalties)
 
 
 def _build_own_heap(
@@ -130,9 +136,13 @@ def _build_own_heap(
     view: Mapping[str, tuple[float, int]],
     pods: Mapping[str, int],
     group_of: GroupOf | None,
+    declined: Mapping[str, float],
 ) -> CandidateHeap:
-    """A workload's own heap: its ``pods`` in flight per node count against their nodes."""
-    points = {node: POINTS_PER_POD * count for node, count in pods.items()}
+    """A workload's own heap: its ``pods`` in flight per node count against
+    their nodes, as the ``declined`` nodes' points do."""
+    points = dict(declined)
+    for node, count in pods.items():
+        points[node] = points.get(node, 0.0) + POINTS_PER_POD * count
     return CandidateHeap(candidates, view, points, group_of)
 
 
@@ -147,6 +157,7 @@ class InflightState:
         horizon = settings.steering.pod_startup + settings.prometheus.window
         self._replicas = Replicas(replica, horizon)
         self._unknown = UnknownWorkloadPods(horizon)
+        self._declined = DeclinedNodes()
         self._lock = threading.Lock()
         # Held by an adopt throughout, and by rebook and release, whose moves
         # would void the ledger's walk under way; taken before _lock.
@@ -186,7 +197,9 @@ class InflightState:
             try:
                 prepared = self._ledger.prepare(snapshot.generated_at)
                 if prepared is not None:
-                    heaps = _build_heaps(snapshot.candidates, prepared.view, grouped_by, in_flight)
+                    heaps = _build_heaps(
+                        snapshot.candidates, prepared.view, grouped_by, in_flight, {}
+                    )
             finally:
                 with self._lock:
                     journal, self._journal = self._journal, None
@@ -220,6 +233,7 @@ class InflightState:
         if grouped_by != self._grouped_by:
             return
         self._snapshot, self._view = snapshot, prepared.view
+        self._declined.clear()  # the heaps were built without them
         self._heap, self._own_heaps = heaps.shared, heaps.own
         self._group_of, self._penalties = heaps.group_of, heaps.penalties
         self._unseen_changed(touched, ())
@@ -230,11 +244,14 @@ class InflightState:
             return
         self._view = self._ledger.view(snapshot.generated_at)
         self._snapshot = snapshot
+        self._declined.clear()
         self._rebuild()
 
     def _rebuild(self) -> None:
         assert self._snapshot is not None
-        heaps = _build_heaps(self._snapshot.candidates, self._view, self._grouped_by, {})
+        heaps = _build_heaps(
+            self._snapshot.candidates, self._view, self._grouped_by, {}, self._declined.points
+        )
         self._heap, self._own_heaps = heaps.shared, heaps.own
         self._group_of, self._penalties = heaps.group_of, heaps.penalties
 
@@ -292,10 +309,12 @@ class InflightState:
             self._counts_changed(forgotten)
         unknown_handicap = None if unknown is None else self._unknown.handicap(unknown)
         top: Callable[[int], list[Ranked]] = self._heap.top  # the usual pod: no handicap
-        handicap = None
+        # For nodes read one by one (constrained pods, tainted nodes); the
+        # heaps carry the declined nodes' points already.
+        handicap = self._declined.handicap()
         if share is not None or unknown_handicap is not None:
             share_handicap = None if share is None else share.handicap(bandwidth)
-            handicap = combined(share_handicap, unknown_handicap)  # for nodes read one by one
+            handicap = combined(share_handicap, unknown_handicap, handicap)
             top = self._top_under(share, share_handicap, bandwidth, unknown, unknown_handicap)
         return choose_nodes(
             snapshot.candidates,
@@ -387,6 +406,7 @@ class InflightState:
                 self._unknown.move(key, node)  # settles its key
                 return "kept"
             self._unseen_changed((left, node), self._unknown.move(key, node))
+            self._decline(left)
             return "moved"
 
     def release(self, key: int) -> bool:
@@ -447,6 +467,15 @@ class InflightState:
                 heap.update(node, points.get((workload, node), 0.0))
         self._drop_settled({workload for workload, _ in points})
 
+    def _decline(self, node: str) -> None:
+        """A pod booked on ``node`` was bound elsewhere (declined_nodes.py)."""
+        points = self._declined.decline(node)
+        if self._heap is None:
+            return
+        self._heap.update(node, points)
+        for heap in self._own_heaps.values():
+            heap.update(node, points)
+
     def _counts_changed(self, counted: Iterable[CountChange]) -> None:
         """Only the counts of workloads not learned yet changed."""
         workloads = set()
@@ -472,7 +501,9 @@ class InflightState:
             self._own_heaps.move_to_end(workload)
             return heap
         assert self._snapshot is not None
-        heap = _build_own_heap(self._snapshot.candidates, self._view, in_flight, self._group_of)
+        heap = _build_own_heap(
+            self._snapshot.candidates, self._view, in_flight, self._group_of, self._declined.points
+        )
         self._own_heaps[workload] = heap
         if len(self._own_heaps) > MOST_OWN_HEAPS:
             self._own_heaps.popitem(last=False)

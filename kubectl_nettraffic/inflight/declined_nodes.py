@@ -1,0 +1,63 @@
+"""Nodes kube-scheduler declined: named first, bound elsewhere.
+
+The webhook ranks nodes by their traffic; kube-scheduler also filters them
+by what the webhook does not see (requests against allocatable, the pod
+count, host ports, volumes) and scores them by its other plugins. A node
+quiet on the wire but full of requests stays the webhook's best node
+however many pods name it: each is bound elsewhere, its booking follows it
+there (bindings.py), and the node looks as free as before. Every pod of a
+burst then names it first, the first preference's weight is spent on a
+node that cannot take the pod, and the pods land where the lesser
+preferences and kube-scheduler's other plugins put them
+(docs/design/late-bindings.md, "Declined nodes").
+
+So a booking the binding watch moves off the node it was booked on counts
+against that node: ``POINTS_PER_DECLINE`` score points a pod, until the
+next snapshot is adopted. A node that cannot take pods is then named first
+once a refresh, not for every pod; a node that only lost to the other
+plugins once is passed over for the rest of that refresh interval, at the
+cost of the next-best node's small difference.
+"""
+
+from collections.abc import Mapping
+
+from kubectl_nettraffic.scoring.node_scores import NodeScore
+from kubectl_nettraffic.scoring.placement import Handicap
+
+# A node's live score spans 0..100 before in-flight load: one decline puts
+# it below every node that is not itself that far down.
+POINTS_PER_DECLINE = 100.0
+
+
+class DeclinedNodes:
+    """The nodes declined since the adopted snapshot, with their points.
+    Not thread-safe: its owner (InflightState) holds its lock around every
+    call."""
+
+    def __init__(self) -> None:
+        self._points: dict[str, float] = {}
+
+    @property
+    def points(self) -> Mapping[str, float]:
+        """node -> points it loses (live: look up only)."""
+        return self._points
+
+    def decline(self, node: str) -> float:
+        """A pod booked on ``node`` was bound elsewhere: the points ``node`` loses more."""
+        self._points[node] = self._points.get(node, 0.0) + POINTS_PER_DECLINE
+        return POINTS_PER_DECLINE
+
+    def clear(self) -> None:
+        """A new snapshot: every node is named on its measurement again."""
+        self._points = {}
+
+    def handicap(self) -> Handicap | None:
+        """Points each node loses; None when none was declined."""
+        points = self._points
+        if not points:
+            return None
+
+        def lost(score: NodeScore) -> float:
+            return points.get(score.name, 0.0)
+
+        return lost
