@@ -12,11 +12,19 @@ preferences and kube-scheduler's other plugins put them
 (docs/design/late-bindings.md, "Declined nodes").
 
 So a booking the binding watch moves off the node it was booked on counts
-against that node: ``POINTS_PER_DECLINE`` score points a pod, until the
-next snapshot is adopted. A node that cannot take pods is then named first
+against that node: ``DECLINE_POINTS`` score points, until the next
+snapshot is adopted. A node that cannot take pods is then named first
 once a refresh, not for every pod; a node that only lost to the other
 plugins once is passed over for the rest of that refresh interval, at the
 cost of the next-best node's small difference.
+
+A node loses the points once, however many pods it declines: one decline
+puts it below the nodes that were not, and the declined ones keep their
+order by traffic among themselves. In a cluster of 100 nodes or more a
+pod whose preferred nodes were not in kube-scheduler's sample is bound
+elsewhere as well, and its first preference counts as declined though it
+was never considered; a burst that declines many nodes so shifts them all
+alike, instead of ranking them by how often a sample missed them.
 """
 
 from collections.abc import Mapping
@@ -24,9 +32,9 @@ from collections.abc import Mapping
 from kubectl_nettraffic.scoring.node_scores import NodeScore
 from kubectl_nettraffic.scoring.placement import Handicap
 
-# A node's live score spans 0..100 before in-flight load: one decline puts
+# A node's live score spans 0..100 before in-flight load: a decline puts
 # it below every node that is not itself that far down.
-POINTS_PER_DECLINE = 100.0
+DECLINE_POINTS = 100.0
 
 
 class DeclinedNodes:
@@ -43,9 +51,12 @@ class DeclinedNodes:
         return self._points
 
     def decline(self, node: str) -> float:
-        """A pod booked on ``node`` was bound elsewhere: the points ``node`` loses more."""
-        self._points[node] = self._points.get(node, 0.0) + POINTS_PER_DECLINE
-        return POINTS_PER_DECLINE
+        """A pod booked on ``node`` was bound elsewhere: the points ``node``
+        loses more (none when it was declined already)."""
+        if node in self._points:
+            return 0.0
+        self._points[node] = DECLINE_POINTS
+        return DECLINE_POINTS
 
     def clear(self) -> None:
         """A new snapshot: every node is named on its measurement again."""

@@ -470,7 +470,7 @@ class InflightState:
     def _decline(self, node: str) -> None:
         """A pod booked on ``node`` was bound elsewhere (declined_nodes.py)."""
         points = self._declined.decline(node)
-        if self._heap is None:
+        if not points or self._heap is None:
             return
         self._heap.update(node, points)
         for heap in self._own_heaps.values():
