@@ -22,8 +22,9 @@ Each rule follows the component it stands in for:
   binding of a pod created before it, nor sooner than 1/50 s after it.
 - The binding delay, from a pod's admission until a watch shows it bound,
   is the dimension the benchmark varies: drawn per pod around the row's
-  median (log-normal, sigma BINDING_SPREAD). 0 is "at once": the old
-  model, every pod shown created and bound the instant it is admitted.
+  median (log-normal, sigma BINDING_SPREAD). 0 is "at once": the same
+  slow-start admissions, each pod shown created and bound the instant it
+  is admitted.
 - A watch shows an event WATCH_LATENCY after it happened (each replica its
   own draw).
 
@@ -60,10 +61,9 @@ def scale_up(
 ) -> list[PodTimes]:
     """The times of a ReplicaSet scale-up of ``pods`` pods from ``start``,
     in admission order."""
-    if binding_delay <= 0:
-        # At once: the old model's even pace over 0.9 s, bound on admission.
-        return [PodTimes(t, t, t) for t in (start + j * (0.9 / pods) for j in range(pods))]
     admitted, created = _slow_start(pods, start, rng)
+    if binding_delay <= 0:
+        return [PodTimes(t, t, t) for t in admitted]
     times = []
     last_bound = -math.inf
     for admission, stored in zip(admitted, created, strict=True):

@@ -222,7 +222,7 @@ def test_a_scale_up_is_admitted_in_slow_start_batches_and_bound_in_order():
     assert all(t.bound >= t.created >= t.admitted for t in times)
     # Most of the burst is admitted before the first binding shows.
     assert sum(a < bound[0] for a in admitted) > len(times) / 2
-    # At once: the old model, bound the instant it is admitted.
-    assert all(
-        t.admitted == t.created == t.bound for t in scale_up(5, 0.0, 0.0, np.random.default_rng(0))
-    )
+    # At once: the same slow-start admissions, each bound the instant it is admitted.
+    at_once = scale_up(40, 10.0, 0.0, np.random.default_rng(0))
+    assert [t.admitted for t in at_once] == admitted
+    assert all(t.admitted == t.created == t.bound for t in at_once)

@@ -43,6 +43,21 @@ def test_a_pod_bound_where_it_was_booked_declines_nothing(board):
     steered = board.steerer.decide(pod(annotations={EXPECTED_BANDWIDTH: LIGHT}), {}, dry_run=False)
     assert board.inflight.rebook(steered.booking_key, "a") == "kept"
     assert _first(board, False) == "a"
+    assert board.inflight.declined_total == 0
+
+
+def test_declines_are_counted_once_per_node_and_snapshot(board):
+    def bound_away(first: str, to: str) -> None:
+        key = board.inflight.book_seen(first, 1000.0, MEASURED_AT, "r0")
+        assert board.inflight.rebook(key, to) == "moved"
+
+    bound_away("a", "c")
+    bound_away("a", "c")  # a declined already
+    bound_away("b", "c")
+    assert board.inflight.declined_total == 2
+    assert board.refresh() is not None
+    bound_away("a", "c")  # a new snapshot: a may decline again
+    assert board.inflight.declined_total == 3
 
 
 def test_another_replicas_pod_bound_away_from_its_first_preference_declines_it(board):

@@ -103,6 +103,17 @@ class WebhookMetrics:
                 lambda: watch.keeper.watch_delay,
             )
         )
+        add(
+            Reading(
+                "nettraffic_declined_nodes_total",
+                "Nodes that lost their first place because a pod booked on them was "
+                "bound elsewhere, each counted once per snapshot: about the number of "
+                "nodes per refresh kube-scheduler would not take the pods named to.",
+                "counter",
+                (),
+                lambda: {(): float(watch.keeper.declined_total)},
+            )
+        )
 
     def _add_state(self, scoreboard: Scoreboard, cert: CertReloader) -> None:
         """What is read at scrape time: tier labels, certificate, snapshot, refresh."""

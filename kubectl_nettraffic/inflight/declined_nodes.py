@@ -44,6 +44,8 @@ class DeclinedNodes:
 
     def __init__(self) -> None:
         self._points: dict[str, float] = {}
+        # Nodes declined, each counted once per snapshot (exported).
+        self.total = 0
 
     @property
     def points(self) -> Mapping[str, float]:
@@ -56,6 +58,7 @@ class DeclinedNodes:
         if node in self._points:
             return 0.0
         self._points[node] = DECLINE_POINTS
+        self.total += 1
         return DECLINE_POINTS
 
     def clear(self) -> None:

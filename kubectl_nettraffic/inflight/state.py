@@ -393,6 +393,12 @@ class InflightState:
         with self._lock:
             return self._replicas.delay.seconds
 
+    @property
+    def declined_total(self) -> int:
+        """Nodes declined so far, each once per snapshot (declined_nodes.py)."""
+        with self._lock:
+            return self._declined.total
+
     def rebook(self, key: int, node: str) -> str | None:
         """The pod booked as ``key`` was bound to ``node``: its booking moves
         there, once. "moved", "kept" (it was booked there), or None when

@@ -103,6 +103,8 @@ def test_a_steered_pod_s_booking_follows_its_binding(cluster_webhook):
     assert 'nettraffic_bookings_followed_total{outcome="moved"} 1' in metrics
     # Its own pod: followed, not booked a second time as another replica's.
     assert 'nettraffic_bookings_followed_total{outcome="seen"} 0' in metrics
+    # The node it was booked on declined it.
+    assert "\nnettraffic_declined_nodes_total 1\n" in metrics
     # ... and timed: the watch's delay moved a tenth of the way from the
     # 50 ms assumed to what this pod took, at most the time since its admission.
     delay = float(re.search(r"^nettraffic_binding_watch_delay_seconds (\S+)$", metrics, re.M)[1])
