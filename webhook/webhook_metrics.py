@@ -106,9 +106,9 @@ class WebhookMetrics:
         add(
             Reading(
                 "nettraffic_declined_nodes_total",
-                "Nodes that lost their first place because a pod booked on them was "
-                "bound elsewhere, each counted once per snapshot: about the number of "
-                "nodes per refresh kube-scheduler would not take the pods named to.",
+                "Nodes declined: a pod booked on them was bound elsewhere, so they "
+                "lost their first place until the next snapshot (each counted once "
+                "per snapshot).",
                 "counter",
                 (),
                 lambda: {(): float(watch.keeper.declined_total)},
