@@ -457,7 +457,7 @@ def test_live_heap_chooses_exactly_what_the_scan_chooses(loads, bookings, count,
     """Also with a handicap: other replicas' nodes counting part of a pod
     more, read by a walk (handicapped_top) and off the heap split in groups
     by the share (top_grouped)."""
-    from kubectl_nettraffic.inflight.candidates import CandidateHeap
+    from kubectl_nettraffic.inflight.candidates import CandidateHeap, HeapLayout
     from kubectl_nettraffic.inflight.replica_share import ReplicaShare
     from kubectl_nettraffic.scoring.placement import handicapped_top
 
@@ -466,14 +466,16 @@ def test_live_heap_chooses_exactly_what_the_scan_chooses(loads, bookings, count,
     board = _board({f"n{i:02d}": load for i, load in enumerate(loads)})
     snap = board.snapshot
     inflight: dict[str, tuple[float, int]] = {}
-    live = CandidateHeap(snap.candidates, inflight)
+    live = CandidateHeap(HeapLayout(snap.candidates), inflight)
     penalties = sorted({s.penalty_per_byte for s in snap.candidates})
     grouped = CandidateHeap(
-        snap.candidates,
-        inflight,
-        group_of=None if owner is None else (
-            lambda s: 0 if owner.owns(s.name) else 1 + penalties.index(s.penalty_per_byte)
+        HeapLayout(
+            snap.candidates,
+            group_of=None if owner is None else (
+                lambda s: 0 if owner.owns(s.name) else 1 + penalties.index(s.penalty_per_byte)
+            ),
         ),
+        inflight,
     )  # fmt: skip
     handicaps = [0.0] + [p * bandwidth for p in penalties] if owner else [0.0]
     for index, booked in bookings:
@@ -502,11 +504,11 @@ def test_live_heap_chooses_exactly_what_the_scan_chooses(loads, bookings, count,
 def test_a_handicap_reaching_past_the_best_nodes_chooses_among_them():
     """handicapped_top reads at most MOST_READ nodes: with every one of the
     best 128 handicapped, the 300th (the only one spared) is not reached."""
-    from kubectl_nettraffic.inflight.candidates import CandidateHeap
+    from kubectl_nettraffic.inflight.candidates import CandidateHeap, HeapLayout
     from kubectl_nettraffic.scoring.placement import MOST_READ, handicapped_top
 
     board = _board({f"n{i:03d}": i * 1e3 for i in range(300)})
-    live = CandidateHeap(board.snapshot.candidates, {})
+    live = CandidateHeap(HeapLayout(board.snapshot.candidates), {})
 
     def spared(name):
         return lambda score: 0.0 if score.name == name else 1000.0
@@ -521,12 +523,12 @@ def test_the_heap_stays_right_after_many_bookings_of_nodes_below_its_root():
     """Bookings of nodes that are not the best leave superseded entries
     behind; read or not, the heap drops them in time (it never holds more
     than twice its nodes) and its top is the live order throughout."""
-    from kubectl_nettraffic.inflight.candidates import CandidateHeap
+    from kubectl_nettraffic.inflight.candidates import CandidateHeap, HeapLayout
 
     loads = {f"n{i}": i * 1e5 for i in range(6)}
     snap = _board(loads).snapshot
     unseen: dict[str, tuple[float, int]] = {}
-    live = CandidateHeap(snap.candidates, unseen)
+    live = CandidateHeap(HeapLayout(snap.candidates), unseen)
     for step in range(400):
         name = f"n{1 + step % 5}"  # never n0, the best throughout
         extra, pods = unseen.get(name, (0.0, 0))
@@ -546,7 +548,7 @@ def test_the_grouped_heap_is_exact_past_the_walk_s_read_limit():
     pod's handicap down: the walk stops at MOST_READ nodes and chooses among
     them; the heap split by the share reads each group's top and chooses
     what the scan does, this replica's best three."""
-    from kubectl_nettraffic.inflight.candidates import CandidateHeap
+    from kubectl_nettraffic.inflight.candidates import CandidateHeap, HeapLayout
     from kubectl_nettraffic.inflight.replica_share import ReplicaShare
     from kubectl_nettraffic.scoring.placement import MOST_READ, handicapped_top
 
@@ -561,9 +563,11 @@ def test_the_grouped_heap_is_exact_past_the_walk_s_read_limit():
     handicap = share.handicap(bandwidth)
     penalties = sorted({s.penalty_per_byte for s in snap.candidates})
     grouped = CandidateHeap(
-        snap.candidates,
+        HeapLayout(
+            snap.candidates,
+            group_of=lambda s: 0 if share.owns(s.name) else 1 + penalties.index(s.penalty_per_byte),
+        ),
         {},
-        group_of=lambda s: 0 if share.owns(s.name) else 1 + penalties.index(s.penalty_per_byte),
     )
     handicaps = [0.0, *(p * bandwidth for p in penalties)]
     scanned = choose_nodes(
@@ -573,7 +577,7 @@ def test_the_grouped_heap_is_exact_past_the_walk_s_read_limit():
         snap.candidates, snap.tainted, snap.nodes, pod(), EVERYONE, {}, 3,
         lambda c: grouped.top_grouped(c, handicaps), handicap,
     )  # fmt: skip
-    walked = handicapped_top(CandidateHeap(snap.candidates, {}), 3, handicap)
+    walked = handicapped_top(CandidateHeap(HeapLayout(snap.candidates), {}), 3, handicap)
     assert [p.node for p in scanned] == mine[:3]
     assert [p.node for p in from_groups] == mine[:3]
     assert [e[2].name for e in walked] == theirs[:3]  # all it read were theirs

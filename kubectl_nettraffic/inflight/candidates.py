@@ -23,6 +23,20 @@ PASSED_SHARE = 4
 Ranked = tuple[float, int, NodeScore]  # (live score, position, score)
 
 
+class HeapLayout:
+    """What every heap over one snapshot's candidates shares, worked out once
+    per snapshot: the nodes in order, each one's position and its group
+    (``group_of``; one group when None). Read only."""
+
+    def __init__(
+        self, candidates: Sequence[NodeScore], group_of: Callable[[NodeScore], int] | None = None
+    ) -> None:
+        self.candidates = list(candidates)
+        self.position = {score.name: position for position, score in enumerate(candidates)}
+        self.group = [0 if group_of is None else group_of(s) for s in candidates]
+        self.groups = 1 + max(self.group, default=0)
+
+
 class CandidateHeap:
     """Eligible nodes ordered by live score, kept current as pods are booked.
 
@@ -38,7 +52,7 @@ class CandidateHeap:
     A booking adds a fresh entry for its node; the node's older entry stays
     behind, superseded, and is dropped once it reaches the root.
 
-    ``group_of`` splits the nodes into groups of one heap each, for a
+    The layout's groups split the nodes into one heap each, for a
     handicap that is the same on every node of a group (the replica share:
     this replica's own nodes, and the others' by penalty per byte): the
     best of each group are then the group's top, and ``top_grouped`` merges
@@ -54,23 +68,22 @@ class CandidateHeap:
 
     def __init__(
         self,
-        candidates: Sequence[NodeScore],
+        layout: HeapLayout,
         unseen: Mapping[str, tuple[float, int]],
         points: Mapping[str, float] | None = None,
-        group_of: Callable[[NodeScore], int] | None = None,
     ) -> None:
-        self._candidates = list(candidates)
+        self._candidates = layout.candidates
         self._unseen = unseen
-        self._position = {score.name: position for position, score in enumerate(candidates)}
+        self._position = layout.position
         points = points or {}
-        self._points = [points.get(score.name, 0.0) for score in candidates]
-        self._group = [0 if group_of is None else group_of(s) for s in candidates]
-        self.groups = 1 + max(self._group, default=0)
+        self._points = [points.get(score.name, 0.0) for score in self._candidates]
+        self._group = layout.group
+        self.groups = layout.groups
         # Entries are (-live score, position, version); only the newest version
         # of a position is valid, so a booking never leaves a duplicate behind.
         self._version = [0] * len(self._candidates)
         self._heaps: list[list[tuple[float, int, int]]] = [[] for _ in range(self.groups)]
-        for i, score in enumerate(candidates):
+        for i, score in enumerate(self._candidates):
             live = score.score_with(unseen.get(score.name, (0.0, 0))[0]) - self._points[i]
             self._heaps[self._group[i]].append((-live, i, 0))
         for heap in self._heaps:

@@ -48,7 +48,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from kubectl_nettraffic.config import Settings
-from kubectl_nettraffic.inflight.candidates import CandidateHeap, Ranked
+from kubectl_nettraffic.inflight.candidates import CandidateHeap, HeapLayout, Ranked
 from kubectl_nettraffic.inflight.declined_nodes import DeclinedNodes
 from kubectl_nettraffic.inflight.ledger import InflightLedger, NextView
 from kubectl_nettraffic.inflight.replica_share import Replicas, ReplicaShare
@@ -90,12 +90,13 @@ GroupOf = Callable[[NodeScore], int]
 @dataclass
 class _Heaps:
     """The candidate heaps of one snapshot: the shared one, and those of
-    workloads not learned yet (most recently chosen for last), grouped by
-    ``group_of`` into the groups whose penalties per byte are ``penalties``."""
+    workloads not learned yet (most recently chosen for last), all over
+    ``layout``, whose groups after the first are of the penalties per byte
+    ``penalties``."""
 
     shared: CandidateHeap
     own: OrderedDict[Workload, CandidateHeap]
-    group_of: GroupOf | None
+    layout: HeapLayout
     penalties: list[float] | None
 
 
@@ -123,19 +124,20 @@ def _build_heaps(
         def group_of(score: NodeScore) -> int:
             return 0 if owner.owns(score.name) else group[score.penalty_per_byte]
 
+    # The shared heap and the own heaps read one layout.
+    layout = HeapLayout(candidates, group_of)
     own = OrderedDict(
-        (workload, _build_own_heap(candidates, view, pods, group_of, declined))
+        (workload, _build_own_heap(layout, view, pods, declined))
         for workload, pods in in_flight.items()
     )
-    shared = CandidateHeap(candidates, view, declined, group_of)
-    return _Heaps(shared, own, group_of, penalties)
+    shared = CandidateHeap(layout, view, declined)
+    return _Heaps(shared, own, layout, penalties)
 
 
 def _build_own_heap(
-    candidates: Sequence[NodeScore],
+    layout: HeapLayout,
     view: Mapping[str, tuple[float, int]],
     pods: Mapping[str, int],
-    group_of: GroupOf | None,
     declined: Mapping[str, float],
 ) -> CandidateHeap:
     """A workload's own heap: its ``pods`` in flight per node count against
@@ -143,7 +145,7 @@ def _build_own_heap(
     points = dict(declined)
     for node, count in pods.items():
         points[node] = points.get(node, 0.0) + POINTS_PER_POD * count
-    return CandidateHeap(candidates, view, points, group_of)
+    return CandidateHeap(layout, view, points)
 
 
 class InflightState:
@@ -177,7 +179,7 @@ class InflightState:
         # (None: too many to group by).
         self._grouped_by: tuple[int, int] | None = None
         self._penalties: list[float] | None = []
-        self._group_of: GroupOf | None = None
+        self._layout: HeapLayout | None = None
 
     # -- snapshots ---------------------------------------------------------
 
@@ -235,7 +237,7 @@ class InflightState:
         self._snapshot, self._view = snapshot, prepared.view
         self._declined.clear()  # the heaps were built without them
         self._heap, self._own_heaps = heaps.shared, heaps.own
-        self._group_of, self._penalties = heaps.group_of, heaps.penalties
+        self._layout, self._penalties = heaps.layout, heaps.penalties
         self._unseen_changed(touched, ())
         self._counts_changed(journal)
 
@@ -253,7 +255,7 @@ class InflightState:
             self._snapshot.candidates, self._view, self._grouped_by, {}, self._declined.points
         )
         self._heap, self._own_heaps = heaps.shared, heaps.own
-        self._group_of, self._penalties = heaps.group_of, heaps.penalties
+        self._layout, self._penalties = heaps.layout, heaps.penalties
 
     @property
     def adopted(self) -> Snapshot | None:
@@ -506,10 +508,8 @@ class InflightState:
         if heap is not None:
             self._own_heaps.move_to_end(workload)
             return heap
-        assert self._snapshot is not None
-        heap = _build_own_heap(
-            self._snapshot.candidates, self._view, in_flight, self._group_of, self._declined.points
-        )
+        assert self._layout is not None
+        heap = _build_own_heap(self._layout, self._view, in_flight, self._declined.points)
         self._own_heaps[workload] = heap
         if len(self._own_heaps) > MOST_OWN_HEAPS:
             self._own_heaps.popitem(last=False)
