@@ -57,17 +57,23 @@ class PodTimes:
 
 
 def scale_up(
-    pods: int, start: float, binding_delay: float, rng: np.random.Generator
+    pods: int,
+    start: float,
+    binding_delay: float,
+    rng: np.random.Generator,
+    delays: np.random.Generator,
 ) -> list[PodTimes]:
     """The times of a ReplicaSet scale-up of ``pods`` pods from ``start``,
-    in admission order."""
+    in admission order. The admissions are drawn from ``rng``, the binding
+    delays from ``delays``: runs that differ only by the binding delay
+    admit every burst at the same times."""
     admitted, created = _slow_start(pods, start, rng)
     if binding_delay <= 0:
         return [PodTimes(t, t, t) for t in admitted]
     times = []
     last_bound = -math.inf
     for admission, stored in zip(admitted, created, strict=True):
-        delay = binding_delay * float(rng.lognormal(0.0, BINDING_SPREAD))
+        delay = binding_delay * float(delays.lognormal(0.0, BINDING_SPREAD))
         bound = max(stored, admission + delay, last_bound + 1.0 / SCHEDULER_QPS)
         last_bound = bound
         times.append(PodTimes(admission, stored, bound))

@@ -222,7 +222,11 @@ def simulate(scenario: Scenario, strategy: str, seed: int) -> tuple[Run, np.ndar
     ]
     events: list[tuple[float, int, int, bytes]] = []  # (due, order, watch, line)
     sequence = itertools.count()
+    # The control plane's timing, one stream per kind of draw, so that rows
+    # differing only by binding delay or replica count admit alike.
     timing_rng = np.random.default_rng(seed + 50_000)
+    binding_rng = np.random.default_rng(seed + 60_000)
+    latency_rng = np.random.default_rng(seed + 70_000)
     replica_rng = np.random.default_rng(seed + 40_000)
     committed = background.copy()
     scheduler = KubeScheduler(state, tie_rng)
@@ -283,7 +287,7 @@ def simulate(scenario: Scenario, strategy: str, seed: int) -> tuple[Run, np.ndar
         modified = json.dumps({"type": "MODIFIED", "object": pod}, separators=(",", ":")).encode()
         for watch in range(len(watches)):
             for at, line in ((times.created, added), (times.bound, modified)):
-                due = at + watch_latency(scenario.binding_delay, timing_rng)
+                due = at + watch_latency(scenario.binding_delay, latency_rng)
                 heapq.heappush(events, (due, next(sequence), watch, line))
 
     seen: set[str] = set()
@@ -316,7 +320,7 @@ def simulate(scenario: Scenario, strategy: str, seed: int) -> tuple[Run, np.ndar
         template_hash = f"{burst:06x}"
         counts: dict[int, int] = {}
         firsts: dict[int, int] = {}
-        timeline = scale_up(replicas, burst_start, scenario.binding_delay, timing_rng)
+        timeline = scale_up(replicas, burst_start, scenario.binding_delay, timing_rng, binding_rng)
         for j, times in enumerate(timeline):
             advance(times.admitted)
             preferred: dict[int, int] = {}

@@ -199,7 +199,7 @@ def test_the_worst_sliding_minute_of_query_time():
 def test_a_scale_up_is_admitted_in_slow_start_batches_and_bound_in_order():
     from bench.control_plane import CONTROLLER_BURST, CONTROLLER_QPS, SCHEDULER_QPS, scale_up
 
-    times = scale_up(40, 10.0, 0.5, np.random.default_rng(0))
+    times = scale_up(40, 10.0, 0.5, np.random.default_rng(0), np.random.default_rng(1))
     admitted = [t.admitted for t in times]
     # Batches of 1, 2, 4, 8, 16 and the 9 left: each starts when the last
     # create of the one before has returned.
@@ -223,6 +223,20 @@ def test_a_scale_up_is_admitted_in_slow_start_batches_and_bound_in_order():
     # Most of the burst is admitted before the first binding shows.
     assert sum(a < bound[0] for a in admitted) > len(times) / 2
     # At once: the same slow-start admissions, each bound the instant it is admitted.
-    at_once = scale_up(40, 10.0, 0.0, np.random.default_rng(0))
+    at_once = scale_up(40, 10.0, 0.0, np.random.default_rng(0), np.random.default_rng(1))
     assert [t.admitted for t in at_once] == admitted
     assert all(t.admitted == t.created == t.bound for t in at_once)
+
+
+def test_scale_ups_at_any_binding_delay_admit_alike_burst_after_burst():
+    """The binding delays come from a stream of their own: a run's later
+    bursts are admitted at the same times whatever the delay, so rows that
+    differ only by it compare the delay, not another draw of the timing."""
+    from bench.control_plane import scale_up
+
+    def admissions(delay: float) -> list[float]:
+        timing, delays = np.random.default_rng(7), np.random.default_rng(8)
+        bursts = [scale_up(25, start, delay, timing, delays) for start in (10.0, 40.0, 70.0)]
+        return [t.admitted for burst in bursts for t in burst]
+
+    assert admissions(0.0) == admissions(0.15) == admissions(1.0)
