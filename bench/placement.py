@@ -76,7 +76,9 @@ CONTROL_PLANE_NOTE = (
     "creation order, at most 50 a second (kube-scheduler's client), each around the row's "
     "median delay (log-normal, sigma 0.5); every event reaching each watch about 5 ms "
     "later. The scheduler's choice is made in admission order, as its FIFO queue makes "
-    "it; a pod starts sending podStartup after its admission"
+    "it; a pod starts sending podStartup after its admission. The delays are drawn apart "
+    "from the admissions: a scenario's rows admit every burst at the same times whatever "
+    "the delay and the replicas"
 )
 
 LABELS = {
