@@ -29,7 +29,9 @@ Model, per seed:
 import math
 import multiprocessing
 import os
+import statistics
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -130,6 +132,8 @@ class HeavyRow:
     gap: float  # max utilisation minus the oracle's
     oracle_hot: float
     watch_delay: float | None  # the steering replicas' measured watch delay
+    hot_error: float  # standard errors over the seeds
+    gap_error: float
 
     def meets(self) -> bool:
         return meets_goals(self.hot, self.gap, self.oracle_hot)
@@ -145,7 +149,31 @@ def heavy_row(scenario: Scenario, ours: Summary, oracle: Summary) -> HeavyRow:
         ours.max_utilisation - oracle.max_utilisation,
         oracle.hot_share,
         ours.watch_delay,
+        hot_share_error(ours.seed_hot),
+        paired_error(ours.seed_maxima, oracle.seed_maxima),
     )
+
+
+def paired_error(ours: Sequence[float], oracle: Sequence[float]) -> float:
+    """The standard error of the mean of ``ours`` less ``oracle``, seed by
+    seed (both run on the same seeds, in order)."""
+    differences = [a - b for a, b in zip(ours, oracle, strict=True)]
+    if len(differences) < 2:
+        return math.nan
+    return statistics.stdev(differences) / math.sqrt(len(differences))
+
+
+def hot_share_error(seeds: Sequence[tuple[int, int]]) -> float:
+    """The standard error of the share of pods placed hot, a ratio over
+    seeds of (pods placed hot, pods placed): the seeds are the samples,
+    not the pods, whose placements within a seed depend on each other."""
+    n = len(seeds)
+    placed = sum(pods for _, pods in seeds)
+    if n < 2 or not placed:
+        return math.nan
+    share = sum(hot for hot, _ in seeds) / placed
+    residuals = sum((hot - share * pods) ** 2 for hot, pods in seeds) / (n - 1)
+    return math.sqrt(residuals / n) / (placed / n)
 
 
 def heavy_table_rows(rows: list[HeavyRow], goal_up_to: float) -> list[str]:
@@ -161,7 +189,8 @@ def heavy_table_rows(rows: list[HeavyRow], goal_up_to: float) -> list[str]:
         lines.append(
             # The oracle's to three places: at 300 seeds one hot pod in them is 0.001%.
             f"| {row.base} | {row.replicas} | {delay_label(row.binding_delay)} | {delay} | "
-            f"{row.hot:.2%} | {first} | {row.oracle_hot:.3%} | {row.gap:+.1%} | {verdict} |"
+            f"{row.hot:.2%} ± {row.hot_error * 100:.2f} | {first} | {row.oracle_hot:.3%} | "
+            f"{row.gap:+.1%} ± {row.gap_error * 100:.1f} | {verdict} |"
         )
     return lines
 
@@ -318,9 +347,11 @@ def main(argv: list[str] | None = None) -> int:
             "burst': one burst runs before the install, placed as the oracle would. These rows "
             "run 300 seeds: a seed's busiest link moves by several points as one pod of the "
             "lognormal's tail lands on a node or not, so the mean over seeds 0-99 was up to 0.9 "
-            "of a point from the mean over seeds 0-299. A row meets the goals by its figures: "
-            "at most 0.5% hot or (d)'s share + 0.2 points, whichever is larger, and the busiest "
-            "link within 2 points of (d)'s. With every binding shown the instant the pod is "
+            "of a point from the mean over seeds 0-299. After each figure, ± one standard "
+            "error over the seeds, in points (hot share: the seeds' pods placed hot over their "
+            "pods placed; busiest link: each seed's less (d)'s on the same seed). A row meets "
+            "the goals by its figures: at most 0.5% hot or (d)'s share + 0.2 points, whichever "
+            "is larger, and the busiest link within 2 points of (d)'s. With every binding shown the instant the pod is "
             "admitted (pods admitted in slow-start batches as below, like every row that names "
             f"no binding delay):\n\n{replica_table}\n\n"
             f"The same rows as a control plane shows them ({CONTROL_PLANE_NOTE}), by the median "

@@ -423,6 +423,9 @@ class Summary:
     first_burst_hot_share: float | None  # pods of a workload's first burst placed hot
     later_burst_hot_share: float | None  # pods of its later bursts placed hot
     watch_delay: float | None  # the steering replicas' measured watch delay, mean over bursts
+    # Per seed, in the order run: the busiest link, and (pods placed hot, pods placed).
+    seed_maxima: tuple[float, ...] = ()
+    seed_hot: tuple[tuple[int, int], ...] = ()
 
 
 def summarise(
@@ -431,6 +434,7 @@ def summarise(
     """``mapper``: runs the seeds (the builtin map, or a process pool's
     imap: each seed's run depends only on the seed)."""
     maxima, stds, spread, first_spread = [], [], [], []
+    seed_hot: list[tuple[int, int]] = []
     hot = pods = pending = steered = preferred_scored = on_preferred = on_first = 0
     label_writes = 0
     first_pods = first_hot = later_pods = later_hot = 0
@@ -440,6 +444,7 @@ def summarise(
     for run, utilisation in mapper(functools.partial(simulate, scenario, strategy), seeds):
         maxima.append(float(utilisation.max()))
         stds.append(float(utilisation.std()))
+        seed_hot.append((run.hot, len(run.placements)))
         hot += run.hot
         pods += len(run.placements)
         pending += run.pending
@@ -476,5 +481,7 @@ def summarise(
         first_hot / first_pods if first_pods else None,
         later_hot / later_pods if later_pods else None,
         statistics.mean(watch_delays) if watch_delays else None,
+        tuple(maxima),
+        tuple(seed_hot),
     )
     return summary, last

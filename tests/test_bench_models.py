@@ -172,7 +172,7 @@ def test_a_row_meets_the_goals_by_its_figures_alone():
     assert not meets_goals(0.0081, 0.0, 0.006)
 
     def row(delay, hot, gap, oracle_hot=0.0):
-        return HeavyRow("heavy", 1, delay, hot, None, gap, oracle_hot, None)
+        return HeavyRow("heavy", 1, delay, hot, None, gap, oracle_hot, None, 0.001, 0.002)
 
     rows = [
         row(0.0, 0.004, 0.01),
@@ -240,3 +240,21 @@ def test_scale_ups_at_any_binding_delay_admit_alike_burst_after_burst():
         return [t.admitted for burst in bursts for t in burst]
 
     assert admissions(0.0) == admissions(0.15) == admissions(1.0)
+
+
+def test_standard_errors_of_the_heavy_rows():
+    import math
+
+    from bench.placement import hot_share_error, paired_error
+
+    # Seed by seed: the same gap every seed has no error, whatever the level.
+    assert paired_error([0.9, 0.8, 1.0], [0.85, 0.75, 0.95]) == pytest.approx(0.0)
+    # Gaps of 0.02 and 0.04: sd 0.01414, over sqrt(2).
+    assert paired_error([0.92, 0.84], [0.9, 0.8]) == pytest.approx(0.01)
+    assert math.isnan(paired_error([0.9], [0.8]))
+    # Every seed hot at the same share: no error; one seed all the hot pods: some.
+    assert hot_share_error([(1, 100), (2, 200), (3, 300)]) == pytest.approx(0.0)
+    uneven = hot_share_error([(0, 100), (0, 100), (6, 100)])
+    # Share 2%: residuals -2, -2, +4 pods; variance 12, over 3 seeds, per 100 pods.
+    assert uneven == pytest.approx(math.sqrt(12 / 3) / 100)
+    assert math.isnan(hot_share_error([(0, 0), (0, 0)]))
