@@ -435,7 +435,7 @@ def summarise(
     imap: each seed's run depends only on the seed)."""
     maxima, stds, spread, first_spread = [], [], [], []
     seed_hot: list[tuple[int, int]] = []
-    hot = pods = pending = steered = preferred_scored = on_preferred = on_first = 0
+    pending = steered = preferred_scored = on_preferred = on_first = 0
     label_writes = 0
     first_pods = first_hot = later_pods = later_hot = 0
     labelled_minutes = 0.0
@@ -445,8 +445,6 @@ def summarise(
         maxima.append(float(utilisation.max()))
         stds.append(float(utilisation.std()))
         seed_hot.append((run.hot, len(run.placements)))
-        hot += run.hot
-        pods += len(run.placements)
         pending += run.pending
         steered += run.steered
         preferred_scored += run.preferred_scored
@@ -467,6 +465,7 @@ def summarise(
         )
         last = utilisation
     firsts = statistics.mean(first_spread) if strategy in ("tutorial", *STEERED) else None
+    hot, pods = (sum(column) for column in zip(*seed_hot, strict=True))
     summary = Summary(
         statistics.mean(maxima),
         hot / pods,
