@@ -1,6 +1,8 @@
 """Bookings follow the binding: the BindingWatch against the fake API server
 over HTTP, moving and dropping bookings in a real Steerer's ledger."""
 
+import copy
+
 import jsonpatch
 import pytest
 
@@ -193,19 +195,29 @@ def test_pods_without_a_usable_booking_are_left_alone(fake_api, kubeconfig, stee
 
 
 def test_replicas_that_saw_each_others_pods_put_different_nodes_first(fake_api, kubeconfig):
-    """Near-equal nodes are shared: a and c are ledger2's (crc32 of the
-    name, modulo 2), d and e ledger1's; each counts on the other's the part
-    of a pod it may be steering unseen (replica_share.py: one admission in
-    the last second, times the watch's delay, well under a second)."""
-    loads = {"a": 0.0, "d": 0.0, "c": 1e6, "e": 4e6}
+    """Near-equal nodes are shared: in crc32 order c and d are the first
+    half of the nodes, ledger1's, and a and e ledger2's (by crc32 modulo 2,
+    a and c would be ledger2's); each counts on the other's a whole pod of
+    the size it places while it admits (replica_share.py)."""
+    loads = {"a": 1e6, "d": 1e6, "c": 0.0, "e": 0.0}
     labels = ("ledger1", "ledger2")
     boards = [FixedBoard(loads, replica=label) for label in labels]
     heavy = pod(annotations={EXPECTED_BANDWIDTH: "400000"})  # 10 score points
+    # A pod limited to some nodes is placed by a scan of the nodes, not off the heaps.
+    selecting = copy.deepcopy(heavy)
+    term = {"key": "kubernetes.io/hostname", "operator": "In", "values": sorted(loads)}
+    selecting["spec"]["affinity"] = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchExpressions": [term]}]
+            }
+        }
+    }
 
-    def firsts():
-        return [b.steerer.decide(heavy, {}, dry_run=True).preferences[0].node for b in boards]
+    def firsts(admitted=heavy):
+        return [b.steerer.decide(admitted, {}, dry_run=True).preferences[0].node for b in boards]
 
-    assert firsts() == ["a", "a"]  # neither has seen the other
+    assert firsts() == ["c", "c"]  # neither has seen the other
     watches = [
         _watch(fake_api, kubeconfig, b, label) for b, label in zip(boards, labels, strict=True)
     ]
@@ -214,7 +226,8 @@ def test_replicas_that_saw_each_others_pods_put_different_nodes_first(fake_api, 
             steered, _ = _steer(board.steerer, f"pod-of-{label}", bandwidth=1)
             fake_api.put(steered)
         wait_for(lambda: [w.counts()["seen"] for w in watches] == [1, 1])
-        assert firsts() == ["d", "a"]
+        assert firsts() == ["c", "e"]
+        assert firsts(selecting) == ["c", "e"]
     finally:
         for w in watches:
             w.stop()

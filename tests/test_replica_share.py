@@ -4,14 +4,18 @@ import json
 import os
 import subprocess
 import sys
+import zlib
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from harness.reviews import pod
 from kubectl_nettraffic.inflight.replica_share import (
     DELAY_MOST,
     RATE_WINDOW,
     WATCH_DELAY,
+    NodeParts,
     Replicas,
     ReplicaShare,
     WatchDelay,
@@ -105,36 +109,68 @@ def test_a_process_without_an_id_never_shares():
 
 _OWNERS = """
 import json, sys
-from kubectl_nettraffic.inflight.replica_share import ReplicaShare
+from kubectl_nettraffic.inflight.replica_share import NodeParts, ReplicaShare
 names, count = json.loads(sys.argv[1]), int(sys.argv[2])
-print(json.dumps([[i for i in range(count) if ReplicaShare(i, count).owns(n)] for n in names]))
+lines = NodeParts(names, count)
+print(json.dumps([[i for i in range(count) if ReplicaShare(i, count, lines=lines).owns(n)] for n in sorted(names)]))
 """
 
 
 @pytest.mark.parametrize("count", [2, 3])
 def test_every_replica_draws_the_same_lines(count):
-    """Each replica computes the owners in its own process: they agree
-    whatever each process's hash seed (str hashes differ per process), each
-    node has one owner, and each replica gets a fair part."""
+    """Each replica computes the owners in its own process, from the node
+    list as its API answer orders it: they agree whatever each process's
+    hash seed (str hashes differ per process) and the list's order, each
+    node has one owner, and the replicas' parts differ by one node at most."""
     names = [f"node-{i}" for i in range(200)]
     owners = [
         json.loads(
             subprocess.run(
-                [sys.executable, "-c", _OWNERS, json.dumps(names), str(count)],
+                [sys.executable, "-c", _OWNERS, json.dumps(listed), str(count)],
                 capture_output=True,
                 text=True,
                 check=True,
                 env={**os.environ, "PYTHONHASHSEED": seed},
             ).stdout
         )
-        for seed in ("1", "2")
+        for seed, listed in (("1", names), ("2", names[::-1]))
     ]
     assert owners[0] == owners[1]
     assert all(len(o) == 1 for o in owners[0])
-    assert all(abs(sum(o[0] == i for o in owners[0]) - 200 / count) < 30 for i in range(count))
+    sizes = [sum(o[0] == i for o in owners[0]) for i in range(count)]
+    assert max(sizes) - min(sizes) <= 1
 
 
-# a and c are replica 1's of 2 (crc32 odd), d and e replica 0's.
+@settings(max_examples=200, deadline=None)
+@given(
+    names=st.sets(
+        st.text("abcdefghij-0123456789", min_size=1, max_size=12), min_size=1, max_size=80
+    ),
+    added=st.text("abcdefghij-0123456789", min_size=1, max_size=12),
+    parts=st.integers(2, 5),
+)
+def test_a_node_added_or_removed_moves_at_most_one_node_across_each_line(names, added, parts):
+    """Until every replica has listed the nodes again they draw the lines
+    over different lists: they disagree on the nodes that moved."""
+    before = NodeParts(names, parts)
+    for listed in (names | {added}, names - {min(names)}):
+        after = NodeParts(listed, parts)
+        assert sum(before.part_of(n) != after.part_of(n) for n in names & listed) <= parts - 1
+
+
+def test_a_node_not_listed_goes_by_its_hash():
+    lines = NodeParts(["a", "c", "d", "e"], 2)
+    # listed: c and d first in crc32 order, then a and e
+    assert [lines.part_of(n) for n in "acde"] == [1, 0, 0, 1]
+    # not listed (a newer node list has it): crc32 modulo the parts
+    assert [lines.part_of(n) for n in ("b", "f", "g")] == [
+        zlib.crc32(n.encode()) % 2 for n in "bfg"
+    ]
+    assert NodeParts([], 3).part_of("a") == zlib.crc32(b"a") % 3
+
+
+# Listed nowhere (no lines): a and c are replica 1's of 2 (crc32 odd), d and
+# e replica 0's.
 LOADS = {"a": 0.0, "d": 0.0, "c": 1e6, "e": 4e6}  # 2.5e-5 score points a byte/s
 POD = 4e5  # 10 points
 

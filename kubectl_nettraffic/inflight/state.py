@@ -44,14 +44,14 @@ dropped, so that it reads a few nodes whatever is in flight:
 import itertools
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from kubectl_nettraffic.config import Settings
 from kubectl_nettraffic.inflight.candidates import CandidateHeap, HeapLayout, Ranked
 from kubectl_nettraffic.inflight.declined_nodes import DeclinedNodes
 from kubectl_nettraffic.inflight.ledger import InflightLedger, NextView
-from kubectl_nettraffic.inflight.replica_share import Replicas, ReplicaShare
+from kubectl_nettraffic.inflight.replica_share import NodeParts, Replicas, ReplicaShare
 from kubectl_nettraffic.inflight.unknown_workloads import (
     POINTS_PER_POD,
     CountChange,
@@ -92,33 +92,37 @@ class _Heaps:
     """The candidate heaps of one snapshot: the shared one, and those of
     workloads not learned yet (most recently chosen for last), all over
     ``layout``, whose groups after the first are of the penalties per byte
-    ``penalties``."""
+    ``penalties``; the nodes' parts among the replicas, ``lines``."""
 
     shared: CandidateHeap
     own: OrderedDict[Workload, CandidateHeap]
     layout: HeapLayout
     penalties: list[float] | None
+    lines: NodeParts | None
 
 
 def _build_heaps(
-    candidates: Sequence[NodeScore],
+    snapshot: Snapshot,
     view: Mapping[str, tuple[float, int]],
     grouped_by: tuple[int, int] | None,
     in_flight: Mapping[Workload, Mapping[str, int]],
     declined: Mapping[str, float],
 ) -> _Heaps:
-    """Heaps over ``candidates`` ranked by ``view`` less the points of the
-    ``declined`` nodes, grouped by the replica share ``grouped_by``, one of
-    them for each workload of ``in_flight`` (its pods in flight per node).
-    Reads nothing else: it may run beside the admissions, against a view
-    they do not book into yet."""
+    """Heaps over the ``snapshot``'s candidates ranked by ``view`` less the
+    points of the ``declined`` nodes, grouped by the replica share
+    ``grouped_by`` over the nodes it lists, one of them for each workload of
+    ``in_flight`` (its pods in flight per node). Reads nothing else: it may
+    run beside the admissions, against a view they do not book into yet."""
+    candidates = snapshot.candidates
     group_of: GroupOf | None = None
     penalties: list[float] | None = []
+    lines: NodeParts | None = None
     if grouped_by is not None:
         distinct = sorted({score.penalty_per_byte for score in candidates})
         penalties = distinct if len(distinct) < MOST_GROUPS else None
+        lines = NodeParts(snapshot.nodes, grouped_by[1])
     if grouped_by is not None and penalties is not None:
-        owner = ReplicaShare(*grouped_by)
+        owner = ReplicaShare(*grouped_by, lines=lines)
         group = {penalty: 1 + index for index, penalty in enumerate(penalties)}
 
         def group_of(score: NodeScore) -> int:
@@ -131,7 +135,7 @@ def _build_heaps(
         for workload, pods in in_flight.items()
     )
     shared = CandidateHeap(layout, view, declined)
-    return _Heaps(shared, own, layout, penalties)
+    return _Heaps(shared, own, layout, penalties, lines)
 
 
 def _build_own_heap(
@@ -180,6 +184,7 @@ class InflightState:
         self._grouped_by: tuple[int, int] | None = None
         self._penalties: list[float] | None = []
         self._layout: HeapLayout | None = None
+        self._lines: NodeParts | None = None  # the nodes' parts among the replicas
 
     # -- snapshots ---------------------------------------------------------
 
@@ -199,9 +204,7 @@ class InflightState:
             try:
                 prepared = self._ledger.prepare(snapshot.generated_at)
                 if prepared is not None:
-                    heaps = _build_heaps(
-                        snapshot.candidates, prepared.view, grouped_by, in_flight, {}
-                    )
+                    heaps = _build_heaps(snapshot, prepared.view, grouped_by, in_flight, {})
             finally:
                 with self._lock:
                     journal, self._journal = self._journal, None
@@ -237,7 +240,7 @@ class InflightState:
         self._snapshot, self._view = snapshot, prepared.view
         self._declined.clear()  # the heaps were built without them
         self._heap, self._own_heaps = heaps.shared, heaps.own
-        self._layout, self._penalties = heaps.layout, heaps.penalties
+        self._layout, self._penalties, self._lines = heaps.layout, heaps.penalties, heaps.lines
         self._unseen_changed(touched, ())
         self._counts_changed(journal)
 
@@ -252,10 +255,10 @@ class InflightState:
     def _rebuild(self) -> None:
         assert self._snapshot is not None
         heaps = _build_heaps(
-            self._snapshot.candidates, self._view, self._grouped_by, {}, self._declined.points
+            self._snapshot, self._view, self._grouped_by, {}, self._declined.points
         )
         self._heap, self._own_heaps = heaps.shared, heaps.own
-        self._layout, self._penalties = heaps.layout, heaps.penalties
+        self._layout, self._penalties, self._lines = heaps.layout, heaps.penalties, heaps.lines
 
     @property
     def adopted(self) -> Snapshot | None:
@@ -306,6 +309,8 @@ class InflightState:
         if grouped_by != self._grouped_by:
             self._grouped_by = grouped_by
             self._rebuild()
+        if share is not None:
+            share = share._replace(lines=self._lines)
         forgotten = self._unknown.forget(now)
         if forgotten:
             self._counts_changed(forgotten)
