@@ -19,9 +19,9 @@ when that node is better by more than that part of a pod.
 Blocks, not the hash modulo the number of replicas: by the modulo, the
 benchmark's 50 nodes came out 16, 19 and 15 for 3 replicas, and the one
 with the fewest filled its nodes up to a pod ahead of the others' before
-it took theirs (docs/design/late-bindings.md). A node added or removed moves at most one
-node across each line; the replicas disagree on those until each has
-listed the nodes again (one refresh).
+it took theirs (docs/design/late-bindings.md). A node added or removed
+moves at most one node across each line; the replicas disagree on those
+until each has listed the nodes again (one refresh).
 
 The part is a whole pod while this replica admits pods (any in the last
 RATE_WINDOW: the Service spreads admissions evenly over the replicas, so
