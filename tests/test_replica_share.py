@@ -158,6 +158,18 @@ def test_a_node_added_or_removed_moves_at_most_one_node_across_each_line(names, 
         assert sum(before.part_of(n) != after.part_of(n) for n in names & listed) <= parts - 1
 
 
+def test_the_lines_are_drawn_again_only_when_the_nodes_or_the_parts_change():
+    listed = {f"n{i}": object() for i in range(10)}  # name -> Node, as a snapshot lists them
+    first = NodeParts.over(listed, 3, None)
+    # The next refresh lists the same nodes (new objects, another order).
+    assert NodeParts.over({name: object() for name in reversed(listed)}, 3, first) is first
+    joined = NodeParts.over({**listed, "n10": object()}, 3, first)
+    assert joined is not first and joined.part_of("n10") == NodeParts(["n10", *listed], 3).part_of(
+        "n10"
+    )
+    assert NodeParts.over(listed, 2, first).parts == 2
+
+
 def test_a_node_not_listed_goes_by_its_hash():
     lines = NodeParts(["a", "c", "d", "e"], 2)
     # listed: c and d first in crc32 order, then a and e

@@ -107,12 +107,15 @@ def _build_heaps(
     grouped_by: tuple[int, int] | None,
     in_flight: Mapping[Workload, Mapping[str, int]],
     declined: Mapping[str, float],
+    lines_before: NodeParts | None,
 ) -> _Heaps:
     """Heaps over the ``snapshot``'s candidates ranked by ``view`` less the
     points of the ``declined`` nodes, grouped by the replica share
-    ``grouped_by`` over the nodes it lists, one of them for each workload of
-    ``in_flight`` (its pods in flight per node). Reads nothing else: it may
-    run beside the admissions, against a view they do not book into yet."""
+    ``grouped_by`` over the nodes it lists (``lines_before``, the lines of
+    the heaps before, kept if they are drawn over the same nodes), one of
+    them for each workload of ``in_flight`` (its pods in flight per node).
+    Reads nothing else: it may run beside the admissions, against a view
+    they do not book into yet."""
     candidates = snapshot.candidates
     group_of: GroupOf | None = None
     penalties: list[float] | None = []
@@ -120,7 +123,7 @@ def _build_heaps(
     if grouped_by is not None:
         distinct = sorted({score.penalty_per_byte for score in candidates})
         penalties = distinct if len(distinct) < MOST_GROUPS else None
-        lines = NodeParts(snapshot.nodes, grouped_by[1])
+        lines = NodeParts.over(snapshot.nodes, grouped_by[1], lines_before)
     if grouped_by is not None and penalties is not None:
         owner = ReplicaShare(*grouped_by, lines=lines)
         group = {penalty: 1 + index for index, penalty in enumerate(penalties)}
@@ -196,7 +199,7 @@ class InflightState:
             with self._lock:
                 if not self._is_new(snapshot):
                     return
-                grouped_by = self._grouped_by
+                grouped_by, lines = self._grouped_by, self._lines
                 in_flight = {w: dict(self._unknown.in_flight(w)) for w in self._own_heaps}
                 self._journal = []
             prepared: NextView | None = None
@@ -204,7 +207,7 @@ class InflightState:
             try:
                 prepared = self._ledger.prepare(snapshot.generated_at)
                 if prepared is not None:
-                    heaps = _build_heaps(snapshot, prepared.view, grouped_by, in_flight, {})
+                    heaps = _build_heaps(snapshot, prepared.view, grouped_by, in_flight, {}, lines)
             finally:
                 with self._lock:
                     journal, self._journal = self._journal, None
@@ -255,7 +258,12 @@ class InflightState:
     def _rebuild(self) -> None:
         assert self._snapshot is not None
         heaps = _build_heaps(
-            self._snapshot, self._view, self._grouped_by, {}, self._declined.points
+            self._snapshot,
+            self._view,
+            self._grouped_by,
+            {},
+            self._declined.points,
+            self._lines,
         )
         self._heap, self._own_heaps = heaps.shared, heaps.own
         self._layout, self._penalties, self._lines = heaps.layout, heaps.penalties, heaps.lines
