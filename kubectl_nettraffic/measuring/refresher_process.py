@@ -27,19 +27,23 @@ current snapshot ages toward stale as with any failing source.
 import logging
 import multiprocessing
 import pickle
+import signal
 import sys
 import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from multiprocessing.connection import Connection
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kubectl_nettraffic.config import Settings
 from kubectl_nettraffic.errors import NetTrafficError
 from kubectl_nettraffic.kube.nodes import Node
-from kubectl_nettraffic.measuring.measurement import RefreshOutcome
+from kubectl_nettraffic.measuring.measurement import Measurer, RefreshOutcome
 from kubectl_nettraffic.measuring.scoreboard import Scoreboard
+
+if TYPE_CHECKING:
+    from kubectl_nettraffic.measuring.tier_labels import TierLabeller
 
 log = logging.getLogger(__name__)
 
@@ -137,6 +141,26 @@ def _run_child(settings: Settings, conn: Connection) -> None:
         from kubectl_nettraffic.measuring.tier_labels import tier_labeller
 
         labeller = tier_labeller(settings, engine.api).start()
+    # When the serving process exits, multiprocessing ends this (daemonic)
+    # child with SIGTERM, whose default action would kill it on the spot: a
+    # held Lease would be left to expire, and after every rolling update the
+    # next replica would wait out its 15 s before labelling. Unwinding instead
+    # runs the ``finally`` below.
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
+    try:
+        _refresh_until_parent_gone(settings, conn, measurer, labeller)
+    finally:
+        if labeller is not None:
+            labeller.stop()  # releases a held Lease: the next leader need not wait it out
+
+
+def _exit_on_sigterm(signum: int, frame: object) -> None:
+    raise SystemExit(0)
+
+
+def _refresh_until_parent_gone(
+    settings: Settings, conn: Connection, measurer: Measurer, labeller: "TierLabeller | None"
+) -> None:
     sent: Mapping[str, Node] | None = None  # the node mapping in the last message
     sent_learned: object = None  # and the learned table
     while True:
@@ -150,7 +174,7 @@ def _run_child(settings: Settings, conn: Connection) -> None:
         try:
             conn.send_bytes(encode_message(outcome, sent, sent_learned))
         except OSError:
-            break  # the parent is gone
+            return  # the parent is gone
         if outcome.snapshot is not None:
             sent, sent_learned = outcome.snapshot.nodes, outcome.snapshot.learned
         if labeller is not None:
@@ -158,9 +182,7 @@ def _run_child(settings: Settings, conn: Connection) -> None:
         # The parent never writes: the pipe turns readable only when its end
         # closes, so this is both the interval and the parent's death notice.
         if conn.poll(settings.refresh.interval):
-            break
-    if labeller is not None:
-        labeller.stop()  # releases a held Lease: the next leader need not wait it out
+            return
 
 
 class RefresherProcess:

@@ -161,3 +161,16 @@ def test_the_leader_labels_nodes_by_tier_and_pods_prefer_the_quiet_tiers(cluster
         for t in terms
         if "matchExpressions" in t["preference"]
     ] == [(60, ["1"]), (40, ["2"]), (20, ["3"])]
+
+
+def test_a_stopped_webhook_releases_the_tier_labels_lease(cluster_webhook):
+    # Stopped as Kubernetes stops a pod (SIGTERM), the leader hands the Lease
+    # back, so the next replica leads at its next try instead of 15 s later.
+    api, webhook = cluster_webhook
+    leases = ("apis/coordination.k8s.io/v1", "default", "leases")
+    wait_for(lambda: (api.get(leases, "nettraffic-tier-labels") or {}).get("spec"), timeout=20)
+    held = api.get(leases, "nettraffic-tier-labels")["spec"]
+    assert held["holderIdentity"]
+    webhook.stop()
+    released = api.get(leases, "nettraffic-tier-labels")["spec"]
+    assert released["holderIdentity"] == "" and released["leaseDurationSeconds"] == 1
