@@ -18,7 +18,14 @@ two others):
 - "1 of 3 replicas": the same pods admitted by one of three replicas: it
   reads nodes, namespaces and steered pods from an API server (the fake one,
   over HTTP), and the other two replicas' pods arrive through its binding
-  watch, a few every second, so the replica share is on throughout.
+  watch, a few every second, so the replica share is on throughout. One of
+  the other two holds the tier labels' Lease (the product's LeaseElection,
+  in this process), as it does for two replicas of three;
+- "1 of 3 replicas, leading" (5,000 nodes only): the same, but this replica
+  holds the Lease and writes its first tier labels while it is measured:
+  every node's, paced at tierLabels.writesPerSecond (20/s), about 250 s at
+  5,000 nodes, the length of the section; the writes made during its rounds
+  are reported. At 100 nodes that pass ends in 5 s, before the first round.
 
 Load comes from wrk (keep-alive, 2 threads) on the same 2-core machine:
 - "light": 2 connections, each waiting 9 ms after every answer (about 200
@@ -64,7 +71,9 @@ from harness.fakeapi import FakeKubeAPI
 from harness.prometheus import free_port
 from harness.reviews import pod, review
 from harness.webhook import WebhookProcess, make_certs
-from kubectl_nettraffic.config import ServerSettings
+from kubectl_nettraffic.config import ServerSettings, TierLabelSettings
+from kubectl_nettraffic.kube.client import api_client
+from kubectl_nettraffic.kube.lease import LeaseElection
 from kubectl_nettraffic.kube.pods import (
     BANDWIDTH_SOURCE,
     BOOKED_BANDWIDTH,
@@ -73,20 +82,37 @@ from kubectl_nettraffic.kube.pods import (
     PREFERRED_NODES,
     STEERED_BY,
 )
+from kubectl_nettraffic.measuring.tier_labels import lease_namespace
 
 DURATION = int(os.environ.get("NT_BENCH_SECONDS", "6"))
 ROUNDS = int(os.environ.get("NT_BENCH_ROUNDS", "5"))
 PIN = os.environ.get("NT_BENCH_PIN") == "1"  # each server on one CPU; see the docstring
-SERVERS = ("bare", "bare-wsgi", "known", "unlearned", "replica")
+SERVERS = ("bare", "bare-wsgi", "known", "unlearned", "replica", "leader")
 WEBHOOKS = SERVERS[2:]
+
+
+def webhooks(count: int) -> tuple[str, ...]:
+    """The paths measured at ``count`` nodes (LEADER_FROM: why)."""
+    return tuple(path for path in WEBHOOKS if path != "leader" or count >= LEADER_FROM)
+
+
 LABELS = {
     "bare": "bare flask app, fixed patch",
     "bare-wsgi": "bare WSGI callable, fixed patch (no flask)",
     "known": "webhook, pods of a known workload",
     "unlearned": "webhook, a burst of one unlearned workload",
     "replica": "webhook, 1 of 3 replicas, unlearned burst",
+    "leader": "webhook, 1 of 3 replicas leading, unlearned burst, first tier labels",
 }
-SECTIONS = {"known": "known", "unlearned": "unlearned burst", "replica": "1 of 3 replicas"}
+SECTIONS = {
+    "known": "known",
+    "unlearned": "unlearned burst",
+    "replica": "1 of 3 replicas",
+    "leader": "1 of 3 replicas, leading",
+}
+REPLICAS = ("replica", "leader")  # the paths that read the API server and watch bindings
+# The leader's first labelling outlasts its rounds only in the large cluster.
+LEADER_FROM = 5000
 # Goals for every webhook row, against the bare app in the same run (issue 41).
 SATURATION_AT_LEAST = 0.85
 PACED_P99_AT_MOST = 1.25
@@ -289,10 +315,31 @@ class ServerProcess:
 class OtherReplicas:
     """Two other replicas' steered pods, created in the fake API server a
     few every second (bound at once to their first preference), as the
-    replica under test sees them through its binding watch."""
+    replica under test sees them through its binding watch. With ``leading``
+    one of them holds the tier labels' Lease, taken before the replica under
+    test starts: the product's LeaseElection, as that replica would run it."""
 
-    def __init__(self, api: FakeKubeAPI, names: list[str], per_second: float = 4.0) -> None:
+    def __init__(
+        self,
+        api: FakeKubeAPI,
+        names: list[str],
+        kubeconfig: str,
+        leading: bool,
+        per_second: float = 4.0,
+    ) -> None:
         self.api, self.names, self.interval = api, names, 1 / per_second
+        self.election: LeaseElection | None = None
+        if leading:
+            labels = TierLabelSettings()
+            self.election = LeaseElection(
+                api_client(kubeconfig),
+                lease_namespace(labels.lease_namespace),  # the webhook's, from the same env
+                labels.lease_name,
+                "replica-a",
+            )
+            if not self.election.try_acquire_or_renew():
+                raise RuntimeError("the other replica could not take the tier labels' Lease")
+            self.election.start()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
@@ -318,20 +365,19 @@ class OtherReplicas:
     def stop(self) -> None:
         self._stop.set()
         self._thread.join(5)
+        if self.election is not None:
+            self.election.stop()
 
 
 def start_webhook(
-    path: str, count: int, directory: str, prometheus_url: str, certs: str, api: FakeKubeAPI
+    path: str, count: int, directory: str, prometheus_url: str, certs: str
 ) -> WebhookProcess:
     """The webhook of one path: "known" and "unlearned" read nodes from a file,
-    the replica from the API server (with its namespaces and steered pods)."""
-    if path != "replica":
+    the replicas from the API server (with its namespaces and steered pods)."""
+    if path not in REPLICAS:
         node_file = write_node_file(os.path.join(directory, f"nodes-{count}.json"), count)
         return WebhookProcess(config(prometheus_url, node_file), cert_dir=certs)
-    for obj in node_list(count):
-        api.put(obj)
-    api.put({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}})
-    replica = config(prometheus_url, "", kubeconfig=api.kubeconfig(f"{directory}/kubeconfig"))
+    replica = config(prometheus_url, "", kubeconfig=f"{directory}/kubeconfig")
     del replica["nodes"]
     return WebhookProcess(replica, cert_dir=certs)
 
@@ -339,6 +385,20 @@ def start_webhook(
 # One section per webhook path: (path, server, load) -> Pooled, the bare
 # servers measured again in every section, beside that path's webhook.
 Measured = dict[tuple[str, str, str], Pooled]
+
+# (path, nodes) -> tier labels the webhook wrote during its section's rounds
+label_writes: dict[tuple[str, int], int] = {}
+
+
+def _counter(webhook: WebhookProcess, name: str, outcome: str) -> int:
+    """One labelled counter off the webhook's /metrics (0 when not there yet)."""
+    metrics = webhook.session.get(webhook.url + "/metrics").text
+    found = re.search(rf'{name}\{{outcome="{outcome}"\}} ([\d.e+]+)', metrics)
+    return int(float(found[1])) if found else 0
+
+
+def _label_writes(webhook: WebhookProcess) -> int:
+    return _counter(webhook, "nettraffic_tier_label_writes_total", "written")
 
 
 def measure(count: int, directory: str) -> Measured:
@@ -355,6 +415,7 @@ def measure(count: int, directory: str) -> Measured:
         "known": review(pod(annotations={EXPECTED_BANDWIDTH: "1Mi"})),
         "unlearned": review(pod()),
         "replica": review(pod()),
+        "leader": review(pod()),
     }
     # Each script written once: the light and paced loads share the paced one.
     scripts = {
@@ -378,24 +439,32 @@ def measure(count: int, directory: str) -> Measured:
                 json.dump({**config(prometheus.url, ""), "server": server}, handle)
             bares["bare"] = ServerProcess(config_path)
             bares["bare-wsgi"] = ServerProcess(config_path, extra=("--no-flask",))
-            for path in WEBHOOKS:
-                webhook = start_webhook(path, count, directory, prometheus.url, certs, api)
-                others = OtherReplicas(api, node_names(count)) if path == "replica" else None
+            for obj in node_list(count):
+                api.put(obj)
+            api.put({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}})
+            kubeconfig = api.kubeconfig(f"{directory}/kubeconfig")
+            for path in webhooks(count):
+                others = None
+                if path in REPLICAS:
+                    names = node_names(count)
+                    others = OtherReplicas(api, names, kubeconfig, leading=path == "replica")
+                webhook = start_webhook(path, count, directory, prometheus.url, certs)
                 try:
                     servers: dict[str, ServerProcess | WebhookProcess] = {**bares, path: webhook}
+                    written_before = _label_writes(webhook)
                     _rounds(count, servers, scripts, histogram, pooled, path)
+                    label_writes[path, count] = _label_writes(webhook) - written_before
                     scores = webhook.session.get(webhook.url + "/scores").json()
                     assert len(scores["nodes"]) == count and not scores["stale"], path
                     if others is not None:
-                        metrics = webhook.session.get(webhook.url + "/metrics").text
-                        seen = re.search(
-                            r'nettraffic_bookings_followed_total\{outcome="seen"\} (\d+)', metrics
-                        )
-                        assert seen and int(seen[1]) > 0, "the replica saw no other replica's pod"
+                        seen = _counter(webhook, "nettraffic_bookings_followed_total", "seen")
+                        assert seen > 0, "the replica saw no other replica's pod"
+                        leads = others.election is None
+                        assert (label_writes[path, count] > 0) == leads, (path, label_writes)
                 finally:
+                    webhook.stop()  # first: else it may take the Lease the others give up
                     if others is not None:
                         others.stop()
-                    webhook.stop()
         finally:
             for bare in bares.values():
                 bare.stop()
@@ -464,7 +533,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as directory:
         for count in (100, 5000):
             pooled = measure(count, directory)
-            for path in WEBHOOKS:
+            for path in webhooks(count):
                 for server in ("bare", "bare-wsgi", path):
                     rows.append(_row(count, path, server, pooled))
                     paced_p99[path, server, count] = percentile_ms(
@@ -491,6 +560,8 @@ def main(argv: list[str] | None = None) -> int:
     checks = []
     for path in WEBHOOKS:
         for count in (100, 5000):
+            if path not in webhooks(count):
+                continue
             saturation = relative[path, "bare", count]
             p99 = paced_p99[path, path, count] / paced_p99[path, "bare", count]
             met = saturation >= SATURATION_AT_LEAST and p99 <= PACED_P99_AT_MOST
@@ -540,7 +611,12 @@ def main(argv: list[str] | None = None) -> int:
             "(annotated; a learned figure takes the same path), a burst of one workload "
             "nothing is learned of (booked at the default), and the same burst admitted by "
             "one of 3 replicas, whose binding watch shows the other two's steered pods (4 a "
-            "second, in a fake API server over HTTP). All servers run gunicorn "
+            "second, in a fake API server over HTTP) and one of which holds the tier labels' "
+            "Lease, as for two replicas of three. At 5,000 nodes the same replica also "
+            "leading, measured while it writes its first tier labels (every node's, at "
+            "tierLabels.writesPerSecond, 20/s: about 250 s; "
+            f"{label_writes.get(('leader', 5000), 0):,} writes during its rounds). "
+            "All servers run gunicorn "
             f"{gunicorn.__version__}, one gthread worker with {ServerSettings().threads} threads "
             "(the default), the same ssl_context "
             "hook and the same interpreter tuning (post_worker_init: 1 ms GIL turns, start-up "
