@@ -91,11 +91,6 @@ SERVERS = ("bare", "bare-wsgi", "known", "unlearned", "replica", "leader")
 WEBHOOKS = SERVERS[2:]
 
 
-def webhooks(count: int) -> tuple[str, ...]:
-    """The paths measured at ``count`` nodes (LEADER_FROM: why)."""
-    return tuple(path for path in WEBHOOKS if path != "leader" or count >= LEADER_FROM)
-
-
 LABELS = {
     "bare": "bare flask app, fixed patch",
     "bare-wsgi": "bare WSGI callable, fixed patch (no flask)",
@@ -113,6 +108,13 @@ SECTIONS = {
 REPLICAS = ("replica", "leader")  # the paths that read the API server and watch bindings
 # The leader's first labelling outlasts its rounds only in the large cluster.
 LEADER_FROM = 5000
+
+
+def webhooks(count: int) -> tuple[str, ...]:
+    """The paths measured at ``count`` nodes (LEADER_FROM: why)."""
+    return tuple(path for path in WEBHOOKS if path != "leader" or count >= LEADER_FROM)
+
+
 # Goals for every webhook row, against the bare app in the same run (issue 41).
 SATURATION_AT_LEAST = 0.85
 PACED_P99_AT_MOST = 1.25
@@ -386,9 +388,6 @@ def start_webhook(
 # servers measured again in every section, beside that path's webhook.
 Measured = dict[tuple[str, str, str], Pooled]
 
-# (path, nodes) -> tier labels the webhook wrote during its section's rounds
-label_writes: dict[tuple[str, int], int] = {}
-
 
 def _counter(webhook: WebhookProcess, name: str, outcome: str) -> int:
     """One labelled counter off the webhook's /metrics (0 when not there yet)."""
@@ -401,13 +400,15 @@ def _label_writes(webhook: WebhookProcess) -> int:
     return _counter(webhook, "nettraffic_tier_label_writes_total", "written")
 
 
-def measure(count: int, directory: str) -> Measured:
+def measure(count: int, directory: str) -> tuple[Measured, dict[str, int]]:
     """Every path's webhook in a section of its own, started for it and
-    stopped after (why: the module's docstring), beside both bare servers."""
+    stopped after (why: the module's docstring), beside both bare servers;
+    and the tier labels each path's webhook wrote during its rounds."""
     import urllib3
 
     urllib3.disable_warnings()
     pooled: Measured = {}
+    label_writes: dict[str, int] = {}
     certs = make_certs(os.path.join(directory, f"tls-{count}"))
     bodies = {
         "bare": review(pod()),
@@ -453,14 +454,14 @@ def measure(count: int, directory: str) -> Measured:
                     servers: dict[str, ServerProcess | WebhookProcess] = {**bares, path: webhook}
                     written_before = _label_writes(webhook)
                     _rounds(count, servers, scripts, histogram, pooled, path)
-                    label_writes[path, count] = _label_writes(webhook) - written_before
+                    label_writes[path] = _label_writes(webhook) - written_before
                     scores = webhook.session.get(webhook.url + "/scores").json()
                     assert len(scores["nodes"]) == count and not scores["stale"], path
                     if others is not None:
                         seen = _counter(webhook, "nettraffic_bookings_followed_total", "seen")
                         assert seen > 0, "the replica saw no other replica's pod"
                         leads = others.election is None
-                        assert (label_writes[path, count] > 0) == leads, (path, label_writes)
+                        assert (label_writes[path] > 0) == leads, (path, label_writes)
                 finally:
                     webhook.stop()  # first: else it may take the Lease the others give up
                     if others is not None:
@@ -469,7 +470,7 @@ def measure(count: int, directory: str) -> Measured:
             for bare in bares.values():
                 bare.stop()
             api.stop()
-    return pooled
+    return pooled, label_writes
 
 
 def _rounds(
@@ -530,9 +531,12 @@ def main(argv: list[str] | None = None) -> int:
     relative: dict[tuple[str, str, int], float] = {}
     # (section, server, nodes) -> p99 under the paced load
     paced_p99: dict[tuple[str, str, int], float] = {}
+    # (path, nodes) -> tier labels written during the path's rounds
+    label_writes: dict[tuple[str, int], int] = {}
     with tempfile.TemporaryDirectory() as directory:
         for count in (100, 5000):
-            pooled = measure(count, directory)
+            pooled, writes = measure(count, directory)
+            label_writes.update({(path, count): n for path, n in writes.items()})
             for path in webhooks(count):
                 for server in ("bare", "bare-wsgi", path):
                     rows.append(_row(count, path, server, pooled))
