@@ -41,6 +41,7 @@ only when they are that part of a pod better.
 
 import functools
 import zlib
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from typing import NamedTuple
 
@@ -129,16 +130,20 @@ class WatchDelay:
 
     def __init__(self) -> None:
         self.seconds = WATCH_DELAY
-        self._unshown: dict[int, float] = {}  # booking key -> admitted at, oldest first
+        # booking key -> admitted at, oldest first. An OrderedDict, because
+        # its first entry is found in constant time: a dict's iterator walks
+        # past every entry deleted from its front since the table was last
+        # rebuilt, which made each admission pay for the pods before it.
+        self._unshown: OrderedDict[int, float] = OrderedDict()
 
     def admitted(self, key: int, at: float) -> None:
-        self._unshown[key] = at
         unshown, oldest = self._unshown, at - DELAY_MOST
-        while unshown:
-            first = next(iter(unshown))
-            if unshown[first] > oldest:
+        unshown[key] = at
+        while True:  # ends at ``key`` at the latest: it was admitted after ``oldest``
+            admitted = next(iter(unshown.values()))
+            if admitted > oldest:
                 break
-            del unshown[first]
+            unshown.popitem(last=False)
             self._measured(DELAY_MOST)
 
     def shown(self, key: int, at: float) -> None:
