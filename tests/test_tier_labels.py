@@ -21,6 +21,7 @@ from kubectl_nettraffic.measuring.tier_labels import (
     remove_tier_labels,
 )
 from kubectl_nettraffic.scoring.tiers import TIER_LABEL
+from tests.conftest import wait_for
 from tests.harness.scoreboards import fixed_board
 
 NODES = ("api/v1", None, "nodes")
@@ -156,6 +157,26 @@ def test_only_the_leader_writes_and_only_what_changed(fake_api, kubeconfig, clus
     assert not leader.election.is_leader()
     assert leader.label(_with_labels(board, fake_api)) == 0
     assert follower.label(_with_labels(board, fake_api)) == 0
+
+
+def test_a_replica_that_wins_the_lease_labels_from_the_snapshot_it_has(
+    fake_api, kubeconfig, cluster
+):
+    # The leader stops (a rolling update): the next replica labels at its
+    # next election retry, not a refresh later, from the snapshot it holds.
+    leader = LeaseElection(api_client(kubeconfig), "kube-system", "tiers", "a")
+    assert leader.try_acquire_or_renew()
+    election = LeaseElection(api_client(kubeconfig), "kube-system", "tiers", "b", retry_period=0.2)
+    labeller = TierLabeller(api_client(kubeconfig), election, 0.05, writes_per_second=1000)
+    labeller.start()
+    try:
+        labeller.offer(_with_labels(fixed_board(cluster), fake_api))
+        time.sleep(0.5)
+        assert not any(_labels(fake_api).values())  # a follower writes nothing
+        leader.stop()  # hands the Lease back
+        wait_for(lambda: all(_labels(fake_api).values()), timeout=5)
+    finally:
+        labeller.stop()
 
 
 def test_labels_change_only_past_the_hysteresis(fake_api, kubeconfig, cluster):

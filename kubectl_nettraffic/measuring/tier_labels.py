@@ -122,13 +122,18 @@ class TierLabeller:
         self.election.stop()
 
     def _run(self) -> None:
+        following = False  # holding a snapshot, but another replica leads
         while not self._stop.is_set():
-            self._wake.wait()
+            # A follower looks again at each election retry, so a replica
+            # that takes over (its leader stopped) labels from the snapshot
+            # it holds, not one refresh later.
+            self._wake.wait(self.election.retry_period if following else None)
             self._wake.clear()
             if self._stop.is_set():
                 return
             snapshot = self._latest
-            if snapshot is not None and self.election.is_leader():
+            following = snapshot is not None and not self.election.is_leader()
+            if snapshot is not None and not following:
                 self.label(snapshot)
 
     def changes(self, snapshot: Snapshot) -> dict[str, str | None]:
