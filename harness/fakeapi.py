@@ -389,40 +389,47 @@ def _watch(h: Any, api: FakeKubeAPI, key: Key, query: dict[str, list[str]]) -> N
         h.wfile.flush()
 
     deadline = time.monotonic() + timeout
-    with api.lock:
-        closing = api._closing_watches
-        if since and since < api.compacted_before:
-            api.gone_sent += 1
-            emit(
-                {
-                    "type": "ERROR",
-                    "object": {
-                        "kind": "Status",
-                        "apiVersion": "v1",
-                        "status": "Failure",
-                        "message": "too old resource version",
-                        "reason": "Expired",
-                        "code": 410,
-                    },
-                }
-            )
-        else:
-            # Events are appended in resourceVersion order, so each wake-up
-            # reads on from where the last one stopped (compact() empties the list).
-            sent = since
-            position = bisect.bisect_right(api.events, sent, key=lambda event: event[0])
-            while time.monotonic() < deadline and api._closing_watches == closing:
-                if position > len(api.events) or (position and api.events[position - 1][0] > sent):
-                    position = bisect.bisect_right(api.events, sent, key=lambda event: event[0])
-                for rv, event_key, kind, obj in api.events[position:]:
-                    # The selector as the API server applies it to a watch;
-                    # (objects that stop matching are not sent as DELETED here).
-                    same = event_key[0] == key[0] and event_key[2] == key[2]
-                    if same and _select([obj], query):
-                        emit({"type": kind, "object": obj})
-                    sent = rv
-                position = len(api.events)
-                api.lock.wait(0.2)
+    try:
+        with api.lock:
+            closing = api._closing_watches
+            if since and since < api.compacted_before:
+                api.gone_sent += 1
+                emit(
+                    {
+                        "type": "ERROR",
+                        "object": {
+                            "kind": "Status",
+                            "apiVersion": "v1",
+                            "status": "Failure",
+                            "message": "too old resource version",
+                            "reason": "Expired",
+                            "code": 410,
+                        },
+                    }
+                )
+            else:
+                # Events are appended in resourceVersion order, so each wake-up
+                # reads on from where the last one stopped (compact() empties the list).
+                sent = since
+                position = bisect.bisect_right(api.events, sent, key=lambda event: event[0])
+                while time.monotonic() < deadline and api._closing_watches == closing:
+                    if position > len(api.events) or (
+                        position and api.events[position - 1][0] > sent
+                    ):
+                        position = bisect.bisect_right(api.events, sent, key=lambda event: event[0])
+                    for rv, event_key, kind, obj in api.events[position:]:
+                        # The selector as the API server applies it to a watch;
+                        # (objects that stop matching are not sent as DELETED here).
+                        same = event_key[0] == key[0] and event_key[2] == key[2]
+                        if same and _select([obj], query):
+                            emit({"type": kind, "object": obj})
+                        sent = rv
+                    position = len(api.events)
+                    api.lock.wait(0.2)
+    except (BrokenPipeError, ConnectionResetError):
+        # The watcher went away (a stopped webhook): the watch just ends.
+        h.close_connection = True
+        return
     try:
         h.wfile.write(b"0\r\n\r\n")
         h.wfile.flush()
