@@ -108,6 +108,7 @@ SECTIONS = {
 REPLICAS = ("replica", "leader")  # the paths that read the API server and watch bindings
 # The leader's first labelling outlasts its rounds only in the large cluster.
 LEADER_FROM = 5000
+LABEL_RATE = TierLabelSettings().writes_per_second  # the default the webhooks run with
 
 
 def webhooks(count: int) -> tuple[str, ...]:
@@ -618,7 +619,7 @@ def main(argv: list[str] | None = None) -> int:
             "second, in a fake API server over HTTP) and one of which holds the tier labels' "
             "Lease, as for two replicas of three. At 5,000 nodes the same replica is also "
             "measured leading, while it writes its first tier labels (every node's, at "
-            "tierLabels.writesPerSecond, 20/s: about 250 s; "
+            f"tierLabels.writesPerSecond, {LABEL_RATE:g}/s: about {LEADER_FROM / LABEL_RATE:.0f} s; "
             f"{label_writes.get(('leader', 5000), 0):,} writes during its rounds). "
             "All servers run gunicorn "
             f"{gunicorn.__version__}, one gthread worker with {ServerSettings().threads} threads "
