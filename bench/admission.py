@@ -89,8 +89,6 @@ ROUNDS = int(os.environ.get("NT_BENCH_ROUNDS", "5"))
 PIN = os.environ.get("NT_BENCH_PIN") == "1"  # each server on one CPU; see the docstring
 SERVERS = ("bare", "bare-wsgi", "known", "unlearned", "replica", "leader")
 WEBHOOKS = SERVERS[2:]
-
-
 LABELS = {
     "bare": "bare flask app, fixed patch",
     "bare-wsgi": "bare WSGI callable, fixed patch (no flask)",

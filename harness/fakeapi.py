@@ -426,15 +426,10 @@ def _watch(h: Any, api: FakeKubeAPI, key: Key, query: dict[str, list[str]]) -> N
                         sent = rv
                     position = len(api.events)
                     api.lock.wait(0.2)
-    except (BrokenPipeError, ConnectionResetError):
-        # The watcher went away (a stopped webhook): the watch just ends.
-        h.close_connection = True
-        return
-    try:
         h.wfile.write(b"0\r\n\r\n")
         h.wfile.flush()
     except OSError:
-        pass
+        pass  # the watcher went away (a stopped webhook): the watch just ends
     h.close_connection = True
 
 
