@@ -65,3 +65,30 @@ def test_selector_forms():
     assert not parse_selector("spot").matches(labels)
     with pytest.raises(ConfigError, match="cannot read"):
         parse_selector("zone in a")
+
+
+@pytest.mark.parametrize(
+    "text", ["1Mi", "500k", "3800m", "123456789n", "16Gi", "1e3", "1.5M", "0.5Ki", "2E", "7u", ".5", "5.", "-3", "+2k", "1E-2"]
+)
+def test_quantities_read_as_the_kubernetes_client_reads_them(text):
+    # The client's parser, imported here only: units.py reads quantities
+    # itself so that every CLI call does not pay the client's import.
+    from kubernetes.utils import parse_quantity as client_quantity
+
+    assert parse_quantity(text) == pytest.approx(float(client_quantity(text)))
+
+
+def test_the_cli_starts_without_the_kubernetes_client():
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys, contextlib, io\n"
+        "from kubectl_nettraffic.cli.main import main\n"
+        "for argv in (['version'], ['--help'], ['top', '--help']):\n"
+        "    with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):\n"
+        "        main(argv)\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'kubernetes'))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "[]"
