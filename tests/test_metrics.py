@@ -12,6 +12,7 @@ from webhook.metrics import (
     OutcomeHistogram,
     Reading,
     Registry,
+    go_float,
 )
 
 
@@ -32,7 +33,7 @@ def test_histogram_buckets_are_cumulative_and_bounds_inclusive():
     samples = _samples("\n".join(histogram.expose()))
     for bound in ADMISSION_BUCKETS:
         expected = sum(1 for value in observed if value <= bound)  # le: at or below
-        assert samples[f'latency_seconds_bucket{{le="{bound:g}"}}'] == expected, bound
+        assert samples[f'latency_seconds_bucket{{le="{float(bound)!r}"}}'] == expected, bound
     assert samples['latency_seconds_bucket{le="+Inf"}'] == len(observed)
     assert samples["latency_seconds_count"] == len(observed)
     assert abs(samples["latency_seconds_sum"] - sum(observed)) < 1e-3
@@ -45,7 +46,7 @@ def test_histogram_keeps_label_sets_apart_and_sorts_its_bounds():
     samples = _samples("\n".join(histogram.expose()))
     assert samples['h_bucket{verb="filter",le="0.1"}'] == 1
     assert samples['h_bucket{verb="prioritize",le="0.1"}'] == 0
-    assert samples['h_bucket{verb="prioritize",le="1"}'] == 1
+    assert samples['h_bucket{verb="prioritize",le="1.0"}'] == 1
 
 
 def test_a_reading_exposes_another_counter_at_scrape_time():
@@ -117,3 +118,39 @@ def test_values_that_are_not_whole_read_back_as_the_same_float():
         "-Inf",
         "NaN",
     ]
+
+
+def test_help_text_is_escaped_as_the_format_asks():
+    counter = Counter("odd_total", 'a back\\slash\nand a newline, "quoted"')
+    assert counter.expose()[0] == '# HELP odd_total a back\\\\slash\\nand a newline, "quoted"'
+
+
+def test_a_nan_observation_leaves_the_histogram_as_it_was():
+    histogram = Histogram("latency_seconds", "help", ADMISSION_BUCKETS)
+    histogram.observe(0.2)
+    histogram.observe(float("nan"))
+    samples = _samples("\n".join(histogram.expose()))
+    assert samples["latency_seconds_sum"] == 0.2 and samples["latency_seconds_count"] == 1
+    assert samples['latency_seconds_bucket{le="0.005"}'] == 0
+
+
+@pytest.mark.parametrize(
+    ("bound", "text"),
+    [(10, "10.0"), (0.005, "0.005"), (2.5, "2.5"), (1e7, "1e+07"), (123456789.0, "1.23456789e+08")],
+)
+def test_bucket_bounds_are_written_as_client_python_writes_them(bound, text):
+    assert go_float(bound) == text
+    histogram = Histogram("h", "help", (bound,))
+    histogram.observe(0.0)
+    assert f'h_bucket{{le="{text}"}} 1' in histogram.expose()
+
+
+def test_the_operators_guide_lists_every_metric():
+    import os
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    with open(os.path.join(root, "webhook", "webhook_metrics.py"), encoding="utf-8") as source:
+        names = set(re.findall(r'"(nettraffic_[a-z_]+)"', source.read()))
+    with open(os.path.join(root, "docs", "operations.md"), encoding="utf-8") as guide:
+        documented = set(re.findall(r"`(nettraffic_[a-z_]+)", guide.read()))
+    assert names and not names - documented

@@ -16,6 +16,7 @@ from kubectl_nettraffic.measuring.scoreboard import Scoreboard
 from kubectl_nettraffic.measuring.scoreview import scores_document
 from kubectl_nettraffic.sources.metrics_server import MetricsServerSource
 from kubectl_nettraffic.sources.prometheus import PrometheusSource
+from tests.harness.scoreboards import FixedBoard
 
 END = float(int(time.time()) // 60 * 60 - 120)
 
@@ -169,3 +170,24 @@ def test_a_failed_node_list_is_the_inventory_s_failure_not_prometheus(prometheus
     assert engine.refresh() is None
     assert board.source_failures == {"prometheus": 0, "metrics-server": 0, "nodes": 1}
     assert board.last_errors == ("nodes: listing nodes: HTTP 403: RBAC forbids it",)
+
+
+def test_a_snapshot_its_follower_fails_on_is_not_published_and_the_next_is_tried():
+    board = FixedBoard({"a": 1e6, "b": 2e6})
+    published = board.snapshot
+    calls = []
+
+    def follow(snapshot):  # what follows each snapshot (the in-flight state), failing once
+        calls.append(snapshot)
+        if len(calls) == 1:
+            raise KeyError("a bug in the follower")
+        board.inflight.adopt(snapshot)
+
+    board.scoreboard.on_snapshot = follow
+    outcome = board.measurer.measure()
+    assert board.scoreboard.record(outcome) is None  # logged, counted, no exception
+    assert board.scoreboard.follow_failures == 1
+    assert board.scoreboard.snapshot is published and board.inflight.adopted is published
+    retried = board.refresh()
+    assert retried is not None and board.scoreboard.snapshot is retried
+    assert board.inflight.adopted is retried and board.scoreboard.follow_failures == 1

@@ -68,7 +68,24 @@ def test_selector_forms():
 
 
 @pytest.mark.parametrize(
-    "text", ["1Mi", "500k", "3800m", "123456789n", "16Gi", "1e3", "1.5M", "0.5Ki", "2E", "7u", ".5", "5.", "-3", "+2k", "1E-2"]
+    "text",
+    [
+        "1Mi",
+        "500k",
+        "3800m",
+        "123456789n",
+        "16Gi",
+        "1e3",
+        "1.5M",
+        "0.5Ki",
+        "2E",
+        "7u",
+        ".5",
+        "5.",
+        "-3",
+        "+2k",
+        "1E-2",
+    ],
 )
 def test_quantities_read_as_the_kubernetes_client_reads_them(text):
     # The client's parser, imported here only: units.py reads quantities
@@ -90,5 +107,7 @@ def test_the_cli_starts_without_the_kubernetes_client():
         "        main(argv)\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] == 'kubernetes'))\n"
     )
-    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    result = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True
+    )
     assert result.stdout.strip() == "[]"

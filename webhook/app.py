@@ -81,6 +81,8 @@ def create_app(settings: Settings, serving: Serving) -> Flask:
         admissions,
         settings.server.max_request_bytes,
     )
+    # Found by the gunicorn worker's front (front.py), which counts into it.
+    setattr(app, "connections_closed", metrics.connections_closed)  # noqa: B010
     return app
 
 

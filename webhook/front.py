@@ -52,11 +52,15 @@ from webhook.metrics import Counter
 
 log = logging.getLogger("nettraffic.front")
 
-CONNECTIONS_CLOSED = Counter(
-    "nettraffic_connections_closed_total",
-    "Connections the server closed before their request reached the app, by reason.",
-    ("reason",),
-)
+
+def connections_closed_counter() -> Counter:
+    """What the front counts: the app's registry exposes one (webhook_metrics.py)."""
+    return Counter(
+        "nettraffic_connections_closed_total",
+        "Connections the server closed before their request reached the app, by reason.",
+        ("reason",),
+    )
+
 
 RECEIVE_BYTES = 256 * 1024
 # A refused request's body is read and dropped up to this much, so its client
@@ -114,6 +118,15 @@ class FrontWorker(ThreadWorker):  # type: ignore[misc]
         self.max_body: int = server.max_request_bytes
         self.visits: deque[Visit] = deque()  # in order of deadline
         self.pending = 0  # connections waiting in the front's poller now
+        # The app's counter once it is loaded (load_wsgi); this one until then,
+        # or for an app that has none.
+        self.connections_closed = connections_closed_counter()
+
+    def load_wsgi(self) -> None:
+        super().load_wsgi()
+        counter = getattr(self.wsgi, "connections_closed", None)
+        if isinstance(counter, Counter):
+            self.connections_closed = counter
 
     # ------------------------------------------------------------ entry points
 
@@ -158,7 +171,7 @@ class FrontWorker(ThreadWorker):  # type: ignore[misc]
                     self.poller.unregister(conn.sock)
                 self.nr_conns -= 1
                 conn.close()
-                CONNECTIONS_CLOSED.inc("evicted-idle")
+                self.connections_closed.inc("evicted-idle")
             if self.nr_conns < self.worker_connections:
                 return  # room made: keep accepting
         super().set_accept_enabled(enabled)
@@ -301,7 +314,7 @@ class FrontWorker(ThreadWorker):  # type: ignore[misc]
 
     def _refuse(self, conn: FrontConn, framing: Framing) -> None:
         """Answer a request the front will not buffer, then close."""
-        CONNECTIONS_CLOSED.inc(f"refused-{framing.status}")
+        self.connections_closed.inc(f"refused-{framing.status}")
         log.info("refused a request to %r from %s: %s", framing.path, conn.client, framing.message)
         body = json.dumps(error_document(framing.path, framing.message)).encode()
         answer = (
@@ -352,7 +365,7 @@ class FrontWorker(ThreadWorker):  # type: ignore[misc]
     def _drop(self, conn: FrontConn, reason: str | None) -> None:
         """Close a connection the front holds; ``reason`` is counted when given."""
         if reason is not None:
-            CONNECTIONS_CLOSED.inc(reason)
+            self.connections_closed.inc(reason)
             log.debug("closing connection from %s: %s", conn.client, reason)
         self._release(conn)
         self.nr_conns -= 1

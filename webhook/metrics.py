@@ -2,7 +2,10 @@
 
 A few dozen lines instead of a dependency: counters with labels, one
 histogram, and gauges read at scrape time. Thread-safe; one registry per app
-(tests build their own).
+(tests build their own). Written as prometheus/client_python writes the
+format (exposition.py, generate_latest): HELP text and label values escaped,
+bucket bounds as Go floats ("10.0", "+Inf"); tests/e2e/test_monitoring.py
+has promtool check what a running webhook serves.
 """
 
 import math
@@ -30,8 +33,31 @@ def number(value: float) -> str:
     return repr(float(value))
 
 
+def go_float(value: float) -> str:
+    """A bucket bound as client_python writes it (utils.floatToGoString):
+    ``10.0``, ``0.005``, ``+Inf``; past six digits before the point, Go's
+    exponent form."""
+    value = float(value)
+    if math.isinf(value):
+        return "+Inf" if value > 0 else "-Inf"
+    if math.isnan(value):
+        return "NaN"
+    text = repr(value)
+    dot = text.find(".")
+    if value > 0 and dot > 6:
+        mantissa = f"{text[0]}.{text[1:dot]}{text[dot + 1 :]}".rstrip("0.")
+        return f"{mantissa}e+0{dot - 1}"
+    return text
+
+
 def _escape(value: str) -> str:
     return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def help_lines(name: str, text: str, kind: str) -> list[str]:
+    """The HELP and TYPE lines; HELP escapes backslash and newline (not quotes)."""
+    escaped = text.replace("\\", "\\\\").replace("\n", "\\n")
+    return [f"# HELP {name} {escaped}", f"# TYPE {name} {kind}"]
 
 
 def _labels(names: Sequence[str], values: Sequence[str]) -> str:
@@ -60,7 +86,7 @@ class Counter:
             return dict(self._values)
 
     def expose(self) -> list[str]:
-        lines = [f"# HELP {self.name} {self.help}", f"# TYPE {self.name} counter"]
+        lines = help_lines(self.name, self.help, "counter")
         with self._lock:
             for labels, value in sorted(self._values.items()):
                 lines.append(f"{self.name}{_labels(self.label_names, labels)} {number(value)}")
@@ -84,6 +110,8 @@ class Histogram:
         self._lock = threading.Lock()
 
     def observe(self, seconds: float, *labels: str) -> None:
+        if seconds != seconds:
+            return  # NaN: in no bucket, and it would make the sum NaN for good
         index = bisect_left(self.buckets, seconds)  # the first bound >= seconds
         with self._lock:
             data = self._data.get(labels)
@@ -94,7 +122,7 @@ class Histogram:
             data[-1] += 1
 
     def expose(self) -> list[str]:
-        lines = [f"# HELP {self.name} {self.help}", f"# TYPE {self.name} histogram"]
+        lines = help_lines(self.name, self.help, "histogram")
         with self._lock:
             for labels, data in sorted(self._data.items()):
                 lines.extend(self._series(self.label_names, labels, data))
@@ -108,7 +136,7 @@ class Histogram:
         for index, bound in enumerate(self.buckets):
             cumulative = sum(data[: index + 1])
             lines.append(
-                f"{self.name}_bucket{_labels(names, (*labels, f'{bound:g}'))} {number(cumulative)}"
+                f"{self.name}_bucket{_labels(names, (*labels, go_float(bound)))} {number(cumulative)}"
             )
         lines.append(f"{self.name}_bucket{_labels(names, (*labels, '+Inf'))} {number(data[-1])}")
         lines.append(f"{self.name}_sum{_labels(label_names, labels)} {number(data[-2])}")
@@ -134,7 +162,7 @@ class OutcomeHistogram(Histogram):
             return {labels: data[-1] for labels, data in self._data.items()}
 
     def expose(self) -> list[str]:
-        lines = [f"# HELP {self.name} {self.help}", f"# TYPE {self.name} histogram"]
+        lines = help_lines(self.name, self.help, "histogram")
         with self._lock:
             summed = [sum(column) for column in zip(*self._data.values(), strict=True)]
         if summed:
@@ -148,7 +176,7 @@ class Gauge:
 
     def expose(self) -> list[str]:
         value = self.read()
-        lines = [f"# HELP {self.name} {self.help}", f"# TYPE {self.name} gauge"]
+        lines = help_lines(self.name, self.help, "gauge")
         if value is not None and not math.isnan(value):
             lines.append(f"{self.name} {number(value)}")
         return lines
@@ -174,7 +202,7 @@ class Reading:
         )
 
     def expose(self) -> list[str]:
-        lines = [f"# HELP {self.name} {self.help}", f"# TYPE {self.name} {self.kind}"]
+        lines = help_lines(self.name, self.help, self.kind)
         for labels, value in sorted(self.read().items()):
             lines.append(f"{self.name}{_labels(self.label_names, labels)} {number(value)}")
         return lines

@@ -3,8 +3,9 @@ help text and where its value is read from."""
 
 from kubectl_nettraffic.inflight.bindings import BindingWatch
 from kubectl_nettraffic.measuring.scoreboard import Scoreboard
-from webhook.front import CONNECTIONS_CLOSED
+from webhook.front import connections_closed_counter
 from webhook.metrics import ADMISSION_BUCKETS, Counter, Gauge, OutcomeHistogram, Reading, Registry
+from webhook.process_metrics import ProcessMetrics
 from webhook.tls import CertReloader
 
 MUTATE = "/mutate"
@@ -140,7 +141,9 @@ class WebhookMetrics:
                 },
             )
         )
-        add(CONNECTIONS_CLOSED)  # per process: the worker's front counts them
+        # The worker's front counts into it (front.py, FrontWorker.load_wsgi).
+        self.connections_closed = add(connections_closed_counter())
+        add(ProcessMetrics())
         add(
             Gauge(
                 "nettraffic_serving_certificate_expiry_timestamp_seconds",
@@ -175,6 +178,15 @@ class WebhookMetrics:
                 "nettraffic_scored_nodes",
                 "Nodes in the current snapshot.",
                 lambda: float(len(scoreboard.snapshot.scores)) if scoreboard.snapshot else None,
+            )
+        )
+        add(
+            Reading(
+                "nettraffic_snapshot_follow_failures_total",
+                "Snapshots the in-flight state failed to follow (a bug: see the log); the previous snapshot stayed published.",
+                "counter",
+                (),
+                lambda: {(): float(scoreboard.follow_failures)},
             )
         )
         add(

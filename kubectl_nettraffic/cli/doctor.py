@@ -15,7 +15,7 @@ from kubectl_nettraffic.cli.top import WebhookLocation
 from kubectl_nettraffic.config import LearningSettings, Settings
 from kubectl_nettraffic.config_file import load_settings
 from kubectl_nettraffic.errors import NetTrafficError
-from kubectl_nettraffic.kube.client import api_client, describe_api_error, request_json
+from kubectl_nettraffic.kube.client import api_call, api_client, request_json
 from kubectl_nettraffic.kube.cluster import list_nodes
 from kubectl_nettraffic.kube.nodes import Node
 from kubectl_nettraffic.learning.pod_traffic import PodTrafficSource
@@ -102,23 +102,19 @@ class Doctor:
         return _report(self.results)
 
     def api_reachable(self) -> str:
-        try:
+        with api_call("GET /version"):
             info = request_json(self.api, "GET", "/version")
-        except Exception as error:
-            raise describe_api_error(error, "GET /version") from None
         return f"Kubernetes {info.get('gitVersion', '?')} at {self.api.configuration.host}"
 
     def endpoints(self) -> str:
         ns, svc = self.ns, self.svc
-        try:
+        with api_call(f"listing EndpointSlices of {ns}/{svc}"):
             slices = request_json(
                 self.api,
                 "GET",
                 f"/apis/discovery.k8s.io/v1/namespaces/{ns}/endpointslices",
                 query={"labelSelector": f"kubernetes.io/service-name={svc}"},
             )
-        except Exception as error:
-            raise describe_api_error(error, f"listing EndpointSlices of {ns}/{svc}") from None
         ready = [
             address
             for item in slices.get("items") or []
@@ -149,13 +145,9 @@ class Doctor:
 
     def webhook_ready(self) -> str:
         ns, svc = self.ns, self.svc
-        try:
-            location = WebhookLocation(ns, svc, self.args.webhook_port)
+        location = WebhookLocation(ns, svc, self.args.webhook_port)
+        with api_call(f"GET /readyz of {ns}/{svc} via the service proxy"):
             self.readyz.update(request_json(self.api, "GET", location.proxy_path("readyz")))
-        except Exception as error:
-            raise describe_api_error(
-                error, f"GET /readyz of {ns}/{svc} via the service proxy"
-            ) from None
         if not self.readyz.get("ready") or self.readyz.get("stale"):
             raise Failed(
                 f"webhook not ready or its data is stale: {self.readyz}",

@@ -9,7 +9,7 @@ from kubectl_nettraffic.cli.top import WebhookLocation, fetch
 from kubectl_nettraffic.config import Settings
 from kubectl_nettraffic.config_file import load_settings
 from kubectl_nettraffic.errors import ClusterError, NetTrafficError
-from kubectl_nettraffic.kube.client import api_client, describe_api_error, request_json
+from kubectl_nettraffic.kube.client import api_call, api_client, request_json
 from kubectl_nettraffic.kube.pods import (
     BANDWIDTH_SOURCE,
     BOOKED_BANDWIDTH,
@@ -158,10 +158,8 @@ def run_explain(args: argparse.Namespace) -> int:
     settings = load_settings(args.config, overrides)
     namespace = args.namespace or context_namespace(settings, args.context)
     api = api_client(settings.kubeconfig, args.context)
-    try:
+    with api_call(f"reading pod {namespace}/{args.pod}"):
         pod = request_json(api, "GET", f"/api/v1/namespaces/{namespace}/pods/{args.pod}")
-    except Exception as error:
-        raise describe_api_error(error, f"reading pod {namespace}/{args.pod}") from None
     if not isinstance(pod, dict):
         raise ClusterError(f"pod {namespace}/{args.pod}: the API server answered no object")
     try:

@@ -21,7 +21,7 @@ from kubectl_nettraffic.cli.top import WebhookLocation, fetch
 from kubectl_nettraffic.cli.top_pods import pod_traffic_report, pod_traffic_source
 from kubectl_nettraffic.config import Settings
 from kubectl_nettraffic.errors import NetTrafficError
-from kubectl_nettraffic.kube.client import api_client, describe_api_error, request_json
+from kubectl_nettraffic.kube.client import api_call, api_client, request_json
 from kubectl_nettraffic.kube.cluster import node_list
 from kubectl_nettraffic.rebalancing.eviction_rules import EvictionPolicy, pod_facts
 from kubectl_nettraffic.rebalancing.low_node_utilization import Thresholds, descheduler_ready
@@ -62,12 +62,10 @@ def _cluster_objects(
     whatever -n shows."""
     api = api_client(settings.kubeconfig, context)
     nodes = list(node_list(api).get("items") or [])
-    try:
+    with api_call("listing pods"):
         listed = request_json(
             api, "GET", "/api/v1/pods", query={"fieldSelector": "status.phase=Running"}
         )
-    except Exception as error:
-        raise describe_api_error(error, "listing pods") from None
     pods = [p for p in listed.get("items") or [] if (p.get("spec") or {}).get("nodeName")]
     return nodes, pods
 

@@ -8,9 +8,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from kubernetes.client.exceptions import ApiException
-
-from kubectl_nettraffic.kube.client import api_client, describe_api_error, request_json
+from kubectl_nettraffic.kube.client import MISSING, api_call, api_client, request_unless_missing
 from kubectl_nettraffic.measuring.tier_labels import lease_namespace, remove_tier_labels
 from kubectl_nettraffic.scoring.tiers import TIER_LABEL
 
@@ -40,13 +38,10 @@ def run_remove(args: argparse.Namespace) -> int:
     deadline = time.monotonic() + args.wait
     lease = None
     while True:
-        try:
-            lease = request_json(api, "GET", path)
-        except ApiException as error:
-            if error.status != 404:
-                raise describe_api_error(
-                    error, f"reading Lease {args.lease_namespace}/{args.lease_name}"
-                ) from None
+        lease = request_unless_missing(
+            api, "GET", path, f"reading Lease {args.lease_namespace}/{args.lease_name}"
+        )
+        if lease is MISSING:
             lease = None
         if lease is None or not _writer_active(lease, time.time()):
             break
@@ -59,18 +54,12 @@ def run_remove(args: argparse.Namespace) -> int:
             )
             break
         time.sleep(POLL_SECONDS)
-    try:
+    with api_call(f"removing {TIER_LABEL} from nodes"):
         removed = remove_tier_labels(api)
-    except ApiException as error:
-        raise describe_api_error(error, f"removing {TIER_LABEL} from nodes") from None
     print(f"removed {TIER_LABEL} from {len(removed)} node(s)")
     if lease is not None:
-        try:
-            request_json(api, "DELETE", path)
-        except ApiException as error:
-            if error.status != 404:
-                raise describe_api_error(
-                    error, f"deleting Lease {args.lease_namespace}/{args.lease_name}"
-                ) from None
+        request_unless_missing(
+            api, "DELETE", path, f"deleting Lease {args.lease_namespace}/{args.lease_name}"
+        )
         print(f"deleted Lease {args.lease_namespace}/{args.lease_name}")
     return 0

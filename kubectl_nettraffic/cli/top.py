@@ -1,6 +1,7 @@
 """Where ``top`` gets its scores: the running webhook (through the API
 server's service proxy, no port-forward) or the same engine run locally."""
 
+import json
 import sys
 from dataclasses import dataclass
 from typing import Any
@@ -9,7 +10,7 @@ from kubernetes import client as k8s
 
 from kubectl_nettraffic.config import Settings
 from kubectl_nettraffic.errors import ClusterError, NetTrafficError, SourceError
-from kubectl_nettraffic.kube.client import api_client, describe_api_error, request_json
+from kubectl_nettraffic.kube.client import API_ERRORS, api_client, describe_api_error, request_json
 from kubectl_nettraffic.kube.cluster import list_nodes, load_node_file
 from kubectl_nettraffic.labels import parse_selector
 from kubectl_nettraffic.measuring.engine import build_engine
@@ -31,15 +32,15 @@ def from_webhook(api: k8s.ApiClient, where: WebhookLocation) -> dict[str, Any]:
     """GET /scores through /api/v1/namespaces/NS/services/https:SVC:PORT/proxy/."""
     try:
         document = request_json(api, "GET", where.proxy_path("scores"))
-    except ValueError:
+    except json.JSONDecodeError as error:
         raise ClusterError(
             f"the webhook {where.namespace}/{where.service} answered something that is not JSON"
-        ) from None
-    except Exception as error:
+        ) from error
+    except API_ERRORS as error:
         raise describe_api_error(
             error,
             f"reading scores from the webhook {where.namespace}/{where.service} via the service proxy",
-        ) from None
+        ) from error
     if not isinstance(document, dict) or not isinstance(document.get("nodes"), list):
         raise ClusterError(
             f"the webhook {where.namespace}/{where.service} answered no scores: {str(document)[:200]}"

@@ -23,7 +23,7 @@ from kubectl_nettraffic.cli.render import aligned
 from kubectl_nettraffic.cli.top import WebhookLocation
 from kubectl_nettraffic.config import Settings
 from kubectl_nettraffic.errors import NetTrafficError, SourceError
-from kubectl_nettraffic.kube.client import api_client, describe_api_error, request_json
+from kubectl_nettraffic.kube.client import api_call, api_client, request_json
 from kubectl_nettraffic.kube.workloads import Workload
 from kubectl_nettraffic.learning.pod_traffic import PodTrafficReport, PodTrafficSource
 from kubectl_nettraffic.learning.workload_bandwidth import BandwidthLearner, PodSample
@@ -54,12 +54,8 @@ def _learned_from_webhook(
     settings: Settings, context: str | None, where: WebhookLocation
 ) -> dict[Workload, float]:
     api = api_client(settings.kubeconfig, context)
-    try:
+    with api_call(f"reading learned bandwidth from the webhook {where.namespace}/{where.service}"):
         document = request_json(api, "GET", where.proxy_path("workloads"))
-    except Exception as error:
-        raise describe_api_error(
-            error, f"reading learned bandwidth from the webhook {where.namespace}/{where.service}"
-        ) from None
     return {
         Workload(row["namespace"], row["kind"], row["name"]): float(row["learnedBytesPerSecond"])
         for row in document.get("workloads") or []
@@ -266,10 +262,8 @@ def _selected_pods(
         return None
     api = api_client(settings.kubeconfig, context)
     path = "/api/v1/pods" if namespace is None else f"/api/v1/namespaces/{namespace}/pods"
-    try:
+    with api_call(f"listing pods with -l {selector}"):
         listed = request_json(api, "GET", path, query={"labelSelector": selector})
-    except Exception as error:
-        raise describe_api_error(error, f"listing pods with -l {selector}") from None
     return {
         (item["metadata"].get("namespace", ""), item["metadata"]["name"])
         for item in listed.get("items") or []

@@ -5,9 +5,11 @@ TLS and token refresh), raw JSON requests, and errors that say what to do."""
 import json
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
+import urllib3
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
@@ -42,6 +44,29 @@ def api_client(kubeconfig: str = "", context: str | None = None) -> k8s.ApiClien
             "pass --kubeconfig/--context or set KUBECONFIG"
         ) from None
     return k8s.ApiClient(configuration)
+
+
+# What a request to the API server raises when the server, or the network to
+# it, fails: the client's HTTP errors, urllib3's (refused, reset, timed out,
+# TLS), the OS's, and an answer that is not JSON. Anything else raised
+# beside a request is a bug of ours, and keeps its own type and traceback.
+API_ERRORS: tuple[type[Exception], ...] = (
+    ApiException,
+    urllib3.exceptions.HTTPError,
+    OSError,
+    json.JSONDecodeError,
+)
+
+
+@contextmanager
+def api_call(what: str) -> Iterator[None]:
+    """API and network errors inside become one ClusterError that says what
+    ``what`` ("listing nodes") needs; the original stays its cause, so ``-v``
+    shows it. Any other exception passes through unchanged."""
+    try:
+        yield
+    except API_ERRORS as error:
+        raise describe_api_error(error, what) from error
 
 
 def describe_api_error(error: Exception, what: str) -> ClusterError:
@@ -115,10 +140,9 @@ def request_unless_missing(
     """``request_json``, with a 404 answered as MISSING and any other failure
     as a ClusterError that says what ``doing`` needs ("reading Secret x/y")."""
     try:
-        return request_json(api, method, path, **kwargs)
-    except ApiException as error:
-        if error.status == 404:
+        with api_call(doing):
+            return request_json(api, method, path, **kwargs)
+    except ClusterError as error:
+        if isinstance(error.__cause__, ApiException) and error.__cause__.status == 404:
             return MISSING
-        raise describe_api_error(error, doing) from None
-    except Exception as error:
-        raise describe_api_error(error, doing) from None
+        raise

@@ -8,7 +8,7 @@ from typing import Any
 from kubernetes import client as k8s
 
 from kubectl_nettraffic.errors import ClusterError
-from kubectl_nettraffic.kube.client import describe_api_error, request_json
+from kubectl_nettraffic.kube.client import api_call, request_json
 from kubectl_nettraffic.kube.nodes import Node, node_from_json, nodes_from_list
 from kubectl_nettraffic.kube.reflector import ListWatchCache
 
@@ -16,23 +16,15 @@ from kubectl_nettraffic.kube.reflector import ListWatchCache
 def node_list(api: k8s.ApiClient, label_selector: str = "") -> Mapping[str, Any]:
     """The API server's NodeList as JSON, for readers that need fields Node
     leaves out (the descheduler's own readiness rule, rebalance.py)."""
-    try:
+    with api_call("listing nodes"):
         document: Mapping[str, Any] = request_json(
             api, "GET", "/api/v1/nodes", query={"labelSelector": label_selector or None}
         )
-    except Exception as error:
-        raise describe_api_error(error, "listing nodes") from None
     return document
 
 
 def list_nodes(api: k8s.ApiClient, label_selector: str = "") -> list[Node]:
-    document = node_list(api, label_selector)
-    try:
-        return nodes_from_list(document, "the API server's node list")
-    except ClusterError:
-        raise
-    except Exception as error:
-        raise describe_api_error(error, "listing nodes") from None
+    return nodes_from_list(node_list(api, label_selector), "the API server's node list")
 
 
 def load_node_file(path: str) -> list[Node]:

@@ -42,7 +42,7 @@ from typing import Any
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
-from kubectl_nettraffic.kube.client import describe_api_error, request_json
+from kubectl_nettraffic.kube.client import API_ERRORS, describe_api_error, request_json
 
 log = logging.getLogger(__name__)
 
@@ -161,7 +161,7 @@ class LeaseElection:
             self.last_error = str(describe_api_error(error, f"Lease {self.namespace}/{self.name}"))
             log.warning("leader election: %s", self.last_error)
             return False
-        except Exception as error:  # the API server did not answer
+        except API_ERRORS as error:  # the API server did not answer
             self.last_error = str(describe_api_error(error, f"Lease {self.namespace}/{self.name}"))
             log.warning("leader election: %s", self.last_error)
             return False
@@ -184,5 +184,5 @@ class LeaseElection:
             lease["spec"] = spec
             request_json(self._api, "PUT", self.path, body=lease)
             log.info("released Lease %s/%s", self.namespace, self.name)
-        except Exception as error:  # it expires by itself anyway
+        except API_ERRORS as error:  # it expires by itself anyway
             log.info("could not release Lease %s/%s: %s", self.namespace, self.name, error)

@@ -15,7 +15,7 @@ from typing import Any, Generic, TypeVar
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
-from kubectl_nettraffic.kube.client import describe_api_error, request, request_json
+from kubectl_nettraffic.kube.client import API_ERRORS, describe_api_error, request, request_json
 
 log = logging.getLogger(__name__)
 
@@ -149,9 +149,14 @@ class Reflector:
                 log.warning("%s", self.last_error)
                 resource_version = None
                 self._stop.wait(RETRY_SECONDS)
-            except Exception as error:  # disconnects, timeouts, bad JSON
+            except API_ERRORS as error:  # disconnects, timeouts, bad JSON
                 self.last_error = str(describe_api_error(error, f"watching {self._kind}"))
                 log.warning("%s; re-listing", self.last_error)
+                resource_version = None
+                self._stop.wait(RETRY_SECONDS)
+            except Exception as error:  # a bug of ours: said as one, and the watch goes on
+                self.last_error = f"watching {self._kind}: {error.__class__.__name__}: {error}"
+                log.exception("watching %s failed; re-listing", self._kind)
                 resource_version = None
                 self._stop.wait(RETRY_SECONDS)
 

@@ -5,14 +5,22 @@ Readers (admissions, /scores, the extender) only ever read the current
 snapshot reference, which ``record`` swaps in one assignment; they never
 wait for Prometheus or the API server. Whatever must follow each new
 snapshot (the in-flight state, inflight/state.py) subscribes with ``on_snapshot``.
+
+A failure there is a bug of ours, and it must not cost what the refresher
+holds (learned history, the tier labels' Lease): ``record`` logs it, counts
+it (``follow_failures``), keeps the previous snapshot published, and the
+next refresh's snapshot is tried again.
 """
 
+import logging
 import time
 from collections.abc import Callable
 
 from kubectl_nettraffic.config import Settings
 from kubectl_nettraffic.measuring.measurement import RefreshOutcome, Snapshot
 from kubectl_nettraffic.scoring.tiers import TierLabelStatus
+
+log = logging.getLogger(__name__)
 
 
 class Scoreboard:
@@ -29,6 +37,7 @@ class Scoreboard:
         self.last_errors: tuple[str, ...] = ()  # of the latest refresh, for the CLI
         self.last_refresh_seconds = 0.0
         self.tier_labels: TierLabelStatus | None = None
+        self.follow_failures = 0  # snapshots on_snapshot failed on, so not published
         self._snapshot: Snapshot | None = None
 
     @property
@@ -51,12 +60,19 @@ class Scoreboard:
         if outcome.tier_labels is not None:
             self.tier_labels = outcome.tier_labels
         snapshot = outcome.snapshot
-        if snapshot is not None:
+        if snapshot is None:
+            return None
+        if self.on_snapshot is not None:
+            # Followed before it is published: an admission that found it
+            # first would do the following itself, every other one waiting.
             try:
-                # Followed before it is published: an admission that found it
-                # first would do the following itself, every other one waiting.
-                if self.on_snapshot is not None:
-                    self.on_snapshot(snapshot)
-            finally:
-                self._snapshot = snapshot  # one reference swap: readers see old or new
+                self.on_snapshot(snapshot)
+            except Exception:
+                self.follow_failures += 1
+                log.exception(
+                    "following the snapshot of %s failed; the previous one stays published",
+                    snapshot.generated_at,
+                )
+                return None
+        self._snapshot = snapshot  # one reference swap: readers see old or new
         return snapshot

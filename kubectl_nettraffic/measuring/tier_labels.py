@@ -30,7 +30,7 @@ from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
 from kubectl_nettraffic.config import Settings
-from kubectl_nettraffic.kube.client import describe_api_error, request_json
+from kubectl_nettraffic.kube.client import API_ERRORS, describe_api_error, request_json
 from kubectl_nettraffic.kube.lease import LeaseElection
 from kubectl_nettraffic.measuring.measurement import Snapshot
 from kubectl_nettraffic.scoring.tiers import TIER_LABEL, TierLabelStatus, assign_tiers, tier_changes
@@ -189,7 +189,7 @@ class TierLabeller:
                 return "stop" if hint.startswith("RBAC") else "skip"
             self._failed("failed", str(describe_api_error(error, f"labelling node {node}")))
             return "stop"
-        except Exception as error:  # the API server did not answer
+        except API_ERRORS as error:  # the API server did not answer
             self._failed("failed", str(describe_api_error(error, f"labelling node {node}")))
             return "stop"
         self._written[node] = (value, self._wall())

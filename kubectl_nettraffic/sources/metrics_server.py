@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from kubernetes import client as k8s
 
 from kubectl_nettraffic.errors import SourceError
-from kubectl_nettraffic.kube.client import describe_api_error, request_json
+from kubectl_nettraffic.kube.client import API_ERRORS, describe_api_error, request_json
 from kubectl_nettraffic.scoring.readings import NodeUsage
 from kubectl_nettraffic.units import parse_quantity
 
@@ -21,11 +21,11 @@ class MetricsServerSource:
     def fetch(self) -> Mapping[str, NodeUsage]:
         try:
             document = request_json(self.api, "GET", "/apis/metrics.k8s.io/v1beta1/nodes")
-        except Exception as error:
+        except API_ERRORS as error:
             raise SourceError(
                 str(describe_api_error(error, "reading metrics.k8s.io/v1beta1 nodes"))
                 + " (is metrics-server installed? kubectl top nodes should work)"
-            ) from None
+            ) from error
         usage: dict[str, NodeUsage] = {}
         for item in document.get("items") or []:
             name = str((item.get("metadata") or {}).get("name") or "")

@@ -11,7 +11,7 @@ from kubernetes import client as k8s
 
 from kubectl_nettraffic.kube.client import (
     MISSING,
-    describe_api_error,
+    api_call,
     request_json,
     request_unless_missing,
 )
@@ -86,10 +86,8 @@ def write_secret(
     """Create, or replace guarded by resourceVersion; one API call either way."""
     body = secret_body(name, namespace, bundle, existing.resource_version if existing else None)
     collection = f"/api/v1/namespaces/{namespace}/secrets"
-    try:
+    with api_call(f"writing Secret {namespace}/{name}"):
         if existing is None:
             request_json(api, "POST", collection, body=body)
         else:
             request_json(api, "PUT", f"{collection}/{name}", body=body)
-    except Exception as error:
-        raise describe_api_error(error, f"writing Secret {namespace}/{name}") from None

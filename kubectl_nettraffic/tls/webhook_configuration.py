@@ -10,7 +10,7 @@ from kubernetes import client as k8s
 from kubectl_nettraffic.errors import ClusterError
 from kubectl_nettraffic.kube.client import (
     MISSING,
-    describe_api_error,
+    api_call,
     request_json,
     request_unless_missing,
 )
@@ -70,12 +70,10 @@ def patch_ca_bundle(
             ops.append(
                 {"op": "add", "path": f"/webhooks/{index}/failurePolicy", "value": failure_policy}
             )
-    try:
+    with api_call(f"patching MutatingWebhookConfiguration {name}"):
         request_json(
             api, "PATCH", _webhook_path(name), body=ops, content_type="application/json-patch+json"
         )
-    except Exception as error:
-        raise describe_api_error(error, f"patching MutatingWebhookConfiguration {name}") from None
     return configuration
 
 

@@ -4,8 +4,11 @@ scraping a live exporter, AdmissionReviews shaped as the API server sends them."
 import base64
 import json
 import os
+import re
+import shutil
 import socket
 import ssl
+import subprocess
 import time
 import warnings
 from collections import Counter
@@ -444,13 +447,35 @@ def test_health_scores_and_metrics(fresh_webhook):
         ("other", 404, 1),
     ):
         assert f'nettraffic_http_requests_total{{path="{path}",code="{code}"}} {count}' in metrics
-    for bound in ("0.005", "0.025", "0.1", "0.5", "1", "2.5", "10", "25"):
+    # Bounds as client_python writes them (Go floats), which Prometheus matches
+    # against other exporters' le labels as strings.
+    for bound in ("0.005", "0.025", "0.1", "0.5", "1.0", "2.5", "10.0", "25.0"):
         assert f'nettraffic_admission_duration_seconds_bucket{{le="{bound}"}}' in metrics
     assert "nettraffic_mutations_total 1" in metrics
     assert 'nettraffic_admission_reviews_total{outcome="ignored"} 1' in metrics
     assert "nettraffic_admission_duration_seconds_count 2" in metrics
     assert "nettraffic_snapshot_age_seconds " in metrics
     assert 'nettraffic_source_failures_total{source="prometheus"}' in metrics
+    assert "nettraffic_snapshot_follow_failures_total 0" in metrics
+    assert "nettraffic_connections_closed_total" in metrics
+    # The worker's own process, as every Prometheus client exports it.
+    resident = re.search(r"^process_resident_memory_bytes (\S+)$", metrics, re.M)
+    assert resident is not None and float(resident[1]) > 10 * 2**20
+    started = re.search(r"^process_start_time_seconds (\S+)$", metrics, re.M)
+    assert started is not None and time.time() - 600 < float(started[1]) <= time.time()
+
+
+@pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool not on PATH")
+def test_prometheus_own_parser_accepts_the_metrics(fresh_webhook):
+    # A histogram with an observation in it, skips and errors with labels.
+    _admit(fresh_webhook, pod())
+    fresh_webhook.post("/mutate", {"kind": "nonsense"})
+    metrics = fresh_webhook.session.get(fresh_webhook.url + "/metrics").text
+    checked = subprocess.run(
+        ["promtool", "check", "metrics"], input=metrics, capture_output=True, text=True
+    )
+    # Exit 0: parsed, no lint problems (exit 3 lists lint problems; 1 a parse error).
+    assert checked.returncode == 0, checked.stdout + checked.stderr
 
 
 def test_tls_is_at_least_1_2(mixed_webhook):
