@@ -314,11 +314,8 @@ def run(rate: int, seconds: int, workdir: str, replicas: int = 1) -> dict[str, f
         now = time.time()
         total = rate * seconds
         for _ in range(0, total, replicas):  # what this replica's admissions booked
-            inflight.lock(snapshot)
-            try:
-                inflight.book("node-00001", 2**20, now, inflight.new_key())
-            finally:
-                inflight.unlock()
+            with inflight.admission(snapshot) as admission:
+                admission.book("node-00001", 2**20, now, admission.new_key())
         horizon = settings.steering.pod_startup + settings.prometheus.window
         watch = BindingWatch(api_client(kubeconfig), inflight, LEDGER_ID, horizon)
 

@@ -39,7 +39,7 @@ def serving_parts(
     settings: Settings, clock: Callable[[], float] = time.time, replica: str | None = None
 ) -> Serving:
     """Scoreboard, in-flight state and Steerer, wired; nothing started."""
-    inflight = InflightState(settings, replica)
+    inflight = InflightState(settings, replica, clock)
     scoreboard = Scoreboard(settings, clock, on_snapshot=inflight.adopt)
     steerer = Steerer(scoreboard, inflight, settings, clock)
     return Serving(settings, scoreboard, inflight, steerer)
@@ -49,7 +49,7 @@ def start_serving(settings: Settings) -> Serving:
     """The production wiring, started: run inside the gunicorn worker, after
     the fork, so the refresher process and the watches belong to it."""
     follow = needs_api(settings) and settings.steering.follow_bindings
-    # This process's ledger id: random, so that pods labelled by an earlier
+    # This process's replica id: random, so that pods labelled by an earlier
     # process (whose booking keys would collide) are not selected.
     replica = secrets.token_hex(5) if follow else None
     serving = serving_parts(settings, replica=replica)

@@ -8,7 +8,7 @@ import pytest
 
 from harness.reviews import pod
 from kubectl_nettraffic.inflight.bindings import BindingWatch
-from kubectl_nettraffic.inflight.replica_share import DELAY_WEIGHT, WATCH_DELAY
+from kubectl_nettraffic.inflight.bookings import DELAY_WEIGHT, WATCH_DELAY
 from kubectl_nettraffic.kube.client import api_client
 from kubectl_nettraffic.kube.pods import BANDWIDTH_SOURCE, BOOKING, EXPECTED_BANDWIDTH, STEERED_BY
 from tests.conftest import wait_for
@@ -263,7 +263,7 @@ def test_the_watch_times_how_long_it_takes_to_show_this_replicas_pods(fake_api, 
 
 
 def test_another_replicas_pod_booked_at_the_default_spreads_its_workload_here(fake_api, kubeconfig):
-    """Scores a 100, b 97.5, c 0 (test_unknown_workloads.LOADS): a pod at
+    """Scores a 100, b 97.5, c 0 (test_unlearned.LOADS): a pod at
     the default (1Mi) costs a node 0.26 points, another replica's node 0.26
     more, and a pod of the same workload booked at the default 5."""
     loads = {"a": 0.0, "b": 1e7, "c": 4e8}

@@ -451,19 +451,20 @@ def test_patch_is_idempotent_and_never_removes_a_field(affinity, annotations, ex
 @example(
     loads=[2.2e-311], bookings=[(0, 0.0)], count=1, share=None, bandwidth=0.0
 )  # once an infinite penalty, then NaN
-# n00-n03 are replica 1's: replica 0's best is n04, fifth by live score.
+# Four equal best nodes, two of them the other replica's.
 @example(loads=[0, 0, 0, 0, 1e3, 1e8], bookings=[(5, 0.0)], count=1, share=(0, 2), bandwidth=5e7)
 def test_live_heap_chooses_exactly_what_the_scan_chooses(loads, bookings, count, share, bandwidth):
     """Also with a handicap: other replicas' nodes counting part of a pod
     more, read by a walk (handicapped_top) and off the heap split in groups
     by the share (top_grouped)."""
     from kubectl_nettraffic.inflight.candidates import CandidateHeap, HeapLayout
-    from kubectl_nettraffic.inflight.replica_share import ReplicaShare
+    from kubectl_nettraffic.inflight.replica_share import NodeBlocks, ReplicaShare
     from kubectl_nettraffic.scoring.placement import handicapped_top
 
-    owner = None if share is None else ReplicaShare(*share)
+    names = [f"n{i:02d}" for i in range(len(loads))]
+    owner = None if share is None else ReplicaShare(share[0], NodeBlocks(names, share[1]))
     handicap = None if owner is None else owner.handicap(bandwidth)
-    board = _board({f"n{i:02d}": load for i, load in enumerate(loads)})
+    board = _board(dict(zip(names, loads, strict=True)))
     snap = board.snapshot
     inflight: dict[str, tuple[float, int]] = {}
     live = CandidateHeap(HeapLayout(snap.candidates), inflight)
@@ -549,11 +550,11 @@ def test_the_grouped_heap_is_exact_past_the_walk_s_read_limit():
     them; the heap split by the share reads each group's top and chooses
     what the scan does, this replica's best three."""
     from kubectl_nettraffic.inflight.candidates import CandidateHeap, HeapLayout
-    from kubectl_nettraffic.inflight.replica_share import ReplicaShare
+    from kubectl_nettraffic.inflight.replica_share import NodeBlocks, ReplicaShare
     from kubectl_nettraffic.scoring.placement import MOST_READ, handicapped_top
 
-    share = ReplicaShare(0, 2)
     names = [f"n{i:03d}" for i in range(400)]
+    share = ReplicaShare(0, NodeBlocks(names, 2))
     theirs = [n for n in names if not share.owns(n)][:150]
     mine = [n for n in names if share.owns(n)][:100]
     loads = {name: i * 1e3 for i, name in enumerate(theirs + mine)}

@@ -1,7 +1,7 @@
 """Bookings follow the binding, and every replica books every steered pod:
 a watch of the pods the webhook's replicas steered.
 
-A steered pod is booked in the in-flight ledger on its first preference,
+A steered pod is booked (bookings.py) on its first preference,
 because that is all the webhook knows at admission. kube-scheduler may bind
 it elsewhere (the preference is only a preference, and it scores a sample
 of the nodes). Every comparable system books where the pod was actually
@@ -13,7 +13,7 @@ we, from a watch:
 - deleted, or Failed/Succeeded, before it was bound: the booking is dropped;
 - not seen bound yet: the first preference keeps it, as without the watch.
 
-The Steerer labels each pod it books with its ledger's id
+The Steerer labels each pod it books with its replica id
 (``nettraffic.io/steered-by``, random per process) and annotates the
 booking's key (``nettraffic.io/booking``), what it booked
 (``nettraffic.io/booked-bandwidth``) and its preferred nodes. The watch
@@ -21,7 +21,7 @@ selects every pod carrying the label, whichever replica wrote it; the API
 server is the state the replicas share:
 
 - this process's own pods: their bookings move or drop, as above, and the
-  first event of each times the watch's delay (replica_share.WatchDelay);
+  first event of each times the watch's delay (bookings.py, ``shown``);
 - another replica's (or this pod's before a restart): booked here too, when
   first seen, at what that replica booked, on the node it is bound to or
   else its first preference, as of its creation; then moved or dropped like
@@ -29,10 +29,10 @@ server is the state the replicas share:
   window are skipped: the measurements show their traffic already.
 
 A booking lives only until a measurement shows its pod's traffic (the
-ledger forgets it then); events about older pods find nothing and cost one
+store forgets it then); events about older pods find nothing and cost one
 lookup. After a dropped watch the list that follows replays what was missed
 for pods that still exist; a pod deleted meanwhile keeps its booking until
-the ledger forgets it.
+the store forgets it.
 """
 
 import logging
@@ -43,8 +43,7 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any, NamedTuple, Protocol
 
-from kubernetes import client as k8s
-
+from kubectl_nettraffic.kube.client import ApiClient
 from kubectl_nettraffic.kube.pods import (
     BANDWIDTH_SOURCE,
     BOOKED_BANDWIDTH,
@@ -63,7 +62,12 @@ _FINISHED = ("Failed", "Succeeded")
 
 class BookingKeeper(Protocol):
     def book_seen(
-        self, node: str, bandwidth: float, at: float, replica: str, unknown: Workload | None = None
+        self,
+        node: str,
+        bandwidth: float,
+        at: float,
+        replica: str,
+        unlearned: Workload | None = None,
     ) -> int: ...
     def is_pending(self, key: int) -> bool: ...
     def shown(self, key: int, at: float) -> None: ...
@@ -102,11 +106,11 @@ def _raw_value(line: bytes, marker: bytes) -> bytes:
     return line[start : line.find(b'"', start)]
 
 
-def _ledger_of(pod: Mapping[str, Any]) -> str | None:
-    """The steered-by label: the id of the ledger that booked the pod."""
+def _replica_of(pod: Mapping[str, Any]) -> str | None:
+    """The steered-by label: the id of the replica that booked the pod."""
     labels = (pod.get("metadata") or {}).get("labels") or {}
-    ledger = labels.get(STEERED_BY) if isinstance(labels, dict) else None
-    return str(ledger) if ledger is not None else None
+    replica = labels.get(STEERED_BY) if isinstance(labels, dict) else None
+    return str(replica) if replica is not None else None
 
 
 def _bound_node(pod: Mapping[str, Any]) -> str:
@@ -120,9 +124,9 @@ class SeenBooking(NamedTuple):
     node: str  # its first preferred node
     bandwidth: float  # bytes/s
     created: float  # the pod's creation, epoch seconds
-    # Its workload when it was booked at the default: its pods spread
-    # (unknown_workloads.py) on every replica.
-    unknown: Workload | None
+    # Its workload when it was booked at the default (unlearned): its pods
+    # spread (unlearned.py) on every replica.
+    unlearned: Workload | None
 
 
 def _seen_booking(pod: Mapping[str, Any]) -> SeenBooking | None:
@@ -151,7 +155,7 @@ class BindingWatch(Reflector):
 
     def __init__(
         self,
-        api: k8s.ApiClient,
+        api: ApiClient,
         keeper: BookingKeeper,
         replica: str,
         horizon: float = math.inf,
@@ -159,10 +163,10 @@ class BindingWatch(Reflector):
     ) -> None:
         super().__init__(api, "/api/v1/pods", "steered pods", STEERED_BY)
         self.keeper = keeper
-        self._own = replica
-        self._own_raw = replica.encode()
+        self.replica = replica
+        self._replica_raw = replica.encode()
         self._horizon, self._clock = horizon, clock
-        # (the other ledger's id, its booking key) -> (our key, creation time)
+        # (the other replica's id, its booking key) -> (our key, creation time)
         self._seen: dict[tuple[str, int], tuple[int, float]] = {}
         self._upserts = 0
         self._counts_lock = threading.Lock()
@@ -205,20 +209,20 @@ class BindingWatch(Reflector):
 
         A pod's events go on after its binding (the kubelet's status updates
         until it ends), and decoding them was most of the watch's cost. Its
-        ledger and booking key are found in the raw line; once this ledger no
+        replica id and booking key are found in the raw line; once this replica no
         longer holds the booking, nothing in the event can matter. A skipped
         event's resourceVersion is not recorded: a watch resumed after one
         gets it again, or a 410 and a list, either way harmless.
         """
         digits = _raw_value(line, _BOOKING_IN_JSON)
         if digits.isdigit() and len(digits) < 19:
-            ledger = _raw_value(line, _STEERED_BY_IN_JSON)
-            if ledger == self._own_raw:
+            replica = _raw_value(line, _STEERED_BY_IN_JSON)
+            if replica == self._replica_raw:
                 if not self.keeper.is_pending(int(digits)):
                     self._ignore("no-booking")
                     return None
             else:
-                seen = self._seen.get((ledger.decode(errors="replace"), int(digits)))
+                seen = self._seen.get((replica.decode(errors="replace"), int(digits)))
                 if seen is not None and not self.keeper.is_pending(seen[0]):
                     self._ignore("no-booking")
                     return None
@@ -245,7 +249,7 @@ class BindingWatch(Reflector):
 
     def _forget_measured(self) -> None:
         """Drop the other replicas' pods the measurements show by now: the
-        ledger has forgotten their bookings, and their events are skipped by
+        store has forgotten their bookings, and their events are skipped by
         age once looked at again."""
         oldest = self._clock() - self._horizon
         self._seen = {k: v for k, v in self._seen.items() if v[1] >= oldest}
@@ -254,9 +258,9 @@ class BindingWatch(Reflector):
         key = booking_key(pod)
         if not key:
             return
-        ledger = _ledger_of(pod)
-        if ledger != self._own:
-            self._upsert_seen(str(ledger), key, pod)
+        replica = _replica_of(pod)
+        if replica != self.replica:
+            self._upsert_seen(str(replica), key, pod)
             return
         self.keeper.shown(key, self._clock())
         node = _bound_node(pod)
@@ -265,22 +269,22 @@ class BindingWatch(Reflector):
         elif (pod.get("status") or {}).get("phase") in _FINISHED:
             self._settled("dropped" if self.keeper.release(key) else None)
 
-    def _upsert_seen(self, ledger: str, their_key: int, pod: Mapping[str, Any]) -> None:
+    def _upsert_seen(self, replica: str, their_key: int, pod: Mapping[str, Any]) -> None:
         self._upserts += 1
         if self._upserts % 10_000 == 0:
             self._forget_measured()
         finished = (pod.get("status") or {}).get("phase") in _FINISHED
         node = _bound_node(pod)
-        seen = self._seen.get((ledger, their_key))
+        seen = self._seen.get((replica, their_key))
         if seen is None:
             booking = None if finished else _seen_booking(pod)
             if booking is None or self._before_horizon(booking.created):
                 self._ignore("too-old" if booking is not None else "unusable")
                 return
             ours = self.keeper.book_seen(
-                booking.node, booking.bandwidth, booking.created, ledger, booking.unknown
+                booking.node, booking.bandwidth, booking.created, replica, booking.unlearned
             )
-            self._seen[(ledger, their_key)] = (ours, booking.created)
+            self._seen[(replica, their_key)] = (ours, booking.created)
             self._count("seen")
             seen = (ours, booking.created)
         if node:
@@ -292,9 +296,9 @@ class BindingWatch(Reflector):
         key = booking_key(pod)
         if not key or _bound_node(pod):
             return
-        ledger = _ledger_of(pod)
-        if ledger != self._own:
-            seen = self._seen.pop((str(ledger), key), None)
+        replica = _replica_of(pod)
+        if replica != self.replica:
+            seen = self._seen.pop((str(replica), key), None)
             key = seen[0] if seen is not None else 0
         if key and self.keeper.release(key):
             self._count("dropped")

@@ -13,7 +13,7 @@ preferences and kube-scheduler's other plugins put them
 
 So a booking the binding watch moves off the node it was booked on counts
 against that node: ``DECLINE_POINTS`` score points, until the next
-snapshot is adopted. A node that cannot take pods is then named first
+measurement is adopted (bookings.py's ``declined`` view). A node that cannot take pods is then named first
 once a refresh, not for every pod; a node that only lost to the other
 plugins once is passed over for the rest of that refresh interval, at the
 cost of the next-best node's small difference.
@@ -37,41 +37,12 @@ from kubectl_nettraffic.scoring.placement import Handicap
 DECLINE_POINTS = 100.0
 
 
-class DeclinedNodes:
-    """The nodes declined since the adopted snapshot, with their points.
-    Not thread-safe: its owner (InflightState) holds its lock around every
-    call."""
+def declined_handicap(points: Mapping[str, float]) -> Handicap | None:
+    """Points each node loses (bookings.py's ``declined`` view); None when none was declined."""
+    if not points:
+        return None
 
-    def __init__(self) -> None:
-        self._points: dict[str, float] = {}
-        # Nodes declined, each counted once per snapshot (exported).
-        self.total = 0
+    def lost(score: NodeScore) -> float:
+        return points.get(score.name, 0.0)
 
-    @property
-    def points(self) -> Mapping[str, float]:
-        """node -> points it loses (live: look up only)."""
-        return self._points
-
-    def decline(self, node: str) -> float:
-        """A pod booked on ``node`` was bound elsewhere: the points ``node``
-        loses more (none when it was declined already)."""
-        if node in self._points:
-            return 0.0
-        self._points[node] = DECLINE_POINTS
-        self.total += 1
-        return DECLINE_POINTS
-
-    def clear(self) -> None:
-        """A new snapshot: every node is named on its measurement again."""
-        self._points = {}
-
-    def handicap(self) -> Handicap | None:
-        """Points each node loses; None when none was declined."""
-        points = self._points
-        if not points:
-            return None
-
-        def lost(score: NodeScore) -> float:
-            return points.get(score.name, 0.0)
-
-        return lost
+    return lost

@@ -18,6 +18,10 @@ from kubectl_nettraffic.errors import ClusterError
 
 log = logging.getLogger(__name__)
 
+# The client's type, for the modules outside kube/ that pass one along:
+# only kube/ (and the CLI) import the kubernetes package itself.
+ApiClient = k8s.ApiClient
+
 
 def api_client(kubeconfig: str = "", context: str | None = None) -> k8s.ApiClient:
     """A client for the configured cluster.

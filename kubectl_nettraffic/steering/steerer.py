@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 from typing import NamedTuple
 
 from kubectl_nettraffic.config import Settings
-from kubectl_nettraffic.inflight.state import InflightState
+from kubectl_nettraffic.inflight.state import Admission, InflightState
 from kubectl_nettraffic.kube.pod_shape import malformed_part
 from kubectl_nettraffic.kube.pods import (
     BANDWIDTH_SOURCE,
@@ -46,7 +46,7 @@ class Decision(NamedTuple):  # a tuple: one is made on every admission
     preferences: tuple[Preference, ...] = ()
     skip: str | None = None  # reason code when not steered
     warnings: tuple[str, ...] = ()
-    booking_key: int = 0  # the key of the pod's booking in the in-flight ledger; 0: not booked
+    booking_key: int = 0  # the key of the pod's booking (inflight/bookings.py); 0: not booked
 
 
 class Steerer:
@@ -132,27 +132,23 @@ class Steerer:
                 f"nettraffic: traffic data is {snapshot.age(now):.0f}s old; "
                 "node choice left to the scheduler",
             )
-        inflight = self.inflight
         # The snapshot the in-flight state follows (this one or a newer one)
         # is the one this decision reads throughout: candidates and learned figures.
-        snapshot = inflight.lock(snapshot)
-        try:
-            return self._steer(pod, snapshot, now, dry_run)
-        finally:
-            inflight.unlock()
+        with self.inflight.admission(snapshot) as admission:
+            return self._steer(pod, admission, now, dry_run)
 
-    def _steer(self, pod: Pod, snapshot: Snapshot, now: float, dry_run: bool) -> Decision:
-        """The choice, the patch and the booking, inside the in-flight state's lock."""
-        steering, inflight = self.settings.steering, self.inflight
+    def _steer(self, pod: Pod, admission: Admission, now: float, dry_run: bool) -> Decision:
+        """The choice, the patch and the booking, in one in-flight transaction."""
+        steering, snapshot = self.settings.steering, admission.snapshot
         bandwidth, bandwidth_source, warning = expected_bandwidth(
             pod, snapshot.learned, steering.default_pod_bandwidth
         )
         warnings = (warning,) if warning else ()
         # Booked at the default, nothing learned yet: its workload's burst
-        # spreads (unknown_workloads.py).
-        unknown = pod_workload(pod) if bandwidth_source == "default" else None
-        preferences = inflight.choose(
-            pod, self.selector, steering.preferred_nodes, bandwidth, now, unknown
+        # spreads (inflight/unlearned.py).
+        unlearned = pod_workload(pod) if bandwidth_source == "default" else None
+        preferences = admission.choose(
+            pod, self.selector, steering.preferred_nodes, bandwidth, now, unlearned
         )
         if not preferences:
             decision = self._skipped(
@@ -181,11 +177,12 @@ class Steerer:
         ):
             annotations[PREFER_NO_EVICTION] = "true"
         # sideEffects None: a dry run books nothing.
-        key = inflight.new_key() if bandwidth > 0 and not dry_run else 0
+        key = admission.new_key() if bandwidth > 0 and not dry_run else 0
         labels = None
-        if key and inflight.replica:
+        replica = self.inflight.replica
+        if key and replica:
             annotations[BOOKING] = str(key)
-            labels = {STEERED_BY: inflight.replica}
+            labels = {STEERED_BY: replica}
         patch = affinity_patch(pod, preferences, annotations, labels, steering.traffic_tiers)
         try:
             apply_and_check(pod, patch)
@@ -197,5 +194,5 @@ class Steerer:
                 warnings=(*warnings, f"nettraffic: patch not applied ({error})"),
             )
         if key:
-            inflight.book(preferences[0].node, bandwidth, now, key, unknown)
+            admission.book(preferences[0].node, bandwidth, now, key, unlearned)
         return Decision(patch, tuple(preferences), None, warnings, key)

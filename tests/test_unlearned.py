@@ -1,4 +1,5 @@
-"""A burst of a workload not learned yet spreads: hand-computed cases."""
+"""A burst of an unlearned workload spreads: hand-computed cases (the
+counts themselves: tests/test_bookings.py)."""
 
 from dataclasses import replace
 
@@ -6,7 +7,7 @@ import pytest
 
 from harness.reviews import pod
 from kubectl_nettraffic.inflight.state import OWN_HEAP_FROM
-from kubectl_nettraffic.inflight.unknown_workloads import POINTS_PER_POD, UnknownWorkloadPods
+from kubectl_nettraffic.inflight.unlearned import POINTS_PER_POD, unlearned_handicap
 from kubectl_nettraffic.kube.pods import EXPECTED_BANDWIDTH
 from kubectl_nettraffic.kube.workloads import Workload
 from kubectl_nettraffic.scoring.node_scores import NodeScore
@@ -20,43 +21,11 @@ def _node(name: str) -> NodeScore:
     return NodeScore(name, 0, 0, 0, None, None, None, None, 100.0, 0.0, True, True, None)
 
 
-def _handicap(pods, workload, now):
-    pods_forgotten = list(pods.forget(now))
-    return pods.handicap(workload), pods_forgotten
-
-
 def test_each_pod_in_flight_counts_against_its_node_for_its_workload_only():
-    pods = UnknownWorkloadPods(horizon=130.0)
-    assert _handicap(pods, WEB, 100.0)[0] is None
-    pods.add(WEB, "a", 100.0)
-    pods.add(WEB, "a", 101.0)
-    pods.add(WEB, "b", 102.0)
-    pods.add(API, "c", 102.0)
-    points, _ = _handicap(pods, WEB, 110.0)
+    assert unlearned_handicap({}) is None and unlearned_handicap(None) is None
+    points = unlearned_handicap({"a": 2, "b": 1})
     assert points is not None
     assert [points(_node(n)) for n in "abc"] == [2 * POINTS_PER_POD, POINTS_PER_POD, 0.0]
-    points, _ = _handicap(pods, API, 110.0)
-    assert points is not None and [points(_node(n)) for n in "abc"] == [0, 0, POINTS_PER_POD]
-    # The measurements show a pod from podStartup + window after its admission on.
-    points, forgotten = _handicap(pods, WEB, 230.5)
-    assert forgotten == [(WEB, "a", -1)]
-    assert points is not None and [points(_node(n)) for n in "abc"] == [POINTS_PER_POD] * 2 + [0]
-    assert _handicap(pods, WEB, 232.5)[0] is None
-
-
-def test_a_pod_counts_where_its_booking_was_moved_and_nowhere_once_dropped():
-    pods = UnknownWorkloadPods(horizon=130.0)
-    pods.add(WEB, "a", 100.0, key=1)
-    pods.add(WEB, "a", 100.0, key=2)
-    assert pods.move(1, "b") == [(WEB, "a", -1), (WEB, "b", 1)]
-    assert pods.in_flight(WEB) == {"a": 1, "b": 1}
-    assert pods.move(1, "c") == []  # a booking moves once
-    assert pods.drop(2) == [(WEB, "a", -1)]
-    assert pods.in_flight(WEB) == {"b": 1}
-    assert pods.drop(2) == [] and pods.move(3, "a") == []  # gone, or never booked
-    # the dropped pod leaves the log in its turn without counting twice
-    assert list(pods.forget(300.0)) == [(WEB, "b", -1)]
-    assert pods.in_flight(WEB) == {}
 
 
 # Scores: a 100, b 97.5, c 0; the default booking (1Mi) costs 0.26 points.
