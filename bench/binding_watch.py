@@ -37,7 +37,7 @@ from bench.report import bench_parser, write_section
 from harness.fakeapi import FakeKubeAPI
 from harness.reviews import pod as pod_object
 from kubectl_nettraffic.config import settings_from_mapping
-from kubectl_nettraffic.inflight.bindings import BindingWatch
+from kubectl_nettraffic.kube.binding_watch import BindingWatch
 from kubectl_nettraffic.kube.client import api_client
 from kubectl_nettraffic.kube.nodes import node_from_json
 from kubectl_nettraffic.kube.pods import BOOKING, STEERED_BY

@@ -40,7 +40,7 @@ class Scenario:
     # utilisation.
     running_bursts: int = 0
     # Webhook replicas, admissions spread over them at random; each books the
-    # others' pods as its binding watch sees them (bindings.py).
+    # others' pods as its binding watch sees them (kube/binding_watch.py).
     replicas: int = 1
     # The running bursts' pod median, when it differs from the new pods'.
     running_pod_median: float | None = None

@@ -24,7 +24,7 @@ from bench.simulated_pod_traffic import SimulatedPodTraffic
 from harness.fakeapi import node
 from harness.reviews import pod as pod_object
 from kubectl_nettraffic.config import settings_from_mapping
-from kubectl_nettraffic.inflight.bindings import BindingWatch
+from kubectl_nettraffic.kube.binding_watch import BindingWatch
 from kubectl_nettraffic.kube.nodes import node_from_json
 from kubectl_nettraffic.kube.workloads import Workload
 from kubectl_nettraffic.learning.learner import BandwidthLearning

@@ -127,7 +127,7 @@ class SteeringSettings:
     pod_startup: float = key(10.0, values.duration)
     scheduler_names: tuple[str, ...] = key(("default-scheduler",), values.scheduler_names)
     # true: a steered pod's booking moves to the node it is bound to, and is
-    # dropped if the pod goes before binding (bindings.py). Costs a watch of
+    # dropped if the pod goes before binding (kube/binding_watch.py). Costs a watch of
     # the pods this replica steered; needs pods list/watch (the chart grants it).
     follow_bindings: bool = key(True, values.boolean)
     # true: one replica (a Lease) labels the nodes nettraffic.io/traffic-tier

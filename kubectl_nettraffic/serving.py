@@ -9,18 +9,21 @@ the Kubernetes API, the namespace cache and the binding watch.
 
 import secrets
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from kubectl_nettraffic.config import Settings
-from kubectl_nettraffic.inflight.bindings import BindingWatch
 from kubectl_nettraffic.inflight.state import InflightState
+from kubectl_nettraffic.kube.binding_watch import BindingWatch
 from kubectl_nettraffic.kube.client import api_client
 from kubectl_nettraffic.kube.cluster import namespace_cache
 from kubectl_nettraffic.kube.reflector import ListWatchCache
 from kubectl_nettraffic.measuring.engine import needs_api
 from kubectl_nettraffic.measuring.refresher_process import RefresherProcess
 from kubectl_nettraffic.measuring.scoreboard import Scoreboard
+from kubectl_nettraffic.steering.extender_rules import Filtered as Filtered  # re-exported
+from kubectl_nettraffic.steering.extender_rules import filter_nodes, host_scores
 from kubectl_nettraffic.steering.steerer import Steerer
 
 
@@ -33,6 +36,23 @@ class Serving:
     namespaces: ListWatchCache[Mapping[str, str]] | None = None
     bindings: BindingWatch | None = None
     refresher: RefresherProcess | None = None
+
+    def extender_filter(
+        self,
+        pod: Mapping[str, Any],
+        names: Iterable[str],
+        node_objects: Sequence[Mapping[str, Any]],
+        stale: bool,
+    ) -> Filtered:
+        """The scheduler extender's filter (steering/extender_rules.py)."""
+        snapshot = None if stale else self.scoreboard.snapshot
+        selector, limits = self.steerer.selector, self.settings.extender
+        return filter_nodes(pod, names, node_objects, snapshot, selector, limits)
+
+    def extender_scores(self, names: Iterable[str], stale: bool) -> list[tuple[str, int]]:
+        """The scheduler extender's prioritize (steering/extender_rules.py)."""
+        snapshot = None if stale else self.scoreboard.snapshot
+        return host_scores(names, snapshot, self.inflight.view() if snapshot else {})
 
 
 def serving_parts(

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from harness.reviews import pod, review
 from kubectl_nettraffic.scoring.placement import Preference
-from kubectl_nettraffic.steering.affinity_patch import affinity_patch
+from kubectl_nettraffic.steering.affinity_patch import affinity_patch, patch_text
 from webhook.admission import HttpInputError, answer, decode_json, parse_review
 
 # uids and warnings that JSON must escape: quotes, backslashes, controls, non-ASCII.
@@ -41,7 +41,7 @@ def test_answer_is_what_the_stock_encoder_writes(uid, warnings, patched):
         expected["warnings"] = [w[:256] for w in warnings]
     whole = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": expected}
 
-    written = answer(parsed, patch, warnings)
+    written = answer(parsed, patch_text(patch) if patch else None, warnings)
 
     assert written == json.dumps(whole, separators=(",", ":"))
     if patch:

@@ -7,8 +7,8 @@ import jsonpatch
 import pytest
 
 from harness.reviews import pod
-from kubectl_nettraffic.inflight.bindings import BindingWatch
 from kubectl_nettraffic.inflight.bookings import DELAY_WEIGHT, WATCH_DELAY
+from kubectl_nettraffic.kube.binding_watch import BindingWatch
 from kubectl_nettraffic.kube.client import api_client
 from kubectl_nettraffic.kube.pods import BANDWIDTH_SOURCE, BOOKING, EXPECTED_BANDWIDTH, STEERED_BY
 from tests.conftest import wait_for

@@ -270,7 +270,7 @@ API = Workload("shop", "Deployment", "api")
 def test_a_booking_is_one_row_read_back_by_its_key():
     store = Bookings(pod_startup=10, window=120, replica="r1")
     store.add("a", 1000.0, at=100.0, key=7, replica="r1", unlearned=WEB)
-    assert store.booking(7) == Booking("a", 1000.0, 0.0, "r1", WEB, True)
+    assert store.booking(7) == Booking("a", 1000.0, 0.0, "r1", WEB)
     store.move(7, "b")
     assert store.booking(7) is None and not store.is_pending(7)  # settled: moves once
 

@@ -18,12 +18,11 @@ from kubectl_nettraffic.labels import parse_selector
 from kubectl_nettraffic.learning.workload_bandwidth import LearnedBandwidth
 from kubectl_nettraffic.scoring.placement import Preference, choose_nodes
 from kubectl_nettraffic.serving import serving_parts
-from kubectl_nettraffic.steering.affinity_patch import affinity_patch
+from kubectl_nettraffic.steering.affinity_patch import affinity_patch, patch_text
 from kubectl_nettraffic.steering.patch_check import PatchCheckFailed, apply_and_check
 from kubectl_nettraffic.steering.pod_bandwidth import expected_bandwidth
 from tests.harness.scoreboards import FixedBoard
 from tests.harness.scoreboards import fixed_board as _board
-from webhook.admission import encode_patch
 
 EVERYONE = parse_selector("")
 
@@ -420,7 +419,7 @@ def test_patch_is_idempotent_and_never_removes_a_field(affinity, annotations, ex
     assert twice == once
     patch = affinity_patch(original, preferences, ours)
     # What goes on the wire is what the stock encoder writes for these ops, byte for byte.
-    assert encode_patch(patch) == json.dumps(patch, separators=(",", ":"))
+    assert patch_text(patch) == json.dumps(patch, separators=(",", ":"))
     sent = copy.deepcopy(patch)
     checked = apply_and_check(original, patch)
     assert patch == sent  # the check leaves the patch it returns untouched

@@ -6,8 +6,8 @@ from dataclasses import replace
 import pytest
 
 from harness.reviews import pod
+from kubectl_nettraffic.inflight.handicaps import POINTS_PER_POD, unlearned_handicap
 from kubectl_nettraffic.inflight.state import OWN_HEAP_FROM
-from kubectl_nettraffic.inflight.unlearned import POINTS_PER_POD, unlearned_handicap
 from kubectl_nettraffic.kube.pods import EXPECTED_BANDWIDTH
 from kubectl_nettraffic.kube.workloads import Workload
 from kubectl_nettraffic.scoring.node_scores import NodeScore

@@ -6,10 +6,10 @@ import json
 import math
 from binascii import b2a_base64
 from collections.abc import Mapping, Sequence
+from json.encoder import encode_basestring_ascii as json_string
 from typing import Any, NamedTuple
 
 from kubectl_nettraffic.errors import InputError
-from kubectl_nettraffic.steering.affinity_patch import AddOp, json_string
 
 API_VERSION = "admission.k8s.io/v1"
 KIND = "AdmissionReview"
@@ -127,25 +127,18 @@ def parse_review(body: Any) -> Review:
     )
 
 
-def encode_patch(patch: Sequence[Mapping[str, Any]]) -> str:
-    """``patch`` as compact JSON; ops that carry their text (AddOp) are not encoded again."""
-    return f"[{','.join([op.json if type(op) is AddOp else ENCODER.encode(op) for op in patch])}]"
-
-
-def answer(
-    review: Review, patch: Sequence[Mapping[str, Any]] | None = None, warnings: Sequence[str] = ()
-) -> str:
+def answer(review: Review, patch: str | None = None, warnings: Sequence[str] = ()) -> str:
     """The AdmissionReview answer, as compact JSON text.
 
     Always allowed: this webhook only ever advises. uid/apiVersion/kind are
     echoed. Written from a template rather than built as maps for the
-    encoder: with the patch's text already written (AddOp), no JSON encoder
-    runs per admission. What it writes is what ``json.dumps`` of the equivalent maps writes; a
+    encoder: with the patch's text already written (``patch``, the engine's
+    steering/affinity_patch.patch_text), no JSON encoder runs per admission. What it writes is what ``json.dumps`` of the equivalent maps writes; a
     property test holds the two equal.
     """
     text = f'{{"uid":{json_string(review.uid)},"allowed":true'
     if patch:
-        encoded = b2a_base64(encode_patch(patch).encode(), newline=False).decode("ascii")
+        encoded = b2a_base64(patch.encode(), newline=False).decode("ascii")
         text += f',"patchType":"JSONPatch","patch":"{encoded}"'
     if warnings:
         # The API server may truncate warnings over 256 characters; ours are short.

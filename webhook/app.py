@@ -67,13 +67,13 @@ def _read_json_body() -> Any:
 def create_app(settings: Settings, serving: Serving) -> Flask:
     """The webhook's routes over ``serving``'s parts (started elsewhere)."""
     cert = reloader_for(settings.server.cert_file, settings.server.key_file)
-    metrics = WebhookMetrics(serving.scoreboard, cert, serving.bindings)
+    metrics = WebhookMetrics(serving, cert)
     app = Flask("nettraffic-webhook")
     app.config["MAX_CONTENT_LENGTH"] = settings.server.max_request_bytes
     _add_error_handlers(app, settings, metrics)
     admissions = Admissions(serving, metrics)
     _add_admission(app, admissions)
-    _add_extender(app, settings, serving, metrics)
+    _add_extender(app, serving, metrics)
     _add_views(app, serving, cert, metrics)
     routes = frozenset(rule.rule for rule in app.url_map.iter_rules())
     app.wsgi_app = MutateFastPath(  # type: ignore[method-assign]
@@ -131,11 +131,9 @@ def _add_admission(app: Flask, admissions: Admissions) -> None:
         return Response(admissions.answer(_read_body()), content_type="application/json")
 
 
-def _add_extender(
-    app: Flask, settings: Settings, serving: Serving, metrics: WebhookMetrics
-) -> None:
+def _add_extender(app: Flask, serving: Serving, metrics: WebhookMetrics) -> None:
     """The scheduler extender's filter and prioritize."""
-    board, inflight, steerer = serving.scoreboard, serving.inflight, serving.steerer
+    board = serving.scoreboard
 
     def _extender_call(verb: str, answer: Callable[[extender.ExtenderArgs, bool], Any]) -> Response:
         args = extender.parse_args(_read_json_body())
@@ -147,19 +145,16 @@ def _add_extender(
 
     @app.post("/scheduler/filter")
     def scheduler_filter() -> Response:
-        return _extender_call(
-            "filter",
-            lambda args, stale: extender.filter_nodes(
-                args, board.snapshot, stale, steerer.selector, settings.extender
-            ),
-        )
+        def answer(args: extender.ExtenderArgs, stale: bool) -> Any:
+            failed = serving.extender_filter(args.pod, args.names(), args.node_objects or [], stale)
+            return extender.filter_result(args, failed)
+
+        return _extender_call("filter", answer)
 
     @app.post("/scheduler/prioritize")
     def scheduler_prioritize() -> Response:
         def answer(args: extender.ExtenderArgs, stale: bool) -> Any:
-            snapshot = board.snapshot
-            booked = inflight.view() if snapshot else {}
-            return extender.prioritize(args, snapshot, stale, booked)
+            return extender.priorities(serving.extender_scores(args.names(), stale))
 
         return _extender_call("prioritize", answer)
 

@@ -1,4 +1,5 @@
-"""kube-scheduler extender v1: filter and prioritize. Pure.
+"""kube-scheduler extender v1: filter and prioritize, the wire format. Pure;
+the rules are the engine's (steering/extender_rules.py, through serving.py).
 
 Types are k8s.io/kube-scheduler/extender/v1. Those structs have no JSON tags,
 so the wire keys are the Go field names: ExtenderArgs{Pod, Nodes, NodeNames},
@@ -16,15 +17,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, NotRequired, TypedDict
 
-from kubectl_nettraffic.config import ExtenderSettings
-from kubectl_nettraffic.errors import ClusterError
-from kubectl_nettraffic.kube.nodes import Node, ineligibility, node_from_json
-from kubectl_nettraffic.labels import LabelSelector
-from kubectl_nettraffic.measuring.measurement import Snapshot
-from kubectl_nettraffic.scoring.node_scores import NodeScore
+from kubectl_nettraffic.serving import Filtered
 from webhook.admission import HttpInputError
-
-MAX_EXTENDER_PRIORITY = 10  # extenderv1.MaxExtenderPriority
 
 
 class FilterResult(TypedDict):
@@ -75,56 +69,12 @@ def parse_args(body: Any) -> ExtenderArgs:
     return ExtenderArgs(pod, items, nodes, None)
 
 
-def _over_limit(score: NodeScore, limits: ExtenderSettings) -> str | None:
-    if limits.max_traffic and score.traffic is not None and score.traffic > limits.max_traffic:
-        return f"traffic {score.traffic:.0f} B/s is above the extender limit {limits.max_traffic:.0f} B/s"
-    if (
-        limits.max_link_utilization
-        and score.link_utilization is not None
-        and score.link_utilization > limits.max_link_utilization
-    ):
-        return (
-            f"link utilisation {score.link_utilization:.0%} is above the extender limit "
-            f"{limits.max_link_utilization:.0%}"
-        )
-    return None
-
-
-def filter_nodes(
-    args: ExtenderArgs,
-    snapshot: Snapshot | None,
-    stale: bool,
-    selector: LabelSelector,
-    limits: ExtenderSettings,
-) -> FilterResult:
-    """Keep nodes the pod may use; give every dropped node its reason."""
-    failed: dict[str, str] = {}
-    unresolvable: dict[str, str] = {}
-    if snapshot is not None and not stale:
-        tolerations = (args.pod.get("spec") or {}).get("tolerations") or []
-        given: dict[str, Node] = {}
-        for obj in args.node_objects or []:
-            try:
-                given[obj["metadata"]["name"]] = node_from_json(obj)
-            except ClusterError:
-                continue
-        scores = {s.name: s for s in snapshot.scores}
-        for name in args.names():
-            node = given.get(name) or snapshot.nodes.get(name)
-            if node is None:
-                continue  # a node we know nothing of: no opinion, keep it
-            reason = ineligibility(node, selector, tolerations)
-            if reason:
-                # Preemption cannot fix readiness, cordons, labels or taints.
-                unresolvable[name] = f"nettraffic: {reason}"
-                continue
-            over = _over_limit(scores[name], limits) if name in scores else None
-            if over:
-                failed[name] = f"nettraffic: {over}"
-    dropped = failed.keys() | unresolvable.keys()
+def filter_result(args: ExtenderArgs, failed: Filtered) -> FilterResult:
+    """The ExtenderFilterResult: the nodes kept, in the form they came in."""
+    dropped = failed.failed.keys() | failed.unresolvable.keys()
     result: FilterResult = {
-        "FailedNodes": failed,
-        "FailedAndUnresolvableNodes": unresolvable,
+        "FailedNodes": failed.failed,
+        "FailedAndUnresolvableNodes": failed.unresolvable,
         "Error": "",
     }
     if args.node_names is not None:
@@ -137,27 +87,5 @@ def filter_nodes(
     return result
 
 
-def prioritize(
-    args: ExtenderArgs,
-    snapshot: Snapshot | None,
-    stale: bool,
-    inflight: Mapping[str, tuple[float, int]],
-) -> list[HostPriority]:
-    """Score 0..10 per given node from the same scores as the webhook.
-
-    Stale or missing data: every node gets the same score (no opinion).
-    """
-    names = args.names()
-    if snapshot is None or stale:
-        return [{"Host": name, "Score": 0} for name in names]
-    scores = {s.name: s for s in snapshot.scores}
-    priorities: list[HostPriority] = []
-    for name in names:
-        score = scores.get(name)
-        if score is None or not score.has_data:
-            value = 0
-        else:
-            live = score.score_with(inflight.get(name, (0.0, 0))[0])
-            value = round(max(0.0, min(100.0, live)) * MAX_EXTENDER_PRIORITY / 100)
-        priorities.append({"Host": name, "Score": value})
-    return priorities
+def priorities(scores: list[tuple[str, int]]) -> list[HostPriority]:
+    return [{"Host": name, "Score": score} for name, score in scores]

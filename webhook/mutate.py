@@ -88,7 +88,7 @@ class Admissions:
                     review.pod_name(),
                     decision.skip,
                 )
-        return outcome, admission.answer(review, decision.patch, decision.warnings)
+        return outcome, admission.answer(review, decision.patch_json(), decision.warnings)
 
 
 class MutateFastPath:

@@ -1,8 +1,7 @@
 """The catalogue of the webhook's own metrics (/metrics): every series, its
 help text and where its value is read from."""
 
-from kubectl_nettraffic.inflight.bindings import BindingWatch
-from kubectl_nettraffic.measuring.scoreboard import Scoreboard
+from kubectl_nettraffic.serving import Serving
 from webhook.front import connections_closed_counter
 from webhook.metrics import ADMISSION_BUCKETS, Counter, Gauge, OutcomeHistogram, Reading, Registry
 from webhook.process_metrics import ProcessMetrics
@@ -12,9 +11,7 @@ MUTATE = "/mutate"
 
 
 class WebhookMetrics:
-    def __init__(
-        self, scoreboard: Scoreboard, cert: CertReloader, bindings: BindingWatch | None
-    ) -> None:
+    def __init__(self, serving: Serving, cert: CertReloader) -> None:
         self.registry = Registry()
         add = self.registry.add
         # Answers are counted by path and code in RequestCounter, except those of
@@ -66,12 +63,14 @@ class WebhookMetrics:
                 ("verb", "outcome"),
             )
         )
-        if bindings is not None:
-            self._add_binding_watch(bindings)
-        self._add_state(scoreboard, cert)
+        if serving.bindings is not None:
+            self._add_binding_watch(serving)
+        self._add_state(serving, cert)
 
-    def _add_binding_watch(self, watch: BindingWatch) -> None:
+    def _add_binding_watch(self, serving: Serving) -> None:
         add = self.registry.add
+        watch, inflight = serving.bindings, serving.inflight
+        assert watch is not None
         add(
             Reading(
                 "nettraffic_bookings_followed_total",
@@ -101,7 +100,7 @@ class WebhookMetrics:
                 "Moving average of the time from this replica's admission of a pod to "
                 "its binding watch showing it (1 s for a pod not shown within 1 s): "
                 "how late the replicas see each other's pods.",
-                lambda: watch.keeper.watch_delay,
+                lambda: inflight.watch_delay,
             )
         )
         add(
@@ -112,13 +111,13 @@ class WebhookMetrics:
                 "per snapshot).",
                 "counter",
                 (),
-                lambda: {(): float(watch.keeper.declined_total)},
+                lambda: {(): float(inflight.declined_total)},
             )
         )
 
-    def _add_state(self, scoreboard: Scoreboard, cert: CertReloader) -> None:
+    def _add_state(self, serving: Serving, cert: CertReloader) -> None:
         """What is read at scrape time: tier labels, certificate, snapshot, refresh."""
-        add = self.registry.add
+        add, scoreboard = self.registry.add, serving.scoreboard
         add(
             Gauge(
                 "nettraffic_tier_labels_leader",

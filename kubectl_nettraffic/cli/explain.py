@@ -3,13 +3,10 @@
 import argparse
 from typing import Any
 
-from kubernetes import config as k8s_config
-
 from kubectl_nettraffic.cli.top import WebhookLocation, fetch
-from kubectl_nettraffic.config import Settings
 from kubectl_nettraffic.config_file import load_settings
 from kubectl_nettraffic.errors import ClusterError, NetTrafficError
-from kubectl_nettraffic.kube.client import api_call, api_client, request_json
+from kubectl_nettraffic.kube.client import api_call, api_client, context_namespace, request_json
 from kubectl_nettraffic.kube.pods import (
     BANDWIDTH_SOURCE,
     BOOKED_BANDWIDTH,
@@ -37,17 +34,6 @@ SKIP_EXPLANATIONS = {
     "no-snapshot": "the webhook had no traffic data yet (just started, or no source answered)",
     "stale-snapshot": "the webhook's traffic data was older than refresh.maxStaleness",
 }
-
-
-def context_namespace(settings: Settings, context: str | None) -> str:
-    try:
-        contexts, active = k8s_config.list_kube_config_contexts(
-            config_file=settings.kubeconfig or None
-        )
-    except Exception:
-        return "default"
-    chosen = next((c for c in contexts if c["name"] == context), active) if context else active
-    return str(((chosen or {}).get("context") or {}).get("namespace") or "default")
 
 
 BANDWIDTH_SOURCES = {
@@ -156,7 +142,7 @@ def explain_text(
 def run_explain(args: argparse.Namespace) -> int:
     overrides = {"kubeconfig": args.kubeconfig, "prometheus.url": args.prometheus_url}
     settings = load_settings(args.config, overrides)
-    namespace = args.namespace or context_namespace(settings, args.context)
+    namespace = args.namespace or context_namespace(settings.kubeconfig, args.context)
     api = api_client(settings.kubeconfig, args.context)
     with api_call(f"reading pod {namespace}/{args.pod}"):
         pod = request_json(api, "GET", f"/api/v1/namespaces/{namespace}/pods/{args.pod}")

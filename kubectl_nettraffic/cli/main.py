@@ -114,11 +114,11 @@ def run_top_pods(args: argparse.Namespace) -> int:
 
 def _namespace(args: argparse.Namespace, settings: Settings) -> str | None:
     """-n, else the context's namespace, as kubectl; None with -A (every namespace)."""
-    from kubectl_nettraffic.cli.explain import context_namespace
+    from kubectl_nettraffic.kube.client import context_namespace
 
     if args.all_namespaces:
         return None
-    return str(args.namespace or context_namespace(settings, args.context))
+    return str(args.namespace or context_namespace(settings.kubeconfig, args.context))
 
 
 def run_rebalance(args: argparse.Namespace) -> int:

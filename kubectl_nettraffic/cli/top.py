@@ -6,11 +6,15 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
-from kubernetes import client as k8s
-
 from kubectl_nettraffic.config import Settings
 from kubectl_nettraffic.errors import ClusterError, NetTrafficError, SourceError
-from kubectl_nettraffic.kube.client import API_ERRORS, api_client, describe_api_error, request_json
+from kubectl_nettraffic.kube.client import (
+    API_ERRORS,
+    ApiClient,
+    api_client,
+    describe_api_error,
+    request_json,
+)
 from kubectl_nettraffic.kube.cluster import list_nodes, load_node_file
 from kubectl_nettraffic.labels import parse_selector
 from kubectl_nettraffic.measuring.engine import build_engine
@@ -28,7 +32,7 @@ class WebhookLocation:
         return f"/api/v1/namespaces/{self.namespace}/services/https:{self.service}:{self.port}/proxy/{endpoint}"
 
 
-def from_webhook(api: k8s.ApiClient, where: WebhookLocation) -> dict[str, Any]:
+def from_webhook(api: ApiClient, where: WebhookLocation) -> dict[str, Any]:
     """GET /scores through /api/v1/namespaces/NS/services/https:SVC:PORT/proxy/."""
     try:
         document = request_json(api, "GET", where.proxy_path("scores"))

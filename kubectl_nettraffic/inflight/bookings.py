@@ -1,67 +1,54 @@
 """The bookings store: one row per pod steered lately, and the views derived from the rows.
 
 A booking counts a pod's expected bandwidth against a node until a
-measurement shows the pod's traffic. Its row holds the node, the bandwidth
-(bytes/s), when it was admitted, its key, the replica that steered it, its
-workload when that is unlearned (booked at the default), and its state:
-
-    pending   its key may still move it (the pod was bound) or drop it (it will not run)
-    settled   moved or kept once, or booked without a key
-    dropped   bandwidth 0: its pod will not run
-    measured  a measurement shows its traffic: forgotten, cut from the log later
+measurement shows the pod's traffic. Its row: node, bandwidth (bytes/s),
+admitted at, key, the replica that steered it, its workload when unlearned
+(booked at the default), whether the watch has shown it, and its state:
+pending (its key may still move it to the node its pod was bound to, or
+drop it), settled (moved or kept once, or booked without a key), dropped
+(bandwidth 0: the pod will not run), measured (forgotten; cut later).
 
 One expiry rule, the measurement's. A pod admitted at ``t`` starts sending
-at ``t + pod_startup``; a rate() over ``window`` then shows a growing share
-of its traffic, all of it a full window later. With ``edge`` the
-measurement time less ``pod_startup``, every row is in one phase:
+at ``t + pod_startup``; a rate() over ``window`` shows a growing share of
+it, all of it a full window later. With ``edge`` the measurement time less
+``pod_startup``, every row is in one phase:
 
     hidden    t >= edge                 unseen = bandwidth
     ramp      edge - window < t < edge  unseen = bandwidth * (t - (edge - window)) / window
     measured  t <= edge - window        unseen = 0
 
-The views, kept current as rows come, move and go:
+The views, kept current as rows come, move and go: ``view`` (node ->
+unseen bytes/s, pods), ``unlearned`` (workload -> node -> pods, handicaps.py),
+``declined`` (nodes a booking moved off since the measurement,
+handicaps.py) and ``watch_delay``.
 
-- ``view``: node -> (unseen bytes/s, pods), the node's unseen load;
-- ``unlearned``: workload -> node -> its pods booked there (an unlearned
-  burst spreads, unlearned.py);
-- ``declined``: the nodes a booking moved away from since the current
-  measurement (declined.py).
+Rows go in time order into columns: arrays, and the node names' list (the
+garbage collector visits a list's items, an array's none: a burst holds
+150,000 rows). Each node keeps running sums of bandwidth and bandwidth *
+time over its rows in the ramp, so a new measurement walks only the rows
+that changed phase, and the hidden ones.
 
-Rows are appended in time order to columns: arrays, and the node names'
-list (a burst keeps 150,000 rows; the garbage collector visits a list's
-every item, an array's none, so replicas and workloads are kept as indexes
-into short lists). Each node keeps running sums
-of bandwidth and bandwidth * time over its rows in the ramp, so its unseen
-load is a formula of three numbers, and a new measurement walks only the
-rows that changed phase since the last one plus those still hidden.
-
-Not thread-safe: InflightState (state.py) holds its one lock around every
-call, but for ``walk``, which reads the log as it stood at ``start`` while
-appends go on (and nothing else: moves and drops wait for it).
+Not thread-safe: InflightState holds its one lock around every call but
+``walk``, which reads the log as it stood at ``start`` while appends go on.
 """
 
 from array import array
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
-from typing import NamedTuple, TypeVar
+from typing import NamedTuple
 
-from kubectl_nettraffic.inflight.declined_nodes import DECLINE_POINTS
+from kubectl_nettraffic.inflight.handicaps import DECLINE_POINTS
+from kubectl_nettraffic.inflight.ramp_sums import RampSums, enter, leave, ramp_unseen
 from kubectl_nettraffic.kube.workloads import Workload
 
-# Measured rows are cut from the log's front once they are this many and at
-# least half of it, so trimming stays amortised O(1) per booking.
+# Measured rows are cut from the log's front once this many and half of it.
 _TRIM_AT = 1024
-# A pod its watch has not shown this long after its admission counts as
-# shown after this long (the watch is down or far behind).
-DELAY_MOST = 1.0
-# Seconds from an admission to the watch showing the pod, until one is
-# measured: tens of milliseconds on a healthy control plane.
-WATCH_DELAY = 0.05
-# Weight of each new figure in the watch delay's moving average: about the last ten pods.
-DELAY_WEIGHT = 0.1
+# The watch delay (admission to the watch showing the pod): tens of ms on a
+# healthy control plane, WATCH_DELAY until one is timed; a pod not shown
+# DELAY_MOST after its admission counts as shown then; a moving average
+# over about the last ten pods.
+WATCH_DELAY, DELAY_MOST, DELAY_WEIGHT = 0.05, 1.0, 0.1
 
-# A node's sums over its rows in the ramp: bandwidth, bandwidth * time, pods.
-RampSums = tuple[float, float, int]
 # A change of one unlearned workload's count on one node: (workload, node, pods).
 CountChange = tuple[Workload, str, int]
 UnseenView = dict[str, tuple[float, int]]
@@ -76,14 +63,13 @@ class Moved(NamedTuple):
 
 
 class Booking(NamedTuple):
-    """One row, as read back (``Bookings.booking``)."""
+    """A pending row, as read back (``Bookings.booking``)."""
 
     node: str
-    bandwidth: float  # 0: dropped
+    bandwidth: float
     admitted_at: float  # relative to the store's first booking
     replica: str  # "" for a process without a replica id
     unlearned: Workload | None
-    pending: bool
 
 
 @dataclass
@@ -114,13 +100,11 @@ class Bookings:
         self._bandwidths = array("d")
         self._nodes: list[str] = []
         self._keys = array("q")  # 0: none
-        self._replicas = array("I")  # index into _replica_ids
-        self._unlearned = array("i")  # index into _workload_list; -1: learned
+        self._replicas = array("I")  # index into _interned
+        self._unlearned = array("I")  # index into _interned; 0: learned
         self._unshown = bytearray()  # 1: this replica's row its watch has not shown
-        self._replica_ids: list[str] = []
-        self._workload_list: list[Workload] = []
-        self._index_of_id: dict[str, int] = {}
-        self._index_of_workload: dict[Workload, int] = {}
+        self._interned: list[str | Workload | None] = [None]  # replica ids and workloads
+        self._index: dict[str | Workload | None, int] = {None: 0}
         self._index_of: dict[int, int] = {}  # pending key -> absolute row (position + _base)
         self._base = 0
         self._measured = self._hidden = self._unkeyed = 0
@@ -157,11 +141,8 @@ class Bookings:
         self._bandwidths.append(bandwidth)
         self._nodes.append(node)
         self._keys.append(key)
-        self._replicas.append(_index(replica, self._index_of_id, self._replica_ids))
-        if unlearned is None:
-            self._unlearned.append(-1)
-        else:
-            self._unlearned.append(_index(unlearned, self._index_of_workload, self._workload_list))
+        self._replicas.append(self._intern(replica))
+        self._unlearned.append(self._intern(unlearned))
         self._unshown.append(1 if key and replica and replica == self.replica else 0)
         if key:
             self._index_of[key] = self._base + len(self._times) - 1
@@ -184,7 +165,7 @@ class Bookings:
         self._hidden = len(self._times)
         if self._last > edge - self.window:
             before = self._node_ramp_unseen(node)
-            _enter(self._ramp, node, bandwidth, self._last)
+            enter(self._ramp, node, bandwidth, self._last)
             unseen, pods = self.view.get(node, (0.0, 0))
             self.view[node] = (unseen - before + self._node_ramp_unseen(node), pods + 1)
         else:
@@ -195,52 +176,51 @@ class Bookings:
         return key in self._index_of
 
     def booking(self, key: int) -> Booking | None:
-        """The row of a pending ``key``."""
+        """The row of a pending ``key``; None once settled."""
         absolute = self._index_of.get(key)
         if absolute is None:
             return None
         i = absolute - self._base
-        return Booking(
-            self._nodes[i],
-            self._bandwidths[i],
-            self._times[i],
-            self._replica_ids[self._replicas[i]],
-            self._workload(self._unlearned[i]),
-            True,
-        )
+        replica, unlearned = self._interned[self._replicas[i]], self._workload(i)
+        return Booking(self._nodes[i], self._bandwidths[i], self._times[i], str(replica), unlearned)
 
-    def _workload(self, index: int) -> Workload | None:
-        return None if index < 0 else self._workload_list[index]
+    def _intern(self, value: str | Workload | None) -> int:
+        index = self._index.get(value)
+        if index is None:
+            index = self._index[value] = len(self._interned)
+            self._interned.append(value)
+        return index
+
+    def _workload(self, row: int) -> Workload | None:
+        workload = self._interned[self._unlearned[row]]
+        return workload if isinstance(workload, Workload) else None
 
     def move(self, key: int, node: str) -> Moved | None:
         """Put the pending row ``key`` on ``node`` (where its pod was bound),
         once; None when nothing is pending under ``key``. The node it leaves
-        declines (declined_nodes.py)."""
+        declines (handicaps.py)."""
         index = self._settle(key)
         if index is None:
             return None
         old = self._nodes[index]
         if old == node:
             return Moved(old, [], 0.0)
-        self.changes += 1
-        unseen = self._unseen(index)
-        if self._measured <= index < self._hidden:
-            bandwidth, at = self._bandwidths[index], self._times[index]
-            _leave(self._ramp, old, bandwidth, at)
-            _enter(self._ramp, node, bandwidth, at)
+        unseen = self._withdraw(index)
         self._nodes[index] = node
+        if self._measured <= index < self._hidden:
+            enter(self._ramp, node, self._bandwidths[index], self._times[index])
         if self._edge is not None:
-            self._shift(old, -unseen, -1)
             self._shift(node, unseen, 1)
         declined = 0.0
         if old not in self.declined:
             declined = self.declined[old] = DECLINE_POINTS
             self.declined_total += 1
-        workload = self._workload(self._unlearned[index])
+        workload = self._workload(index)
         if workload is None:
             return Moved(old, [], declined)
-        counts = [self._count(workload, old, -1), self._count(workload, node, 1)]
-        return Moved(old, counts, declined)
+        return Moved(
+            old, [self._count(workload, old, -1), self._count(workload, node, 1)], declined
+        )
 
     def drop(self, key: int) -> tuple[str, list[CountChange]] | None:
         """Take the pending row ``key`` back (its pod will not run), once:
@@ -248,15 +228,20 @@ class Bookings:
         index = self._settle(key)
         if index is None:
             return None
-        node, unseen = self._nodes[index], self._unseen(index)
-        self.changes += 1
-        if self._measured <= index < self._hidden:
-            _leave(self._ramp, node, self._bandwidths[index], self._times[index])
+        self._withdraw(index)
         self._bandwidths[index] = 0.0
+        node, workload = self._nodes[index], self._workload(index)
+        return node, [] if workload is None else [self._count(workload, node, -1)]
+
+    def _withdraw(self, index: int) -> float:
+        """Take a row out of its node's sums and view: its unseen share."""
+        self.changes += 1
+        node, unseen = self._nodes[index], self._unseen(index)
+        if self._measured <= index < self._hidden:
+            leave(self._ramp, node, self._bandwidths[index], self._times[index])
         if self._edge is not None:
             self._shift(node, -unseen, -1)
-        workload = self._workload(self._unlearned[index])
-        return node, [] if workload is None else [self._count(workload, node, -1)]
+        return unseen
 
     def _settle(self, key: int) -> int | None:
         """The log position of the pending row ``key``, which is then settled."""
@@ -301,7 +286,7 @@ class Bookings:
         sums = self._ramp.get(node)
         if sums is None or self._edge is None:
             return 0.0
-        return _ramp_unseen(sums, self._edge, self.window)
+        return ramp_unseen(sums, self._edge, self.window)
 
     # -- the watch ----------------------------------------------------------
 
@@ -375,17 +360,18 @@ class Bookings:
         for index in range(start.hidden, joined):
             bandwidth = bandwidths[index]
             if bandwidth:  # else dropped
-                _enter(ramp, nodes[index], bandwidth, times[index])
+                enter(ramp, nodes[index], bandwidth, times[index])
         # ... and ramp rows now at or before its start are measured.
         left = bisect_right(times, edge - self.window, start.measured, joined)
         forgotten = []
         for index in range(start.measured, left):
             bandwidth = bandwidths[index]
             if bandwidth:
-                _leave(ramp, nodes[index], bandwidth, times[index])
-                workload = unlearned[index]
-                if workload >= 0:
-                    forgotten.append((self._workload_list[workload], nodes[index], -1))
+                leave(ramp, nodes[index], bandwidth, times[index])
+                if unlearned[index]:
+                    workload = self._workload(index)
+                    assert workload is not None
+                    forgotten.append((workload, nodes[index], -1))
         # Keys of rows measured at the start's edge go (those measured now go
         # at the next walk: until this one is in place, they may still move).
         index_of = self._index_of
@@ -393,7 +379,7 @@ class Bookings:
             if key:
                 index_of.pop(key, None)
         view = {
-            node: (_ramp_unseen(sums, edge, self.window), sums[2]) for node, sums in ramp.items()
+            node: (ramp_unseen(sums, edge, self.window), sums[2]) for node, sums in ramp.items()
         }
         for index in range(joined, end):
             bandwidth = bandwidths[index]
@@ -452,39 +438,3 @@ class Bookings:
                 0,
             )
             self._base += cut
-
-
-T = TypeVar("T", str, Workload)
-
-
-def _index(value: T, index_of: dict[T, int], values: list[T]) -> int:
-    """``value``'s index in ``values``, appended the first time."""
-    index = index_of.get(value)
-    if index is None:
-        index = index_of[value] = len(values)
-        values.append(value)
-    return index
-
-
-def _enter(ramp: dict[str, RampSums], node: str, bandwidth: float, at: float) -> None:
-    """A row at ``at`` joins ``node``'s sums over the ramp."""
-    sums = ramp.get(node)
-    if sums is None:
-        ramp[node] = (bandwidth, bandwidth * at, 1)
-    else:
-        ramp[node] = (sums[0] + bandwidth, sums[1] + bandwidth * at, sums[2] + 1)
-
-
-def _leave(ramp: dict[str, RampSums], node: str, bandwidth: float, at: float) -> None:
-    """A row at ``at`` leaves ``node``'s sums over the ramp."""
-    sums = ramp[node]
-    if sums[2] == 1:
-        del ramp[node]  # the sums start again from exact zeros
-    else:
-        ramp[node] = (sums[0] - bandwidth, sums[1] - bandwidth * at, sums[2] - 1)
-
-
-def _ramp_unseen(sums: RampSums, edge: float, window: float) -> float:
-    """Unseen bytes/s of the rows summed in ``sums`` against ``edge``."""
-    # max(): rounding must not turn an almost-measured pod's remainder negative.
-    return max(0.0, (sums[1] - (edge - window) * sums[0]) / window)

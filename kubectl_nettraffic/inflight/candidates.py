@@ -1,23 +1,26 @@
-"""CandidateHeap: the eligible nodes by live score, kept current as pods are booked.
-
-The mutable half of placement: scoring/placement.py grades what is read here.
+"""The candidate heaps: the eligible nodes by live score, kept current as
+pods are booked (CandidateHeap), and one snapshot's set of them (Heaps):
+the shared heap, grouped for the replica share, and the unlearned
+workloads' own. The mutable half of placement: scoring/placement.py grades
+what is read here.
 """
 
 import heapq
 import itertools
+from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 
+from kubectl_nettraffic.inflight.handicaps import POINTS_PER_POD
+from kubectl_nettraffic.inflight.replica_share import NodeBlocks, ReplicaShare
+from kubectl_nettraffic.kube.workloads import Workload
+from kubectl_nettraffic.measuring.measurement import Snapshot
 from kubectl_nettraffic.scoring.node_scores import NodeScore
 from kubectl_nettraffic.scoring.placement import Handicap
 
-# When a CandidateHeap drops its superseded entries (a pass over the whole
-# heap: 1.7 ms at 5,000 nodes). Walks that pass superseded entries pay for
-# them on every read, so the heap drops them once its walks have passed a
-# quarter of its length's worth since the last time: a node re-ranked below
-# the root on every booking (a handicapped choice) is passed by every walk
-# after, and at 5,000 nodes about 50 bookings of it bring the drop. Entries
-# no walk passes (a heap read rarely: the shared one while a workload's own
-# heap chooses) cost only memory, and go once there are as many as nodes.
+# A heap drops its superseded entries (a pass over it: 1.7 ms at 5,000
+# nodes) once its walks have passed a quarter of its length's worth of them
+# since the last drop, or it holds twice its nodes.
 PASSED_SHARE = 4
 
 Ranked = tuple[float, int, NodeScore]  # (live score, position, score)
@@ -40,30 +43,16 @@ class HeapLayout:
 class CandidateHeap:
     """Eligible nodes ordered by live score, kept current as pods are booked.
 
-    A node's live score is its measured score less the load booked on it
-    that no measurement shows yet (``unseen``: the in-flight ledger's view,
-    read, never copied: the ledger is its one keeper) and less ``points``
-    of this heap's own (a workload's pods in flight, unknown_workloads.py;
-    nodes kube-scheduler declined, declined_nodes.py).
-
-    For the common pod without node constraints, the top N are read off a
-    heap near its root, however many nodes carry in-flight load: a long burst
-    that water-fills the whole cluster costs the same per pod as the first.
-    A booking adds a fresh entry for its node; the node's older entry stays
-    behind, superseded, and is dropped once it reaches the root.
-
-    The layout's groups split the nodes into one heap each, for a
-    handicap that is the same on every node of a group (the replica share:
-    this replica's own nodes, and the others' by penalty per byte): the
-    best of each group are then the group's top, and ``top_grouped`` merges
-    them, reading a few nodes per group instead of walking past every
-    handicapped node.
-
-    Under load the heap's upper levels stay in the CPU's caches and its deep
-    levels do not (at 5,000 nodes most entries are 7 to 12 levels down), so
-    an admission costs what it touches deep down. Reading the top in place
-    and replacing the root on a booking touch one root-to-leaf path per
-    admission; popping the top N and pushing them back touched about ten.
+    A node's live score is its measured score less its unseen load (the
+    bookings store's view, read, never copied) and less ``points`` of this
+    heap's own (an unlearned workload's pods in flight, nodes declined).
+    The top N are read near the root whatever is in flight; a booking adds
+    a fresh entry for its node (replacing the root when the best node is
+    booked) and the older one is dropped when it reaches the root. The
+    layout's groups split the nodes into one heap each, for a handicap the
+    same on every node of a group (the replica share): ``top_grouped``
+    reads a few nodes per group. Why, and what it costs:
+    docs/design/admission-performance.md, "A choice that reads a few nodes".
     """
 
     def __init__(
@@ -93,8 +82,8 @@ class CandidateHeap:
         self._passed = [0] * self.groups
 
     def update(self, name: str, points: float = 0.0) -> None:
-        """``name``'s unseen load changed in the ledger's view (a booking,
-        moved or dropped), and its own points by ``points``: re-rank it."""
+        """``name``'s unseen load changed (a booking, moved or dropped), and
+        its own points by ``points``: re-rank it."""
         position = self._position.get(name)
         if position is None:
             return  # a tainted node chosen for a tolerating pod: not in this heap
@@ -151,15 +140,11 @@ class CandidateHeap:
         return [(effective, -negative, score) for effective, negative, score in best[:count]]
 
     def walk(self) -> Iterator[Ranked]:
-        """Every valid entry as (live score, position, score), best first
-        (ties by position): read as far as needed, then dropped. Nothing
-        may be booked while it is read."""
-        if self.groups == 1:
-            return self._walk(0)
-        return heapq.merge(
-            *(self._walk(group) for group in range(self.groups)),
-            key=lambda entry: (-entry[0], entry[1]),
-        )
+        """Every valid entry of an ungrouped heap as (live score, position,
+        score), best first (ties by position): read as far as needed, then
+        dropped. Nothing may be booked while it is read."""
+        assert self.groups == 1, "a grouped heap is read by top_grouped"
+        return self._walk(0)
 
     def _walk(self, group: int) -> Iterator[Ranked]:
         heap, version = self._heaps[group], self._version
@@ -180,3 +165,67 @@ class CandidateHeap:
                 heapq.heappush(frontier, (heap[child], child))
                 if child + 1 < size:
                     heapq.heappush(frontier, (heap[child + 1], child + 1))
+
+
+# With more distinct penalties per byte (NIC speeds) than this, the heap is
+# not split for the replica share, and a choice walks it (handicapped_top).
+MOST_GROUPS = 16
+
+
+def own_heap(
+    layout: HeapLayout,
+    view: Mapping[str, tuple[float, int]],
+    pods: Mapping[str, int],
+    declined: Mapping[str, float],
+) -> CandidateHeap:
+    """An unlearned workload's heap: its ``pods`` in flight per node count
+    against their nodes, as the ``declined`` nodes' points do."""
+    points = dict(declined)
+    for node, count in pods.items():
+        points[node] = points.get(node, 0.0) + POINTS_PER_POD * count
+    return CandidateHeap(layout, view, points)
+
+
+@dataclass
+class Heaps:
+    """One snapshot's heaps: the shared one and the unlearned workloads' own
+    (most recently chosen last), over one layout whose groups after the
+    first are of ``penalties`` (None: too many to group by)."""
+
+    shared: CandidateHeap
+    own: OrderedDict[Workload, CandidateHeap]
+    layout: HeapLayout
+    penalties: list[float] | None
+    blocks: NodeBlocks | None  # the nodes' blocks among the replicas
+
+    @classmethod
+    def build(
+        cls,
+        snapshot: Snapshot,
+        view: Mapping[str, tuple[float, int]],
+        grouped_by: tuple[int, int] | None,
+        in_flight: Mapping[Workload, Mapping[str, int]],
+        declined: Mapping[str, float],
+        blocks: NodeBlocks | None,
+    ) -> "Heaps":
+        """Ranked by ``view`` less the ``declined`` points, grouped by the
+        replica share ``grouped_by`` (place, replicas), with an own heap for
+        each workload of ``in_flight``. Reads nothing else: it may run
+        beside the admissions."""
+        candidates = snapshot.candidates
+        group_of: Callable[[NodeScore], int] | None = None
+        penalties: list[float] | None = []
+        if grouped_by is not None:
+            distinct = sorted({score.penalty_per_byte for score in candidates})
+            penalties = distinct if len(distinct) < MOST_GROUPS else None
+            blocks = NodeBlocks.over(snapshot.nodes, grouped_by[1], blocks)
+            if penalties is not None:
+                share = ReplicaShare(grouped_by[0], blocks)
+                group = {penalty: 1 + index for index, penalty in enumerate(penalties)}
+
+                def group_of(score: NodeScore) -> int:
+                    return 0 if share.owns(score.name) else group[score.penalty_per_byte]
+
+        layout = HeapLayout(candidates, group_of)
+        own = OrderedDict((w, own_heap(layout, view, p, declined)) for w, p in in_flight.items())
+        return cls(CandidateHeap(layout, view, declined), own, layout, penalties, blocks)

@@ -1,30 +1,14 @@
 """How several replicas share the quiet nodes while they steer at once.
 
-Each replica books the other replicas' pods only once its binding watch
-sees them, some milliseconds after they were admitted. Pods of one burst
-admitted by two replicas within that time would otherwise both go to the
-node each sees as the best: the stale view herds.
-
-So each replica counts, on every node that is not its own, the part of a
-pod of the size it is placing that another replica may be steering there
-right now, unseen. The nodes are split among the replicas in blocks of
-equal size (within one node) in the order of a hash of their names
-(``NodeBlocks``); the replicas are the ones whose steered pods the watch
-showed within the measurement horizon, with this one, in the order of their
-ids, so every replica draws the same blocks without talking to another.
-Near-equal nodes then go to different replicas, and a replica still takes
-another's node when that node is better by more than that part of a pod.
-Blocks, not the hash modulo the number of replicas: by the modulo, 50 nodes
-came out 16, 19 and 15 for 3 replicas, and the one with the fewest filled
-its nodes up a pod ahead of the others (docs/design/late-bindings.md). A
-node added or removed moves at most one node across each block's edge.
-
-The part is a whole pod while this replica admits pods (any in the last
-RATE_WINDOW: the Service spreads admissions over the replicas, so then the
-others admit too), none between bursts: a scale-up's slow-start batches
-(1, 2, 4, 8, ... creates at once) keep another replica steering pods of the
-burst unseen whatever the average pace. With one replica (or none seen
-lately) nothing changes.
+A replica sees another's pods only once its binding watch shows them, so
+two replicas in one burst would both send a pod to the node each sees as
+the quietest. The nodes are split among the replicas steering lately in
+blocks of equal size, in the order of a hash of their names (the same on
+every replica, with no traffic between them); while this replica admits
+pods, every node not its own counts a pod of the size it places that
+another replica may be steering there unseen. With one replica nothing
+changes. Why blocks, a whole pod, and the figures: docs/design/behaviour.md,
+"Replicas share the nodes".
 """
 
 import functools

@@ -1,56 +1,41 @@
-"""InflightState: the bookings store behind one lock, and the candidate heaps that rank by it.
+"""InflightState: the bookings store (bookings.py) and the candidate heaps
+that rank nodes by it, behind one lock. Everything that reads or changes
+the bookings goes through here:
 
-Everything that reads or changes the bookings (bookings.py) goes through
-here, under one lock:
-
-- ``admission``: one admission is a transaction: ``with
-  inflight.admission(snapshot) as admission:`` chooses nodes, takes a key
-  and books, every booking before it counted (and the other replicas'
-  nodes and its unlearned workload's pods against the choice);
-- ``adopt``: a new snapshot is published. The walk of the bookings to its
-  measurement time and its heaps are worked out beside the admissions,
-  which wait only while they are put in place; the binding watch's moves
-  and drops wait for it (a Condition on the one lock);
+- ``with inflight.admission(snapshot) as admission:`` one admission chooses
+  its nodes and books its pod, every booking before it counted;
+- ``adopt``: a new snapshot. The walk to its measurement and its heaps are
+  worked out beside the admissions (appends go on); the binding watch's
+  moves and drops wait for it;
 - ``book_seen``, ``rebook``, ``release``, ``shown``: the binding watch
-  (bindings.py) books another replica's pod, moves a booking to the node
-  its pod was bound to, drops one whose pod will not run, and times the
-  watch on this replica's own pods;
-- ``view``: readers (/scores, the extender) get a copy of the unseen load.
+  (kube/binding_watch.py);
+- ``view``: a copy of the unseen load, for /scores and the extender.
 
-The candidate heaps (candidates.py) are views of the bookings kept current
-as bookings are added, moved and dropped, so that a choice reads a few
-nodes whatever is in flight:
-
-- the replica share lowers every node that is not this replica's by the
-  same part of a pod, so the heap is split into groups (this replica's
-  nodes, and the others' by penalty per byte) and the best of each group
-  are read off its top;
-- an unlearned workload with pods on many nodes gets a heap of its own,
-  whose scores carry its pods' points; one with pods on a few nodes is read
-  off the shared heap, as many nodes further as it has nodes.
+The heaps are views of the store, kept current on every change so that a
+choice reads a few nodes whatever is in flight: split into groups for the
+replica share (this replica's nodes, the others' by penalty per byte), and
+one more heap for each unlearned workload with pods on many nodes.
 """
 
 import itertools
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
-from types import TracebackType
 
 from kubectl_nettraffic.config import Settings
-from kubectl_nettraffic.inflight.bookings import Bookings, CountChange, UnseenView, Walk
-from kubectl_nettraffic.inflight.candidates import CandidateHeap, HeapLayout, Ranked
-from kubectl_nettraffic.inflight.declined_nodes import declined_handicap
-from kubectl_nettraffic.inflight.replica_share import NodeBlocks, Replicas, ReplicaShare
-from kubectl_nettraffic.inflight.unlearned import POINTS_PER_POD, unlearned_handicap
+from kubectl_nettraffic.inflight.bookings import Bookings, CountChange, UnseenView
+from kubectl_nettraffic.inflight.candidates import CandidateHeap, Heaps, Ranked, own_heap
+from kubectl_nettraffic.inflight.handicaps import (
+    POINTS_PER_POD,
+    declined_handicap,
+    unlearned_handicap,
+)
+from kubectl_nettraffic.inflight.replica_share import Replicas, ReplicaShare
 from kubectl_nettraffic.kube.pods import Pod
 from kubectl_nettraffic.kube.workloads import Workload
 from kubectl_nettraffic.labels import LabelSelector
 from kubectl_nettraffic.measuring.measurement import Snapshot
-from kubectl_nettraffic.scoring.node_scores import NodeScore
 from kubectl_nettraffic.scoring.placement import (
-    Handicap,
     Preference,
     choose_nodes,
     combined,
@@ -64,82 +49,11 @@ OWN_HEAP_FROM = 8
 # At most this many such heaps are kept (the workloads chosen for last);
 # each booking updates every one of them.
 MOST_OWN_HEAPS = 8
-# Groups of the replica share: this replica's nodes, and the others' by
-# each distinct penalty per byte (one per NIC speed, in practice). With more
-# distinct penalties than this the heap is not split, and a choice walks it
-# (scoring/placement.py, handicapped_top: exact, up to MOST_READ nodes).
-MOST_GROUPS = 16
-
-
-@dataclass
-class _Heaps:
-    """The candidate heaps of one snapshot: the shared one, and those of
-    unlearned workloads (most recently chosen for last), all over
-    ``layout``, whose groups after the first are of the penalties per byte
-    ``penalties`` (None: too many to group by); the nodes' blocks among the
-    replicas, ``blocks``."""
-
-    shared: CandidateHeap
-    own: OrderedDict[Workload, CandidateHeap]
-    layout: HeapLayout
-    penalties: list[float] | None
-    blocks: NodeBlocks | None
-
-
-def _build_heaps(
-    snapshot: Snapshot,
-    view: Mapping[str, tuple[float, int]],
-    grouped_by: tuple[int, int] | None,
-    in_flight: Mapping[Workload, Mapping[str, int]],
-    declined: Mapping[str, float],
-    blocks_before: NodeBlocks | None,
-) -> _Heaps:
-    """Heaps over the ``snapshot``'s candidates ranked by ``view`` less the
-    points of the ``declined`` nodes, grouped by the replica share
-    ``grouped_by`` (place, replicas), one for each workload of ``in_flight``
-    (its pods in flight per node). Reads nothing else: it may run beside
-    the admissions."""
-    candidates = snapshot.candidates
-    group_of: Callable[[NodeScore], int] | None = None
-    penalties: list[float] | None = []
-    blocks: NodeBlocks | None = None
-    if grouped_by is not None:
-        distinct = sorted({score.penalty_per_byte for score in candidates})
-        penalties = distinct if len(distinct) < MOST_GROUPS else None
-        blocks = NodeBlocks.over(snapshot.nodes, grouped_by[1], blocks_before)
-        if penalties is not None:
-            share = ReplicaShare(grouped_by[0], blocks)
-            group = {penalty: 1 + index for index, penalty in enumerate(penalties)}
-
-            def group_of(score: NodeScore) -> int:
-                return 0 if share.owns(score.name) else group[score.penalty_per_byte]
-
-    layout = HeapLayout(candidates, group_of)  # the shared heap and the own heaps read one layout
-    own = OrderedDict(
-        (workload, _build_own_heap(layout, view, pods, declined))
-        for workload, pods in in_flight.items()
-    )
-    return _Heaps(CandidateHeap(layout, view, declined), own, layout, penalties, blocks)
-
-
-def _build_own_heap(
-    layout: HeapLayout,
-    view: Mapping[str, tuple[float, int]],
-    pods: Mapping[str, int],
-    declined: Mapping[str, float],
-) -> CandidateHeap:
-    """An unlearned workload's heap: its ``pods`` in flight per node count
-    against their nodes, as the ``declined`` nodes' points do."""
-    points = dict(declined)
-    for node, count in pods.items():
-        points[node] = points.get(node, 0.0) + POINTS_PER_POD * count
-    return CandidateHeap(layout, view, points)
 
 
 class Admission:
-    """One admission's transaction, holding the in-flight lock throughout:
-    ``snapshot`` is the one it decides by (the one given, or a newer one
-    the in-flight state follows)."""
+    """One admission, holding the in-flight lock throughout; ``snapshot`` is
+    the one it decides by (the one given, or a newer one already followed)."""
 
     __slots__ = ("_state", "snapshot")
 
@@ -158,12 +72,7 @@ class Admission:
         self.snapshot = state._snapshot
         return self
 
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        trace: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *_: object) -> None:
         self._state._lock.release()
 
     def choose(
@@ -176,8 +85,60 @@ class Admission:
         unlearned: Workload | None = None,
     ) -> list[Preference]:
         """The best ``count`` nodes for ``pod`` (booked at ``bandwidth``;
-        ``unlearned``: its workload, when booked at the default)."""
-        return self._state._choose(pod, selector, count, bandwidth, now, unlearned)
+        ``unlearned``: its workload, when booked at the default), less the
+        other replicas' part of a pod on their nodes and its workload's pods
+        in flight."""
+        state, snapshot = self._state, self.snapshot
+        bookings, replicas = state._bookings, state._replicas
+        grouped_by = replicas.advance(now)
+        if grouped_by != state._grouped_by or state._heaps is None:
+            state._grouped_by = grouped_by
+            state._rebuild()
+        heaps = state._heaps
+        assert heaps is not None
+        share = None
+        if grouped_by is not None and heaps.blocks is not None:
+            share = ReplicaShare(grouped_by[0], heaps.blocks, replicas.concurrent())
+        pods = None if unlearned is None else bookings.unlearned.get(unlearned)
+        rest = unlearned_handicap(pods)
+        top: Callable[[int], list[Ranked]] = heaps.shared.top  # the usual pod: no handicap
+        # For nodes read one by one (constrained pods, tainted nodes); the
+        # heaps carry the declined nodes' points already.
+        handicap = declined_handicap(bookings.declined)
+        if share is not None or rest is not None:
+            share_points = None if share is None else share.handicap(bandwidth)
+            handicap = combined(share_points, rest, handicap)
+
+            def top(wanted: int) -> list[Ranked]:
+                heap, points, exposed = heaps.shared, rest, 0
+                if pods and unlearned is not None:
+                    if len(pods) >= OWN_HEAP_FROM:
+                        heap, points = state._own_heap(unlearned, pods), None
+                    else:
+                        exposed = len(pods)  # its nodes may be that many further down
+                if share is None:
+                    if points is None:
+                        return heap.top(wanted)
+                    return heap.top_grouped(wanted, [0.0], points, exposed)
+                if heaps.penalties is None:
+                    every = combined(share_points, points)
+                    assert every is not None
+                    return handicapped_top(heap, wanted, every)
+                unseen = bandwidth * share.concurrent
+                handicaps = [0.0, *(penalty * unseen for penalty in heaps.penalties)]
+                return heap.top_grouped(wanted, handicaps, points, exposed)
+
+        return choose_nodes(
+            snapshot.candidates,
+            snapshot.tainted,
+            snapshot.nodes,
+            pod,
+            selector,
+            bookings.view,
+            count,
+            top,
+            handicap,
+        )
 
     def new_key(self) -> int:
         """A key for a booking, unique in this process."""
@@ -204,34 +165,40 @@ class InflightState:
     ) -> None:
         self.replica = replica
         self._clock = clock
-        self._bookings = Bookings(
-            settings.steering.pod_startup, settings.prometheus.window, replica or ""
-        )
+        startup, window = settings.steering.pod_startup, settings.prometheus.window
+        self._bookings = Bookings(startup, window, replica or "")
         # A pod's traffic is fully in the measurements this long after its admission.
-        horizon = settings.steering.pod_startup + settings.prometheus.window
-        self._replicas = Replicas(replica, horizon)
+        self._replicas = Replicas(replica, startup + window)
         self._lock = threading.Lock()
-        # An adopt walks the bookings beside the admissions (appends go on);
-        # moves, drops and another walk wait for it.
+        # An adopt walks the bookings beside the admissions; moves, drops and
+        # another walk wait for it on this Condition of the one lock.
         self._walked = threading.Condition(self._lock)
         self._walking = False
-        # While it walks: the unlearned counts changed meanwhile, to replay.
-        self._journal: list[CountChange] | None = None
+        self._journal: list[CountChange] | None = None  # counts changed while it walks
         self._keys = itertools.count(1)
         self._snapshot: Snapshot | None = None  # adopted
-        self._heaps: _Heaps | None = None
+        self._heaps: Heaps | None = None
         self._grouped_by: tuple[int, int] | None = None  # the heaps' (place, replicas)
-
-    # -- snapshots ---------------------------------------------------------
 
     @property
     def adopted(self) -> Snapshot | None:
         return self._snapshot
 
+    def admission(self, snapshot: Snapshot) -> Admission:
+        """``with inflight.admission(snapshot) as admission:`` one admission's
+        choice and booking, under the lock, by ``admission.snapshot``."""
+        return Admission(self, snapshot)
+
+    def view(self) -> UnseenView:
+        """node -> (bytes/s not visible in the adopted snapshot yet, pods): a copy."""
+        with self._lock:
+            return dict(self._bookings.view)
+
+    # -- snapshots ---------------------------------------------------------
+
     def adopt(self, snapshot: Snapshot) -> None:
-        """Follow a newly published snapshot: the walk to its measurement
-        time and its heaps are worked out beside the admissions, which wait
-        only while they are put in place."""
+        """Follow a newly published snapshot. An exception (a bug) leaves the
+        state as it was (Scoreboard.record keeps the previous snapshot)."""
         bookings = self._bookings
         with self._lock:
             if not self._is_new(snapshot):
@@ -247,8 +214,8 @@ class InflightState:
             self._walking, self._journal = True, []
         try:
             walked = bookings.walk(edge, start)
-            heaps = _build_heaps(snapshot, walked.view, grouped_by, in_flight, {}, blocks)
-        except BaseException:  # a bug: the state stays as it was (Scoreboard.record)
+            heaps = Heaps.build(snapshot, walked.view, grouped_by, in_flight, {}, blocks)
+        except BaseException:
             with self._lock:
                 self._walking, self._journal = False, None
                 self._walked.notify_all()
@@ -256,7 +223,18 @@ class InflightState:
         with self._lock:
             self._walking, journal, self._journal = False, self._journal or [], None
             self._walked.notify_all()
-            self._put(snapshot, walked, heaps, grouped_by, journal)
+            if not self._is_new(snapshot):
+                return
+            # In place with what was booked meanwhile; walked again here when
+            # the walk was void or the replica share changed meanwhile.
+            committed = None if grouped_by != self._grouped_by else bookings.commit(walked)
+            if committed is None:
+                self._follow(snapshot)
+                return
+            touched, forgotten = committed
+            self._snapshot, self._heaps = snapshot, heaps
+            self._rerank(touched, ())
+            self._rerank((), journal + forgotten)
 
     def _is_new(self, snapshot: Snapshot) -> bool:
         current = self._snapshot
@@ -264,29 +242,6 @@ class InflightState:
         return current is None or (
             snapshot is not current and snapshot.generated_at >= current.generated_at
         )
-
-    def _put(
-        self,
-        snapshot: Snapshot,
-        walked: Walk,
-        heaps: _Heaps,
-        grouped_by: tuple[int, int] | None,
-        journal: list[CountChange],
-    ) -> None:
-        """Inside the lock: the walked view and heaps become the live ones,
-        brought up to date with what was booked and counted meanwhile; when
-        the walk was void or the replica share changed, followed here instead."""
-        if not self._is_new(snapshot):
-            return
-        committed = None if grouped_by != self._grouped_by else self._bookings.commit(walked)
-        if committed is None:
-            self._follow(snapshot)
-            return
-        touched, forgotten = committed
-        self._snapshot, self._heaps = snapshot, heaps
-        self._unseen_changed(touched, ())
-        self._counts_changed(journal)
-        self._counts_changed(forgotten)
 
     def _follow(self, snapshot: Snapshot) -> None:
         """Inside the lock: follow ``snapshot`` if it is new, walking here."""
@@ -300,106 +255,10 @@ class InflightState:
 
     def _rebuild(self) -> None:
         assert self._snapshot is not None
-        bookings = self._bookings
-        self._heaps = _build_heaps(
-            self._snapshot,
-            bookings.view,
-            self._grouped_by,
-            {},
-            bookings.declined,
-            None if self._heaps is None else self._heaps.blocks,
+        bookings, blocks = self._bookings, None if self._heaps is None else self._heaps.blocks
+        self._heaps = Heaps.build(
+            self._snapshot, bookings.view, self._grouped_by, {}, bookings.declined, blocks
         )
-
-    def view(self) -> UnseenView:
-        """node -> (bytes/s not visible in the adopted snapshot yet, pods): a copy."""
-        with self._lock:
-            return dict(self._bookings.view)
-
-    # -- one admission -----------------------------------------------------
-
-    def admission(self, snapshot: Snapshot) -> Admission:
-        """``with inflight.admission(snapshot) as admission:`` one admission's
-        choice and booking, under the lock, by ``admission.snapshot``."""
-        return Admission(self, snapshot)
-
-    def _choose(
-        self,
-        pod: Pod,
-        selector: LabelSelector,
-        count: int,
-        bandwidth: float,
-        now: float,
-        unlearned: Workload | None,
-    ) -> list[Preference]:
-        snapshot, bookings = self._snapshot, self._bookings
-        assert snapshot is not None
-        grouped_by = self._replicas.advance(now)
-        if grouped_by != self._grouped_by or self._heaps is None:
-            self._grouped_by = grouped_by
-            self._rebuild()
-        heaps = self._heaps
-        assert heaps is not None
-        share = None
-        if grouped_by is not None:
-            assert heaps.blocks is not None
-            share = ReplicaShare(grouped_by[0], heaps.blocks, self._replicas.concurrent())
-        unlearned_points = (
-            None if unlearned is None else unlearned_handicap(bookings.unlearned.get(unlearned))
-        )
-        top: Callable[[int], list[Ranked]] = heaps.shared.top  # the usual pod: no handicap
-        # For nodes read one by one (constrained pods, tainted nodes); the
-        # heaps carry the declined nodes' points already.
-        handicap = declined_handicap(bookings.declined)
-        if share is not None or unlearned_points is not None:
-            share_points = None if share is None else share.handicap(bandwidth)
-            handicap = combined(share_points, unlearned_points, handicap)
-            top = self._top_under(share, share_points, bandwidth, unlearned, unlearned_points)
-        return choose_nodes(
-            snapshot.candidates,
-            snapshot.tainted,
-            snapshot.nodes,
-            pod,
-            selector,
-            bookings.view,
-            count,
-            top,
-            handicap,
-        )
-
-    def _top_under(
-        self,
-        share: ReplicaShare | None,
-        share_points: Handicap | None,
-        bandwidth: float,
-        unlearned: Workload | None,
-        unlearned_points: Handicap | None,
-    ) -> Callable[[int], list[Ranked]]:
-        """The best N by live score less the handicaps, off the heaps that
-        keep them where there are such heaps."""
-        heaps = self._heaps
-        assert heaps is not None
-
-        def top(wanted: int) -> list[Ranked]:
-            heap, rest, exposed = heaps.shared, unlearned_points, 0
-            if unlearned is not None and unlearned_points is not None:
-                in_flight = self._bookings.unlearned.get(unlearned) or {}
-                if len(in_flight) >= OWN_HEAP_FROM:
-                    heap, rest = self._own_heap(unlearned, in_flight), None
-                else:
-                    exposed = len(in_flight)
-            if share is None:
-                if rest is None:
-                    return heap.top(wanted)
-                return heap.top_grouped(wanted, [0.0], rest, exposed)
-            if heaps.penalties is None:
-                every = combined(share_points, rest)
-                assert every is not None
-                return handicapped_top(heap, wanted, every)
-            unseen = bandwidth * share.concurrent
-            handicaps = [0.0, *(penalty * unseen for penalty in heaps.penalties)]
-            return heap.top_grouped(wanted, handicaps, rest, exposed)
-
-        return top
 
     # -- the binding watch -------------------------------------------------
 
@@ -439,7 +298,7 @@ class InflightState:
 
     @property
     def declined_total(self) -> int:
-        """Nodes declined so far, each once per snapshot (declined_nodes.py)."""
+        """Nodes declined so far, each once per snapshot (handicaps.py)."""
         with self._lock:
             return self._bookings.declined_total
 
@@ -455,7 +314,7 @@ class InflightState:
                 return None
             if moved.left == node:
                 return "kept"
-            self._unseen_changed((moved.left, node), moved.counts)
+            self._rerank((moved.left, node), moved.counts)
             if moved.declined and self._heaps is not None:
                 for heap in (self._heaps.shared, *self._heaps.own.values()):
                     heap.update(moved.left, moved.declined)
@@ -468,10 +327,9 @@ class InflightState:
             while self._walking:
                 self._walked.wait()
             dropped = self._bookings.drop(key)
-            if dropped is None:
-                return False
-            self._unseen_changed((dropped[0],), dropped[1])
-            return True
+            if dropped is not None:
+                self._rerank((dropped[0],), dropped[1])
+            return dropped is not None
 
     # -- keeping the heaps current -----------------------------------------
 
@@ -486,45 +344,32 @@ class InflightState:
     ) -> None:
         counted = self._bookings.add(node, bandwidth, at, key, replica, unlearned)
         heaps = self._heaps
-        if counted is None and (heaps is None or not heaps.own):
-            if heaps is not None:
-                heaps.shared.update(node)  # the usual booking: one heap, one node
-            return
-        self._unseen_changed((node,), () if counted is None else (counted,))
+        if counted is None and heaps is not None and not heaps.own:
+            heaps.shared.update(node)  # the usual booking: one heap, one node
+        else:
+            self._rerank((node,), () if counted is None else (counted,))
 
-    def _unseen_changed(self, nodes: Iterable[str], counted: Iterable[CountChange]) -> None:
+    def _rerank(self, nodes: Iterable[str], counted: Iterable[CountChange]) -> None:
         """The unseen load of ``nodes`` changed, and the unlearned counts as
-        ``counted`` says: re-rank them."""
+        ``counted`` says (on nodes of ``nodes``, or alone): re-rank them."""
         counted = list(counted)
         if self._journal is not None:
             self._journal.extend(counted)
         heaps = self._heaps
         if heaps is None:
-            return  # nothing adopted yet: the first heap is built from the bookings
-        points = {(workload, node): POINTS_PER_POD * pods for workload, node, pods in counted}
+            return  # nothing adopted yet: the first heaps are built from the store
+        points: dict[tuple[Workload, str], float] = {}
+        for workload, node, pods in counted:
+            points[workload, node] = points.get((workload, node), 0.0) + POINTS_PER_POD * pods
         for node in nodes:
             heaps.shared.update(node)
             for workload, heap in heaps.own.items():
-                heap.update(node, points.get((workload, node), 0.0))
-        self._drop_settled({workload for workload, _ in points})
-
-    def _counts_changed(self, counted: Iterable[CountChange]) -> None:
-        """Only unlearned counts changed."""
-        heaps = self._heaps
-        assert heaps is not None
-        workloads = set()
-        for workload, node, pods in counted:
-            heap = heaps.own.get(workload)
-            if heap is not None:
-                heap.update(node, POINTS_PER_POD * pods)
-                workloads.add(workload)
-        self._drop_settled(workloads)
-
-    def _drop_settled(self, workloads: Iterable[Workload]) -> None:
-        """Own heaps of workloads with no pod in flight any more go."""
-        heaps = self._heaps
-        assert heaps is not None
-        for workload in workloads:
+                heap.update(node, points.pop((workload, node), 0.0))
+        for (workload, node), change in points.items():  # counts alone changed
+            own = heaps.own.get(workload)
+            if own is not None:
+                own.update(node, change)
+        for workload, _, _ in counted:  # own heaps of workloads with none in flight go
             if workload in heaps.own and workload not in self._bookings.unlearned:
                 del heaps.own[workload]
 
@@ -535,9 +380,8 @@ class InflightState:
         if heap is not None:
             heaps.own.move_to_end(workload)
             return heap
-        heap = _build_own_heap(
-            heaps.layout, self._bookings.view, in_flight, self._bookings.declined
-        )
+        bookings = self._bookings
+        heap = own_heap(heaps.layout, bookings.view, in_flight, bookings.declined)
         heaps.own[workload] = heap
         if len(heaps.own) > MOST_OWN_HEAPS:
             heaps.own.popitem(last=False)

@@ -12,14 +12,14 @@ from typing import Any
 import urllib3
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
-from kubernetes.client.exceptions import ApiException
+from kubernetes.client.exceptions import ApiException as ApiException  # re-exported
 
 from kubectl_nettraffic.errors import ClusterError
 
 log = logging.getLogger(__name__)
 
-# The client's type, for the modules outside kube/ that pass one along:
-# only kube/ (and the CLI) import the kubernetes package itself.
+# The client's type and its HTTP error, for the modules outside kube/ that
+# pass a client along or read a status: only kube/ imports the kubernetes package.
 ApiClient = k8s.ApiClient
 
 
@@ -71,6 +71,17 @@ def api_call(what: str) -> Iterator[None]:
         yield
     except API_ERRORS as error:
         raise describe_api_error(error, what) from error
+
+
+def context_namespace(kubeconfig: str, context: str | None) -> str:
+    """The namespace of ``context`` (or the current one) in the kubeconfig, as
+    kubectl reads it; "default" when none is set or the kubeconfig cannot be read."""
+    try:
+        contexts, active = k8s_config.list_kube_config_contexts(config_file=kubeconfig or None)
+    except (k8s_config.ConfigException, OSError, ValueError):
+        return "default"
+    chosen = next((c for c in contexts if c["name"] == context), active) if context else active
+    return str(((chosen or {}).get("context") or {}).get("namespace") or "default")
 
 
 def describe_api_error(error: Exception, what: str) -> ClusterError:

@@ -8,11 +8,9 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from kubernetes import client as k8s
-
 from kubectl_nettraffic.config import Settings
 from kubectl_nettraffic.errors import ClusterError
-from kubectl_nettraffic.kube.client import api_client
+from kubectl_nettraffic.kube.client import ApiClient, api_client
 from kubectl_nettraffic.kube.cluster import list_nodes, load_node_file, node_cache
 from kubectl_nettraffic.kube.nodes import Node
 from kubectl_nettraffic.kube.reflector import ListWatchCache
@@ -63,7 +61,7 @@ class WatchedNodes:
 class Engine:
     measurer: Measurer
     scoreboard: Scoreboard
-    api: k8s.ApiClient | None
+    api: ApiClient | None
     node_watch: ListWatchCache[Node] | None
 
     def refresh(self) -> Snapshot | None:
@@ -79,7 +77,7 @@ def needs_api(settings: Settings) -> bool:
 def build_engine(
     settings: Settings,
     context: str | None = None,
-    api_factory: Callable[[str, str | None], k8s.ApiClient] = api_client,
+    api_factory: Callable[[str, str | None], ApiClient] = api_client,
     watch_nodes: bool = True,
     learn: bool = True,
 ) -> Engine:

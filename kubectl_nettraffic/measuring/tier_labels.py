@@ -26,11 +26,14 @@ import threading
 import time
 from collections.abc import Callable
 
-from kubernetes import client as k8s
-from kubernetes.client.exceptions import ApiException
-
 from kubectl_nettraffic.config import Settings
-from kubectl_nettraffic.kube.client import API_ERRORS, describe_api_error, request_json
+from kubectl_nettraffic.kube.client import (
+    API_ERRORS,
+    ApiClient,
+    ApiException,
+    describe_api_error,
+    request_json,
+)
 from kubectl_nettraffic.kube.lease import LeaseElection
 from kubectl_nettraffic.measuring.measurement import Snapshot
 from kubectl_nettraffic.scoring.tiers import TIER_LABEL, TierLabelStatus, assign_tiers, tier_changes
@@ -46,7 +49,7 @@ def label_patch(value: str | None) -> dict[str, object]:
     return {"metadata": {"labels": {TIER_LABEL: value}}}
 
 
-def patch_node_label(api: k8s.ApiClient, node: str, value: str | None) -> None:
+def patch_node_label(api: ApiClient, node: str, value: str | None) -> None:
     request_json(
         api,
         "PATCH",
@@ -74,7 +77,7 @@ def refusal_hint(error: ApiException) -> str:
 class TierLabeller:
     def __init__(
         self,
-        api: k8s.ApiClient,
+        api: ApiClient,
         election: LeaseElection,
         margin: float,
         writes_per_second: float,
@@ -224,7 +227,7 @@ def lease_namespace(configured: str, namespace_file: str = SERVICE_ACCOUNT_NAMES
         return "default"
 
 
-def tier_labeller(settings: Settings, api: k8s.ApiClient) -> TierLabeller:
+def tier_labeller(settings: Settings, api: ApiClient) -> TierLabeller:
     """The labeller for these settings, campaigning as this pod (its name and a
     random suffix, so a restarted pod does not pass for its predecessor)."""
     config = settings.tier_labels
@@ -235,7 +238,7 @@ def tier_labeller(settings: Settings, api: k8s.ApiClient) -> TierLabeller:
     return TierLabeller(api, election, config.hysteresis, config.writes_per_second)
 
 
-def remove_tier_labels(api: k8s.ApiClient) -> list[str]:
+def remove_tier_labels(api: ApiClient) -> list[str]:
     """Take the tier label off every node that has it (the uninstall cleanup)."""
     listed = request_json(api, "GET", "/api/v1/nodes", query={"labelSelector": TIER_LABEL})
     names = [str(item["metadata"]["name"]) for item in listed.get("items") or []]

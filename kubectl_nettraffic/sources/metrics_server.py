@@ -6,16 +6,14 @@ parse the raw usage, through the real kubernetes client.
 
 from collections.abc import Mapping
 
-from kubernetes import client as k8s
-
 from kubectl_nettraffic.errors import SourceError
-from kubectl_nettraffic.kube.client import API_ERRORS, describe_api_error, request_json
+from kubectl_nettraffic.kube.client import API_ERRORS, ApiClient, describe_api_error, request_json
 from kubectl_nettraffic.scoring.readings import NodeUsage
 from kubectl_nettraffic.units import parse_quantity
 
 
 class MetricsServerSource:
-    def __init__(self, api: k8s.ApiClient) -> None:
+    def __init__(self, api: ApiClient) -> None:
         self.api = api
 
     def fetch(self) -> Mapping[str, NodeUsage]:

@@ -73,6 +73,14 @@ class AddOp(dict[str, Any]):
 # calls, without its argument handling (which cost more than the encoding).
 # The webhook's answer (admission.answer) writes its strings with it too.
 json_string = encode_basestring_ascii
+# Compact, and without the cycle check: ops are fresh dicts and lists that
+# cannot refer to themselves.
+ENCODER = json.JSONEncoder(separators=(",", ":"), check_circular=False)
+
+
+def patch_text(patch: Sequence[Mapping[str, Any]]) -> str:
+    """``patch`` as compact JSON; ops that carry their text (AddOp) are not encoded again."""
+    return f"[{','.join([op.json if type(op) is AddOp else ENCODER.encode(op) for op in patch])}]"
 
 
 def _add_op(path: str, value: Any, value_json: str) -> AddOp:

@@ -33,7 +33,7 @@ from kubectl_nettraffic.labels import parse_selector
 from kubectl_nettraffic.measuring.measurement import Snapshot
 from kubectl_nettraffic.measuring.scoreboard import Scoreboard
 from kubectl_nettraffic.scoring.placement import Preference
-from kubectl_nettraffic.steering.affinity_patch import affinity_patch, annotation_ops
+from kubectl_nettraffic.steering.affinity_patch import affinity_patch, annotation_ops, patch_text
 from kubectl_nettraffic.steering.patch_check import PatchCheckFailed, apply_and_check
 from kubectl_nettraffic.steering.pod_bandwidth import expected_bandwidth, light_for_every_link
 from kubectl_nettraffic.units import rfc3339
@@ -47,6 +47,10 @@ class Decision(NamedTuple):  # a tuple: one is made on every admission
     skip: str | None = None  # reason code when not steered
     warnings: tuple[str, ...] = ()
     booking_key: int = 0  # the key of the pod's booking (inflight/bookings.py); 0: not booked
+
+    def patch_json(self) -> str | None:
+        """The patch as the compact JSON the admission answer carries."""
+        return None if self.patch is None else patch_text(self.patch)
 
 
 class Steerer:
@@ -145,7 +149,7 @@ class Steerer:
         )
         warnings = (warning,) if warning else ()
         # Booked at the default, nothing learned yet: its workload's burst
-        # spreads (inflight/unlearned.py).
+        # spreads (inflight/handicaps.py).
         unlearned = pod_workload(pod) if bandwidth_source == "default" else None
         preferences = admission.choose(
             pod, self.selector, steering.preferred_nodes, bandwidth, now, unlearned

@@ -7,10 +7,9 @@ import base64
 from dataclasses import dataclass
 from typing import Any
 
-from kubernetes import client as k8s
-
 from kubectl_nettraffic.kube.client import (
     MISSING,
+    ApiClient,
     api_call,
     request_json,
     request_unless_missing,
@@ -53,7 +52,7 @@ class StoredSecret:
     defect: str | None
 
 
-def read_secret(api: k8s.ApiClient, namespace: str, name: str) -> StoredSecret | None:
+def read_secret(api: ApiClient, namespace: str, name: str) -> StoredSecret | None:
     document = request_unless_missing(
         api,
         "GET",
@@ -81,7 +80,7 @@ def read_secret(api: k8s.ApiClient, namespace: str, name: str) -> StoredSecret |
 
 
 def write_secret(
-    api: k8s.ApiClient, namespace: str, name: str, bundle: Bundle, existing: StoredSecret | None
+    api: ApiClient, namespace: str, name: str, bundle: Bundle, existing: StoredSecret | None
 ) -> None:
     """Create, or replace guarded by resourceVersion; one API call either way."""
     body = secret_body(name, namespace, bundle, existing.resource_version if existing else None)

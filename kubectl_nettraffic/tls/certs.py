@@ -11,9 +11,8 @@ dropped from the bundle. If the Secret write fails the caBundle is put back.
 
 from dataclasses import dataclass
 
-from kubernetes import client as k8s
-
 from kubectl_nettraffic.errors import CertError, ClusterError
+from kubectl_nettraffic.kube.client import ApiClient
 from kubectl_nettraffic.tls.cert_bundle import (
     DEFAULT_CA_DAYS,
     DEFAULT_RENEW_BEFORE_DAYS,
@@ -68,7 +67,7 @@ def create_in_directory(directory: str, spec: Issuance) -> str:
     return f"created a CA and serving certificate in {directory}"
 
 
-def create_in_cluster(api: k8s.ApiClient, secret: str, spec: Issuance) -> str:
+def create_in_cluster(api: ApiClient, secret: str, spec: Issuance) -> str:
     """Keep a valid Secret; replace a broken or expiring one; say which happened."""
     stored = read_secret(api, spec.namespace, secret)
     where = f"Secret {spec.namespace}/{secret}"
@@ -86,7 +85,7 @@ def create_in_cluster(api: k8s.ApiClient, secret: str, spec: Issuance) -> str:
 
 
 def patch_in_cluster(
-    api: k8s.ApiClient, secret: str, namespace: str, webhook: str, failure_policy: str | None
+    api: ApiClient, secret: str, namespace: str, webhook: str, failure_policy: str | None
 ) -> str:
     stored = read_secret(api, namespace, secret)
     if stored is None or stored.bundle is None:
@@ -102,7 +101,7 @@ def patch_in_cluster(
 
 
 def rotate_in_cluster(
-    api: k8s.ApiClient, secret: str, webhook: str, spec: Issuance, force: bool = False
+    api: ApiClient, secret: str, webhook: str, spec: Issuance, force: bool = False
 ) -> str:
     """New serving cert (new CA when due) with no window of rejected handshakes."""
     where = f"Secret {spec.namespace}/{secret}"

@@ -5,11 +5,10 @@ a concurrent edit fails cleanly instead of being overwritten."""
 import base64
 from typing import Any
 
-from kubernetes import client as k8s
-
 from kubectl_nettraffic.errors import ClusterError
 from kubectl_nettraffic.kube.client import (
     MISSING,
+    ApiClient,
     api_call,
     request_json,
     request_unless_missing,
@@ -20,7 +19,7 @@ def _webhook_path(name: str) -> str:
     return f"/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/{name}"
 
 
-def read_webhook_configuration(api: k8s.ApiClient, name: str) -> dict[str, Any]:
+def read_webhook_configuration(api: ApiClient, name: str) -> dict[str, Any]:
     document = request_unless_missing(
         api, "GET", _webhook_path(name), f"reading MutatingWebhookConfiguration {name}"
     )
@@ -43,7 +42,7 @@ def current_ca_bundle(configuration: dict[str, Any]) -> bytes:
 
 
 def patch_ca_bundle(
-    api: k8s.ApiClient,
+    api: ApiClient,
     name: str,
     ca_bundle: bytes,
     configuration: dict[str, Any] | None = None,
@@ -77,7 +76,7 @@ def patch_ca_bundle(
     return configuration
 
 
-def delete_webhook_configuration(api: k8s.ApiClient, name: str) -> str:
+def delete_webhook_configuration(api: ApiClient, name: str) -> str:
     answer = request_unless_missing(
         api, "DELETE", _webhook_path(name), f"deleting MutatingWebhookConfiguration {name}"
     )

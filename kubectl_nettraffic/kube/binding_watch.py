@@ -125,7 +125,7 @@ class SeenBooking(NamedTuple):
     bandwidth: float  # bytes/s
     created: float  # the pod's creation, epoch seconds
     # Its workload when it was booked at the default (unlearned): its pods
-    # spread (unlearned.py) on every replica.
+    # spread (inflight/handicaps.py) on every replica.
     unlearned: Workload | None
 
 
