@@ -11,7 +11,6 @@ from kubectl_nettraffic.inflight.bookings import (
     DELAY_MOST,
     DELAY_WEIGHT,
     WATCH_DELAY,
-    Booking,
     Bookings,
     Walk,
 )
@@ -267,12 +266,14 @@ WEB = Workload("shop", "Deployment", "web")
 API = Workload("shop", "Deployment", "api")
 
 
-def test_a_booking_is_one_row_read_back_by_its_key():
+def test_a_booking_moves_once():
     store = Bookings(pod_startup=10, window=120, replica="r1")
+    store.measure(90.0)
     store.add("a", 1000.0, at=100.0, key=7, replica="r1", unlearned=WEB)
-    assert store.booking(7) == Booking("a", 1000.0, 0.0, "r1", WEB)
-    store.move(7, "b")
-    assert store.booking(7) is None and not store.is_pending(7)  # settled: moves once
+    assert store.is_pending(7) and store.view == {"a": (1000.0, 1)}
+    assert store.move(7, "b") is not None
+    assert not store.is_pending(7) and store.move(7, "c") is None and store.drop(7) is None
+    assert store.view == {"b": (1000.0, 1)} and store.unlearned == {WEB: {"b": 1}}
 
 
 def test_unlearned_pods_count_where_their_booking_is_until_measured():

@@ -2,8 +2,9 @@
 
 A booking counts a pod's expected bandwidth against a node until a
 measurement shows the pod's traffic. Its row: node, bandwidth (bytes/s),
-admitted at, key, the replica that steered it, its workload when unlearned
-(booked at the default), whether the watch has shown it, and its state:
+admitted at, key, its workload when unlearned (booked at the default),
+whether it is this replica's and not shown by the watch yet (another
+replica's is booked when the watch shows it), and its state:
 pending (its key may still move it to the node its pod was bound to, or
 drop it), settled (moved or kept once, or booked without a key), dropped
 (bandwidth 0: the pod will not run), measured (forgotten; cut later).
@@ -62,16 +63,6 @@ class Moved(NamedTuple):
     declined: float  # the points the node left loses more (0: declined already, or kept)
 
 
-class Booking(NamedTuple):
-    """A pending row, as read back (``Bookings.booking``)."""
-
-    node: str
-    bandwidth: float
-    admitted_at: float  # relative to the store's first booking
-    replica: str  # "" for a process without a replica id
-    unlearned: Workload | None
-
-
 @dataclass
 class Walk:
     """A measurement's view and sums, walked beside the appends; ``commit`` puts them in place."""
@@ -100,11 +91,10 @@ class Bookings:
         self._bandwidths = array("d")
         self._nodes: list[str] = []
         self._keys = array("q")  # 0: none
-        self._replicas = array("I")  # index into _interned
-        self._unlearned = array("I")  # index into _interned; 0: learned
+        self._unlearned = array("I")  # index into _workloads; 0: learned
         self._unshown = bytearray()  # 1: this replica's row its watch has not shown
-        self._interned: list[str | Workload | None] = [None]  # replica ids and workloads
-        self._index: dict[str | Workload | None, int] = {None: 0}
+        self._workloads: list[Workload | None] = [None]
+        self._index: dict[Workload | None, int] = {None: 0}
         self._index_of: dict[int, int] = {}  # pending key -> absolute row (position + _base)
         self._base = 0
         self._measured = self._hidden = self._unkeyed = 0
@@ -141,7 +131,6 @@ class Bookings:
         self._bandwidths.append(bandwidth)
         self._nodes.append(node)
         self._keys.append(key)
-        self._replicas.append(self._intern(replica))
         self._unlearned.append(self._intern(unlearned))
         self._unshown.append(1 if key and replica and replica == self.replica else 0)
         if key:
@@ -175,25 +164,15 @@ class Bookings:
         """Whether ``key`` may still move or drop."""
         return key in self._index_of
 
-    def booking(self, key: int) -> Booking | None:
-        """The row of a pending ``key``; None once settled."""
-        absolute = self._index_of.get(key)
-        if absolute is None:
-            return None
-        i = absolute - self._base
-        replica, unlearned = self._interned[self._replicas[i]], self._workload(i)
-        return Booking(self._nodes[i], self._bandwidths[i], self._times[i], str(replica), unlearned)
-
-    def _intern(self, value: str | Workload | None) -> int:
-        index = self._index.get(value)
+    def _intern(self, workload: Workload | None) -> int:
+        index = self._index.get(workload)
         if index is None:
-            index = self._index[value] = len(self._interned)
-            self._interned.append(value)
+            index = self._index[workload] = len(self._workloads)
+            self._workloads.append(workload)
         return index
 
     def _workload(self, row: int) -> Workload | None:
-        workload = self._interned[self._unlearned[row]]
-        return workload if isinstance(workload, Workload) else None
+        return self._workloads[self._unlearned[row]]
 
     def move(self, key: int, node: str) -> Moved | None:
         """Put the pending row ``key`` on ``node`` (where its pod was bound),
@@ -370,7 +349,7 @@ class Bookings:
                 leave(ramp, nodes[index], bandwidth, times[index])
                 if unlearned[index]:
                     workload = self._workload(index)
-                    assert workload is not None
+                    assert workload is not None  # unlearned[index] is not 0
                     forgotten.append((workload, nodes[index], -1))
         # Keys of rows measured at the start's edge go (those measured now go
         # at the next walk: until this one is in place, they may still move).
@@ -431,7 +410,7 @@ class Bookings:
         if cut >= _TRIM_AT and cut * 2 >= len(self._times):
             self._time_unshown_before(self._times[cut - 1])
             del self._times[:cut], self._bandwidths[:cut], self._nodes[:cut], self._keys[:cut]
-            del self._replicas[:cut], self._unlearned[:cut], self._unshown[:cut]
+            del self._unlearned[:cut], self._unshown[:cut]
             self._measured, self._hidden, self._unkeyed = (
                 self._measured - cut,
                 self._hidden - cut,

@@ -8,7 +8,7 @@ what is read here.
 import heapq
 import itertools
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from kubectl_nettraffic.inflight.handicaps import POINTS_PER_POD
@@ -22,6 +22,12 @@ from kubectl_nettraffic.scoring.placement import Handicap
 # nodes) once its walks have passed a quarter of its length's worth of them
 # since the last drop, or it holds twice its nodes.
 PASSED_SHARE = 4
+# With more distinct penalties per byte (NIC speeds) than this, the heap is
+# not split for the replica share, and a choice walks it (handicapped_top).
+MOST_GROUPS = 16
+# At most this many unlearned workloads' own heaps are kept (those chosen
+# for last); each booking updates every one of them.
+MOST_OWN_HEAPS = 8
 
 Ranked = tuple[float, int, NodeScore]  # (live score, position, score)
 
@@ -122,13 +128,11 @@ class CandidateHeap:
         rest: Handicap | None = None,
         exposed: int = 0,
     ) -> list[Ranked]:
-        """The best ``count`` by live score less the handicap of their group
+        """The best ``count`` by live score less their group's handicap
         (``handicaps[group]``) and less ``rest`` (a handicap of at most
-        ``exposed`` nodes), as (that score, position, score), best first;
-        ties go to the lower position, as in ``top``.
-
-        Within a group the order is the live order, but for the ``exposed``
-        nodes: so the group's best are among its first count + exposed."""
+        ``exposed`` nodes, so a group's best are among its first count +
+        exposed), as (that score, position, score), best first; ties go to
+        the lower position, as in ``top``."""
         best: list[tuple[float, int, NodeScore]] = []
         for group, handicap in zip(range(self.groups), handicaps, strict=False):
             for live, position, score in itertools.islice(self._walk(group), count + exposed):
@@ -165,11 +169,6 @@ class CandidateHeap:
                 heapq.heappush(frontier, (heap[child], child))
                 if child + 1 < size:
                     heapq.heappush(frontier, (heap[child + 1], child + 1))
-
-
-# With more distinct penalties per byte (NIC speeds) than this, the heap is
-# not split for the replica share, and a choice walks it (handicapped_top).
-MOST_GROUPS = 16
 
 
 def own_heap(
@@ -209,9 +208,8 @@ class Heaps:
         blocks: NodeBlocks | None,
     ) -> "Heaps":
         """Ranked by ``view`` less the ``declined`` points, grouped by the
-        replica share ``grouped_by`` (place, replicas), with an own heap for
-        each workload of ``in_flight``. Reads nothing else: it may run
-        beside the admissions."""
+        replica share ``grouped_by`` (place, replicas), an own heap for each
+        workload of ``in_flight``. Reads nothing else: it may run beside the admissions."""
         candidates = snapshot.candidates
         group_of: Callable[[NodeScore], int] | None = None
         penalties: list[float] | None = []
@@ -229,3 +227,49 @@ class Heaps:
         layout = HeapLayout(candidates, group_of)
         own = OrderedDict((w, own_heap(layout, view, p, declined)) for w, p in in_flight.items())
         return cls(CandidateHeap(layout, view, declined), own, layout, penalties, blocks)
+
+    def own_for(
+        self,
+        workload: Workload,
+        pods: Mapping[str, int],
+        view: Mapping[str, tuple[float, int]],
+        declined: Mapping[str, float],
+    ) -> CandidateHeap:
+        """``workload``'s own heap, built when it has none."""
+        heap = self.own.get(workload)
+        if heap is not None:
+            self.own.move_to_end(workload)
+            return heap
+        heap = self.own[workload] = own_heap(self.layout, view, pods, declined)
+        if len(self.own) > MOST_OWN_HEAPS:
+            self.own.popitem(last=False)
+        return heap
+
+    def rerank(
+        self,
+        nodes: Iterable[str],
+        counted: Sequence[tuple[Workload, str, int]],
+        in_flight: Container[Workload],
+    ) -> None:
+        """The unseen load of ``nodes`` changed, and the unlearned counts as
+        ``counted`` (workload, node, pods) says: re-rank them. The own heaps
+        of workloads no longer ``in_flight`` go."""
+        points: dict[tuple[Workload, str], float] = {}
+        for workload, node, pods in counted:
+            points[workload, node] = points.get((workload, node), 0.0) + POINTS_PER_POD * pods
+        for node in nodes:
+            self.shared.update(node)
+            for workload, heap in self.own.items():
+                heap.update(node, points.pop((workload, node), 0.0))
+        for (workload, node), change in points.items():  # counts alone changed
+            own = self.own.get(workload)
+            if own is not None:
+                own.update(node, change)
+        for workload in {workload for workload, _, _ in counted}:
+            if workload in self.own and workload not in in_flight:
+                del self.own[workload]
+
+    def decline(self, node: str, points: float) -> None:
+        """``node`` was declined: it loses ``points`` in every heap."""
+        for heap in (self.shared, *self.own.values()):
+            heap.update(node, points)

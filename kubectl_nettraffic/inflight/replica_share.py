@@ -44,8 +44,7 @@ class NodeBlocks:
         cls, nodes: Mapping[str, object], replicas: int, before: "NodeBlocks | None"
     ) -> "NodeBlocks":
         """The blocks over ``nodes``: ``before`` when drawn over the same
-        nodes for as many replicas (sorting 5,000 names costs 2.3 ms, and the
-        node list rarely changes between refreshes), else drawn anew."""
+        nodes for as many replicas (sorting 5,000 names costs 2.3 ms)."""
         if (
             before is not None
             and before.replicas == replicas
@@ -78,13 +77,9 @@ class ReplicaShare(NamedTuple):
 
 
 class Replicas:
-    """The replicas steering lately, as the binding watch shows them.
-
-    ``replica``: this replica's id (its steered-by label; None: it follows
-    no bindings and so sees no other replica); ``horizon``: seconds after
-    which a replica whose pods the watch showed no more is forgotten (the
-    measurements show its pods by then). Its owner holds its lock around
-    every call."""
+    """The replicas steering lately, as the binding watch shows them:
+    ``replica`` (this one's id; None: it sees no other) and those whose pods
+    it showed within ``horizon`` seconds. Its owner holds its lock."""
 
     def __init__(self, replica: str | None, horizon: float) -> None:
         self.replica, self._horizon = replica, horizon

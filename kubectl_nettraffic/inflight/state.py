@@ -1,32 +1,22 @@
 """InflightState: the bookings store (bookings.py) and the candidate heaps
-that rank nodes by it, behind one lock. Everything that reads or changes
-the bookings goes through here:
-
-- ``with inflight.admission(snapshot) as admission:`` one admission chooses
-  its nodes and books its pod, every booking before it counted;
-- ``adopt``: a new snapshot. The walk to its measurement and its heaps are
-  worked out beside the admissions (appends go on); the binding watch's
-  moves and drops wait for it;
-- ``book_seen``, ``rebook``, ``release``, ``shown``: the binding watch
-  (kube/binding_watch.py);
-- ``view``: a copy of the unseen load, for /scores and the extender.
-
-The heaps are views of the store, kept current on every change so that a
-choice reads a few nodes whatever is in flight: split into groups for the
-replica share (this replica's nodes, the others' by penalty per byte), and
-one more heap for each unlearned workload with pods on many nodes.
+(candidates.py) kept current by it, behind one lock. Every reader and
+writer of bookings goes through here: ``with inflight.admission(snapshot)
+as admission:`` (one admission's choice and booking); ``adopt`` (a new
+snapshot: its walk and heaps worked out beside the admissions, the binding
+watch's moves and drops waiting); ``book_seen``, ``rebook``, ``release``
+and ``shown`` (the binding watch, kube/binding_watch.py); ``view`` (a copy
+for /scores and the extender).
 """
 
 import itertools
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 
 from kubectl_nettraffic.config import Settings
 from kubectl_nettraffic.inflight.bookings import Bookings, CountChange, UnseenView
-from kubectl_nettraffic.inflight.candidates import CandidateHeap, Heaps, Ranked, own_heap
+from kubectl_nettraffic.inflight.candidates import Heaps, Ranked
 from kubectl_nettraffic.inflight.handicaps import (
-    POINTS_PER_POD,
     declined_handicap,
     unlearned_handicap,
 )
@@ -46,9 +36,6 @@ from kubectl_nettraffic.scoring.placement import (
 # on this many nodes: below it, reading that many nodes more off the shared
 # heap costs less than keeping one more heap current.
 OWN_HEAP_FROM = 8
-# At most this many such heaps are kept (the workloads chosen for last);
-# each booking updates every one of them.
-MOST_OWN_HEAPS = 8
 
 
 class Admission:
@@ -85,9 +72,7 @@ class Admission:
         unlearned: Workload | None = None,
     ) -> list[Preference]:
         """The best ``count`` nodes for ``pod`` (booked at ``bandwidth``;
-        ``unlearned``: its workload, when booked at the default), less the
-        other replicas' part of a pod on their nodes and its workload's pods
-        in flight."""
+        ``unlearned``: its workload, when booked at the default)."""
         state, snapshot = self._state, self.snapshot
         bookings, replicas = state._bookings, state._replicas
         grouped_by = replicas.advance(now)
@@ -113,7 +98,8 @@ class Admission:
                 heap, points, exposed = heaps.shared, rest, 0
                 if pods and unlearned is not None:
                     if len(pods) >= OWN_HEAP_FROM:
-                        heap, points = state._own_heap(unlearned, pods), None
+                        declined = bookings.declined
+                        heap, points = heaps.own_for(unlearned, pods, bookings.view, declined), None
                     else:
                         exposed = len(pods)  # its nodes may be that many further down
                 if share is None:
@@ -316,8 +302,7 @@ class InflightState:
                 return "kept"
             self._rerank((moved.left, node), moved.counts)
             if moved.declined and self._heaps is not None:
-                for heap in (self._heaps.shared, *self._heaps.own.values()):
-                    heap.update(moved.left, moved.declined)
+                self._heaps.decline(moved.left, moved.declined)
             return "moved"
 
     def release(self, key: int) -> bool:
@@ -350,39 +335,8 @@ class InflightState:
             self._rerank((node,), () if counted is None else (counted,))
 
     def _rerank(self, nodes: Iterable[str], counted: Iterable[CountChange]) -> None:
-        """The unseen load of ``nodes`` changed, and the unlearned counts as
-        ``counted`` says (on nodes of ``nodes``, or alone): re-rank them."""
         counted = list(counted)
         if self._journal is not None:
             self._journal.extend(counted)
-        heaps = self._heaps
-        if heaps is None:
-            return  # nothing adopted yet: the first heaps are built from the store
-        points: dict[tuple[Workload, str], float] = {}
-        for workload, node, pods in counted:
-            points[workload, node] = points.get((workload, node), 0.0) + POINTS_PER_POD * pods
-        for node in nodes:
-            heaps.shared.update(node)
-            for workload, heap in heaps.own.items():
-                heap.update(node, points.pop((workload, node), 0.0))
-        for (workload, node), change in points.items():  # counts alone changed
-            own = heaps.own.get(workload)
-            if own is not None:
-                own.update(node, change)
-        for workload, _, _ in counted:  # own heaps of workloads with none in flight go
-            if workload in heaps.own and workload not in self._bookings.unlearned:
-                del heaps.own[workload]
-
-    def _own_heap(self, workload: Workload, in_flight: Mapping[str, int]) -> CandidateHeap:
-        heaps = self._heaps
-        assert heaps is not None
-        heap = heaps.own.get(workload)
-        if heap is not None:
-            heaps.own.move_to_end(workload)
-            return heap
-        bookings = self._bookings
-        heap = own_heap(heaps.layout, bookings.view, in_flight, bookings.declined)
-        heaps.own[workload] = heap
-        if len(heaps.own) > MOST_OWN_HEAPS:
-            heaps.own.popitem(last=False)
-        return heap
+        if self._heaps is not None:  # else the first heaps are built from the store
+            self._heaps.rerank(nodes, counted, self._bookings.unlearned)
