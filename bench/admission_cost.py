@@ -158,24 +158,24 @@ def measure(count: int, flush: CacheFlusher) -> dict[str, tuple[float, float]]:
     # state, as every admission in a worker does.
     serving = serving_parts(settings)
     obj: Mapping[str, Any] = parse_review(json.loads(body)).obj or {}
-    unknown_pod = parse_review(review(pod())).obj or {}
+    unlearned_pod = parse_review(review(pod())).obj or {}
 
     # Each path as a real cluster takes it, every decision with IN_FLIGHT
     # pods already admitted the same way and not measured yet:
     # - a pod whose figure is known (annotated here; a learned figure takes
     #   the same path): booked by that figure alone;
     # - a pod of a workload nothing is learned of: booked at the default,
-    #   its workload's pods in flight spread it (unknown_workloads.py);
+    #   its workload's pods in flight spread it (inflight/handicaps.py);
     # - either in one of 3 replicas, the other two's pods arriving through
     #   the binding watch (book_seen): the choice counts on their nodes the
     #   part of a pod they may be steering unseen (replica_share.py).
     paths = {
         "known": (serving_parts(settings), obj, None),
-        "unknown": (serving_parts(settings), unknown_pod, None),
+        "unlearned": (serving_parts(settings), unlearned_pod, None),
         "known, 1 of 3 replicas": (serving_parts(settings, replica="replica-b"), obj, names),
-        "unknown, 1 of 3 replicas": (
+        "unlearned, 1 of 3 replicas": (
             serving_parts(settings, replica="replica-b"),
-            unknown_pod,
+            unlearned_pod,
             names,
         ),
     }
@@ -184,12 +184,12 @@ def measure(count: int, flush: CacheFlusher) -> dict[str, tuple[float, float]]:
         parts.scoreboard.record(measured)
         # The other replicas' pods of an unlearned workload arrive with it
         # (BindingWatch books them so), and spread this replica's too.
-        unknown = pod_workload(admitted) if admitted is unknown_pod else None
+        unlearned = pod_workload(admitted) if admitted is unlearned_pod else None
         for index in range(IN_FLIGHT):
             if others is not None and index % 3:
                 replica = ("replica-a", "replica-c")[index % 3 - 1]
                 node = others[index % len(others)]
-                parts.inflight.book_seen(node, 2**20, time.time(), replica, unknown)
+                parts.inflight.book_seen(node, 2**20, time.time(), replica, unlearned)
             else:
                 parts.steerer.decide(admitted, None, False)
 
@@ -276,7 +276,7 @@ def main(argv: list[str] | None = None) -> int:
             "Scores from a synthetic source with the default settings. Each path is timed "
             f"with {IN_FLIGHT:,} pods admitted before it the same way and not measured yet: "
             "known (the pod carries an expected bandwidth, as one of a learned workload is "
-            "booked), unknown (a workload nothing is learned of, booked at the default), "
+            "booked), unlearned (a workload nothing is learned of, booked at the default), "
             "and either in one of 3 replicas (a third of the pods its own, the other two "
             "replicas' booked as its binding watch shows them). The webhook and bare app "
             "rows post a known pod; the webhook answers it beneath flask, as it answers "

@@ -45,11 +45,11 @@ from kubectl_nettraffic.measuring.measurement import Measurer
 from kubectl_nettraffic.serving import serving_parts
 
 RATE, SECONDS, NODES = 1000, 10, 5000
-LEDGER_ID = "0123456789"
+REPLICA_ID = "0123456789"
 BATCH = 0.01  # events are written in 10 ms batches
 
 
-def _pod(index: int, ledger: str = LEDGER_ID) -> dict[str, Any]:
+def _pod(index: int, replica: str = REPLICA_ID) -> dict[str, Any]:
     """A Deployment's pod as the API server stores it, unbound: the admitted
     pod (harness/reviews.py) as the webhook steered it, plus what the
     API server adds (uid, managedFields, the service-account token volume)."""
@@ -57,7 +57,7 @@ def _pod(index: int, ledger: str = LEDGER_ID) -> dict[str, Any]:
     preferred = ("node-00001", "node-00002", "node-00003")
     pod = pod_object(
         generate_name="web-7d9c4b6f5-",
-        labels={"app": "web", "pod-template-hash": "7d9c4b6f5", STEERED_BY: ledger},
+        labels={"app": "web", "pod-template-hash": "7d9c4b6f5", STEERED_BY: replica},
         annotations={
             "nettraffic.io/preferred-nodes": ",".join(preferred),
             "nettraffic.io/scored-at": stamp,
@@ -174,9 +174,9 @@ def _pod(index: int, ledger: str = LEDGER_ID) -> dict[str, Any]:
     return pod
 
 
-def _lifecycle(index: int, ledger: str = LEDGER_ID) -> list[bytes]:
+def _lifecycle(index: int, replica: str = REPLICA_ID) -> list[bytes]:
     """The watch events of one pod, encoded, in order."""
-    pod = _pod(index, ledger)
+    pod = _pod(index, replica)
     events = [("ADDED", copy.deepcopy(pod))]
     # Half the pods are bound elsewhere than their booked node (node-00001).
     pod["spec"]["nodeName"] = f"node-{(index % NODES) + 1:05d}" if index % 2 else "node-00001"
@@ -216,9 +216,9 @@ def _lifecycle(index: int, ledger: str = LEDGER_ID) -> list[bytes]:
     return [json.dumps({"type": t, "object": o}, separators=(",", ":")).encode() for t, o in events]
 
 
-def _ledger(index: int, replicas: int) -> str:
+def _replica_of(index: int, replicas: int) -> str:
     """The replica that steered pod ``index``: the admissions go round them."""
-    return LEDGER_ID if index % replicas == 0 else f"peer{index % replicas:06d}"
+    return REPLICA_ID if index % replicas == 0 else f"peer{index % replicas:06d}"
 
 
 def _key(index: int, replicas: int) -> int:
@@ -236,7 +236,7 @@ def _templates(replicas: int) -> list[list[bytes]]:
     templates = []
     for index in range(2 * replicas):
         states = []
-        for encoded in _lifecycle(index, _ledger(index, replicas)):
+        for encoded in _lifecycle(index, _replica_of(index, replicas)):
             state = json.loads(encoded)["object"]
             metadata = state["metadata"]
             metadata["name"] = NAME.decode()
@@ -303,7 +303,7 @@ def run(rate: int, seconds: int, workdir: str, replicas: int = 1) -> dict[str, f
         settings = settings_from_mapping(
             {"prometheus": {"url": "http://synthetic.invalid"}, "metricsServer": {"enabled": False}}
         )
-        serving = serving_parts(settings, replica=LEDGER_ID)
+        serving = serving_parts(settings, replica=REPLICA_ID)
         names = node_names(NODES)
         nodes = [node_from_json(obj) for obj in node_list(NODES)]
         measurer = Measurer(settings, lambda: nodes, SyntheticTraffic(names), None)  # type: ignore[arg-type]
@@ -317,7 +317,7 @@ def run(rate: int, seconds: int, workdir: str, replicas: int = 1) -> dict[str, f
             with inflight.admission(snapshot) as admission:
                 admission.book("node-00001", 2**20, now, admission.new_key())
         horizon = settings.steering.pod_startup + settings.prometheus.window
-        watch = BindingWatch(api_client(kubeconfig), inflight, LEDGER_ID, horizon)
+        watch = BindingWatch(api_client(kubeconfig), inflight, REPLICA_ID, horizon)
 
         def settled() -> int:
             counts = watch.counts()

@@ -42,7 +42,7 @@ from bench.report import bench_parser, write_section
 
 MODEL_NOTE = """\
 The simulation drives the real engine (Scoreboard, Steerer, the in-flight
-ledger: the objects the webhook runs) with metrics refreshed every 15 s from a
+bookings: the objects the webhook runs) with metrics refreshed every 15 s from a
 2 m rate window. kube-scheduler is modelled as bench/scheduler_model.py
 documents, rule by rule from its source: it filters only until it has found
 numFeasibleNodesToFind nodes (every node below 100; 230 of 500), starting

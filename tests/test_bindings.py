@@ -1,5 +1,5 @@
 """Bookings follow the binding: the BindingWatch against the fake API server
-over HTTP, moving and dropping bookings in a real Steerer's ledger."""
+over HTTP, moving and dropping bookings in a real Steerer's in-flight state."""
 
 import copy
 
@@ -20,7 +20,7 @@ HEAVY = 100 * 2**20
 
 @pytest.fixture
 def board():
-    return FixedBoard({"a": 0.0, "b": 1e6, "c": 2e6}, replica="ledger1")
+    return FixedBoard({"a": 0.0, "b": 1e6, "c": 2e6}, replica="replica1")
 
 
 @pytest.fixture
@@ -30,7 +30,7 @@ def steerer(board):
 
 @pytest.fixture
 def watch(fake_api, kubeconfig, board):
-    watch = BindingWatch(api_client(kubeconfig), board.inflight, "ledger1", horizon=150.0)
+    watch = BindingWatch(api_client(kubeconfig), board.inflight, "replica1", horizon=150.0)
     watch.start()
     assert watch.synced.wait(10)
     yield watch
@@ -54,7 +54,7 @@ def _inflight(steerer):
 
 def test_a_booked_pod_carries_its_replica_and_key(steerer):
     steered, decision = _steer(steerer, "p1")
-    assert steered["metadata"]["labels"][STEERED_BY] == "ledger1"
+    assert steered["metadata"]["labels"][STEERED_BY] == "replica1"
     assert steered["metadata"]["annotations"][BOOKING] == str(decision.booking_key)
     assert decision.booking_key > 0
     # A dry run books nothing, so it is neither labelled nor keyed.
@@ -112,8 +112,8 @@ def test_a_pod_deleted_or_failed_before_binding_drops_its_booking(fake_api, stee
     )
 
 
-def _watch(fake_api, kubeconfig, board, ledger, horizon=150.0):
-    watch = BindingWatch(api_client(kubeconfig), board.inflight, ledger, horizon)
+def _watch(fake_api, kubeconfig, board, replica, horizon=150.0):
+    watch = BindingWatch(api_client(kubeconfig), board.inflight, replica, horizon)
     watch.start()
     assert watch.synced.wait(10)
     return watch
@@ -122,8 +122,8 @@ def _watch(fake_api, kubeconfig, board, ledger, horizon=150.0):
 def test_a_pod_another_replica_steered_is_booked_here_moves_and_drops(
     fake_api, kubeconfig, steerer, watch
 ):
-    other = FixedBoard({"a": 0.0, "b": 1e6, "c": 2e6}, replica="ledger2")
-    theirs = _watch(fake_api, kubeconfig, other, "ledger2")
+    other = FixedBoard({"a": 0.0, "b": 1e6, "c": 2e6}, replica="replica2")
+    theirs = _watch(fake_api, kubeconfig, other, "replica2")
     try:
         first, decision = _steer(steerer, "p1")  # steered by replica 1
         assert decision.preferences[0].node == "a"
@@ -160,9 +160,9 @@ def test_a_restarted_replica_rebuilds_its_bookings_from_the_pods(fake_api, kubec
     old, _ = _steer(steerer, "p3")
     old["metadata"]["creationTimestamp"] = "2020-01-01T00:00:00Z"  # measured long since
     fake_api.put(old)
-    # The same webhook pod after a restart: a new process, a new ledger id.
-    restarted = FixedBoard({"a": 0.0, "b": 1e6, "c": 2e6}, replica="ledger9")
-    watch = _watch(fake_api, kubeconfig, restarted, "ledger9")
+    # The same webhook pod after a restart: a new process, a new replica id.
+    restarted = FixedBoard({"a": 0.0, "b": 1e6, "c": 2e6}, replica="replica9")
+    watch = _watch(fake_api, kubeconfig, restarted, "replica9")
     try:
         assert watch.counts()["seen"] == 2
         # p1 where it was bound; p2 on its first preference (b as well: p1
@@ -176,11 +176,11 @@ def test_a_restarted_replica_rebuilds_its_bookings_from_the_pods(fake_api, kubec
 
 def test_pods_without_a_usable_booking_are_left_alone(fake_api, kubeconfig, steerer, watch):
     theirs, _ = _steer(steerer, "p1")
-    theirs["metadata"]["labels"] = {STEERED_BY: "ledger2"}
+    theirs["metadata"]["labels"] = {STEERED_BY: "replica2"}
     theirs["metadata"]["annotations"]["nettraffic.io/booked-bandwidth"] = "NaN"
     fake_api.put(theirs)
     old, _ = _steer(steerer, "p3")  # measured long since: skipped in the raw line
-    old["metadata"]["labels"] = {STEERED_BY: "ledger2"}
+    old["metadata"]["labels"] = {STEERED_BY: "replica2"}
     old["metadata"]["creationTimestamp"] = "2020-01-01T00:00:00Z"
     fake_api.put(old)
     mine, _ = _steer(steerer, "p2")
@@ -196,11 +196,11 @@ def test_pods_without_a_usable_booking_are_left_alone(fake_api, kubeconfig, stee
 
 def test_replicas_that_saw_each_others_pods_put_different_nodes_first(fake_api, kubeconfig):
     """Near-equal nodes are shared: in crc32 order c and d are the first
-    half of the nodes, ledger1's, and a and e ledger2's (by crc32 modulo 2,
-    a and c would be ledger2's); each counts on the other's a whole pod of
+    half of the nodes, replica1's, and a and e replica2's (by crc32 modulo 2,
+    a and c would be replica2's); each counts on the other's a whole pod of
     the size it places while it admits (replica_share.py)."""
     loads = {"a": 1e6, "d": 1e6, "c": 0.0, "e": 0.0}
-    labels = ("ledger1", "ledger2")
+    labels = ("replica1", "replica2")
     boards = [FixedBoard(loads, replica=label) for label in labels]
     heavy = pod(annotations={EXPECTED_BANDWIDTH: "400000"})  # 10 score points
     # A pod limited to some nodes is placed by a scan of the nodes, not off the heaps.
@@ -236,10 +236,10 @@ def test_replicas_that_saw_each_others_pods_put_different_nodes_first(fake_api, 
 
 def test_the_watch_times_how_long_it_takes_to_show_this_replicas_pods(fake_api, kubeconfig):
     now = [MEASURED_AT]  # the admissions' and the watch's clock
-    board = FixedBoard({"a": 0.0, "b": 1e6}, clock=lambda: now[0], replica="ledger1")
+    board = FixedBoard({"a": 0.0, "b": 1e6}, clock=lambda: now[0], replica="replica1")
     inflight = board.inflight
     watch = BindingWatch(
-        api_client(kubeconfig), inflight, "ledger1", horizon=150.0, clock=lambda: now[0]
+        api_client(kubeconfig), inflight, "replica1", horizon=150.0, clock=lambda: now[0]
     )
     watch.start()
     try:
@@ -267,8 +267,8 @@ def test_another_replicas_pod_booked_at_the_default_spreads_its_workload_here(fa
     the default (1Mi) costs a node 0.26 points, another replica's node 0.26
     more, and a pod of the same workload booked at the default 5."""
     loads = {"a": 0.0, "b": 1e7, "c": 4e8}
-    boards = [FixedBoard(loads, replica=label) for label in ("ledger1", "ledger2")]
-    theirs = _watch(fake_api, kubeconfig, boards[1], "ledger2")
+    boards = [FixedBoard(loads, replica=label) for label in ("replica1", "replica2")]
+    theirs = _watch(fake_api, kubeconfig, boards[1], "replica2")
     try:
         web = pod(generate_name="web-7d9c4b-")
         decision = boards[0].steerer.decide(web, {}, dry_run=False)

@@ -12,12 +12,9 @@ from harness.prometheus import PrometheusServer, prometheus_with_history
 from kubectl_nettraffic.config import settings_from_mapping
 from kubectl_nettraffic.kube.workloads import Workload
 from kubectl_nettraffic.learning.pod_slices import FINEST, PodSlice
-from kubectl_nettraffic.learning.pod_traffic import (
-    PodTrafficSource,
-    build_learner_query,
-    owned_pods_from,
-)
+from kubectl_nettraffic.learning.pod_traffic import PodTrafficSource, build_learner_query
 from kubectl_nettraffic.learning.workload_bandwidth import BandwidthLearner
+from kubectl_nettraffic.learning.young_workloads import owned_pods_from
 from kubectl_nettraffic.sources.prometheus import PrometheusSource
 from tests.harness.kube_series import PodSeries, ReplicaSetSeries, kube_lines
 from tests.test_prometheus_source import CountingSession

@@ -3,8 +3,8 @@
 - TLS through gunicorn's ``ssl_context`` hook (its ``ssl_version`` setting is
   ignored by gunicorn): minimum TLS 1.2, served from a CertReloader so a
   renewed cert on disk is used by new connections without a restart.
-- One worker process with threads (gthread): the in-flight ledger that
-  spreads bursts lives in process memory, so one process must see every
+- One worker process with threads (gthread): the in-flight bookings that
+  spread bursts live in process memory, so one process must see every
   admission. Threads give concurrency; replicas give availability.
 - The app is created inside the worker, after the fork, so its threads
   really run and the refresher process it spawns is the worker's child.

@@ -58,7 +58,7 @@ class CandidateHeap:
     layout's groups split the nodes into one heap each, for a handicap the
     same on every node of a group (the replica share): ``top_grouped``
     reads a few nodes per group. Why, and what it costs:
-    docs/design/admission-performance.md, "A choice that reads a few nodes".
+    docs/design/admission-performance.md, "The path".
     """
 
     def __init__(

@@ -22,9 +22,9 @@ SKIPPED = "nettraffic.io/skipped"
 # pod/pods.go, SortPodsBasedOnPriorityLowToHigh).
 PREFER_NO_EVICTION = "descheduler.alpha.kubernetes.io/prefer-no-eviction"
 EXPECTED_BANDWIDTH = "nettraffic.io/expected-bandwidth"
-# A steered pod's booking in its replica's in-flight ledger: the label names
-# the ledger (random per webhook process), so each replica watches only its
-# own pods; the annotation is the booking's key in it (kube/binding_watch.py).
+# A steered pod's booking in its replica's in-flight bookings: the label
+# names the replica (its id is random per webhook process), so each replica
+# knows its own pods; the annotation is the booking's key in it (kube/binding_watch.py).
 STEERED_BY = "nettraffic.io/steered-by"
 # (The traffic-tier label and its terms' weights: tiers.py.)
 BOOKING = "nettraffic.io/booking"

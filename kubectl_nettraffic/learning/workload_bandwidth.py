@@ -21,7 +21,7 @@ The model is the Vertical Pod Autoscaler's, for network instead of CPU
 
 A pod's rate() covers the whole window only once it has sent for that
 long; before, it shows the share of the window it has been sending for, as
-the in-flight ledger counts it (inflight/ledger.py): a pod created at ``c``
+the in-flight bookings count it (inflight/bookings.py): a pod created at ``c``
 sends from ``c + pod_startup``. A sample of such a pod is scaled up to what
 the pod sends, and a pod that has sent for less than a quarter of the
 window is left out (its rate rests on a scrape or two, and the scaling
@@ -31,7 +31,7 @@ they had sent for a whole window: the next burst of the workload, booked
 at it, piled onto nodes that looked quiet (docs/design/learned-ramp.md).
 
 A workload is its controller: a ReplicaSet is rolled up to its Deployment,
-so a rollout keeps its history. Pods of a workload not learned yet are
+so a rollout keeps its history. Pods of an unlearned workload are
 booked at a cluster-wide figure: what pods sent while their own workload
 was not learned yet, the mean of the samples of young pods (created within
 the window and podStartup) of workloads with fewer than min_samples
@@ -132,7 +132,7 @@ class LearnedBandwidth:
     """What the steering uses: workload -> bytes/s, and the cluster-wide figure."""
 
     workloads: Mapping[Workload, float] = field(default_factory=dict)
-    # For pods of workloads not learned yet (see the module's doc); None
+    # For pods of unlearned workloads (see the module's doc); None
     # until enough pods were seen.
     cluster: float | None = None
     learned_at: float = 0.0
@@ -164,7 +164,7 @@ class BandwidthLearner:
     pod_startup: float = 0.0  # steering.podStartup: a pod sends from this long after its creation
     histograms: dict[Workload, DecayingHistogram] = field(default_factory=dict)
     cluster_histogram: DecayingHistogram | None = None
-    # Young pods' samples of workloads not learned yet (see the module's doc).
+    # Young pods' samples of unlearned workloads (see the module's doc).
     newcomer_histogram: DecayingHistogram | None = None
 
     @classmethod

@@ -1,6 +1,6 @@
 """The scoreboard as the JSON document of docs/design/architecture.md, Contracts (``top -o json``, ``/scores``).
 
-Pure: snapshot + in-flight ledger view in, wire dict out. The in-flight load
+Pure: snapshot + the unseen load (inflight/bookings.py's view) in, wire dict out. The in-flight load
 is folded into each node's score here, so what ``top`` shows is exactly what
 the next admission would use.
 """
