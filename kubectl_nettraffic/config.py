@@ -191,6 +191,41 @@ class LearningSettings:
     timeout: float = key(30.0, values.duration)
 
 
+PEER_SOURCES = ("none", "istio", "query")
+
+
+@dataclass(frozen=True)
+class PeerLabelSettings:
+    # The labels that name a flow's two ends, for ``peers.source: query``
+    # (Istio's names by default).
+    source_workload: str = key("source_workload", values.metric_name)
+    source_namespace: str = key("source_workload_namespace", values.metric_name)
+    destination_workload: str = key("destination_workload", values.metric_name)
+    destination_namespace: str = key("destination_workload_namespace", values.metric_name)
+
+
+@dataclass(frozen=True)
+class PeerSettings:
+    # Where the bytes between workloads come from: none (no conversations
+    # counted, steering as without peers), istio (the mesh's standard
+    # metrics), query (the user's own, below).
+    source: str = key("none", values.choice(*PEER_SOURCES))
+    # Istio's reporter whose series are read: each flow is reported by both
+    # ends' proxies; one of them, so that nothing counts twice.
+    reporter: str = key("source", values.choice("source", "destination", "waypoint"))
+    # For source: query, an instant PromQL query returning bytes/s per pair
+    # of workloads, with the labels below.
+    query: str = key("", values.string)
+    labels: PeerLabelSettings = section(PeerLabelSettings)
+    # The busiest peers kept per workload: a workload that talks to
+    # hundreds (a gateway, a database) is steered by the few that matter,
+    # and the table stays small at 150,000 pods.
+    max_per_workload: int = key(8, values.integer(1, 1000))
+    # What crossing zones costs, per GB each way ($0.01 on AWS and GCP):
+    # shown by top workloads.
+    cross_zone_price_per_gb: float = key(0.01, values.positive, name="crossZonePricePerGB")
+
+
 @dataclass(frozen=True)
 class TierLabelSettings:
     # The Lease that elects the one replica writing the labels.
@@ -224,7 +259,7 @@ class ServerSettings:
     # 7Mi: the API server caps an object at 3Mi, an UPDATE review carries two
     # objects, plus room for the envelope.
     max_request_bytes: int = key(7 * 2**20, values.integer(64 * 1024, 64 * 2**20))
-    # One worker process: the in-flight ledger that spreads bursts lives in
+    # One worker process: the in-flight bookings that spread bursts live in
     # process memory; threads give concurrency, replicas give HA. 4, not
     # more: one thread runs Python at a time (the GIL), and past a few, extra
     # threads mostly queue for it and for the steering lock; requests beyond
@@ -259,6 +294,7 @@ class Settings:
     steering: SteeringSettings = section(SteeringSettings)
     tier_labels: TierLabelSettings = section(TierLabelSettings)
     learning: LearningSettings = section(LearningSettings)
+    peers: PeerSettings = section(PeerSettings)
     extender: ExtenderSettings = section(ExtenderSettings)
     server: ServerSettings = section(ServerSettings)
 

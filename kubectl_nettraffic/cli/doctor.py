@@ -18,6 +18,8 @@ from kubectl_nettraffic.errors import NetTrafficError
 from kubectl_nettraffic.kube.client import api_call, api_client, request_json
 from kubectl_nettraffic.kube.cluster import list_nodes
 from kubectl_nettraffic.kube.nodes import Node
+from kubectl_nettraffic.kube.workloads import Workload
+from kubectl_nettraffic.learning.peer_traffic import read_peers
 from kubectl_nettraffic.learning.pod_traffic import PodTrafficSource
 from kubectl_nettraffic.sources.metrics_server import MetricsServerSource
 from kubectl_nettraffic.sources.prometheus import PrometheusSource, TrafficReport
@@ -213,12 +215,18 @@ class Doctor:
                 return f"all {len(nodes)} node(s) mapped ({settings.prometheus.node_match})"
 
             self.check("every node mapped to its series", all_mapped, "")
+        known: set[Workload] = set()
         if settings.learning.enabled:
             self.check(
                 "per-pod traffic for bandwidth learning",
-                lambda: _learning_inputs(source, settings.learning),
+                lambda: _learning_inputs(source, settings.learning, known),
                 "",
             )
+        self.check(
+            "flow metrics between workloads (peers)",
+            lambda: _peer_inputs(source, settings, known),
+            "",
+        )
 
 
 LEARNING_FIXES = {
@@ -235,7 +243,10 @@ LEARNING_FIXES = {
 }
 
 
-def _learning_inputs(source: PrometheusSource, learning: LearningSettings) -> str:
+def _learning_inputs(
+    source: PrometheusSource, learning: LearningSettings, known: set[Workload]
+) -> str:
+    """What the learner reads; ``known`` gets the workloads it found."""
     report = PodTrafficSource(source, learning).fetch()
     if report.missing:
         names = {"cadvisor": "cAdvisor pod network", "kube-state-metrics": "kube-state-metrics"}
@@ -245,8 +256,35 @@ def _learning_inputs(source: PrometheusSource, learning: LearningSettings) -> st
             "; ".join(LEARNING_FIXES[m] for m in report.missing)
             + " (or set learning.enabled: false)",
         )
-    workloads = {s.workload for s in report.samples if s.workload is not None}
-    return f"{len(report.samples)} pod(s) of {len(workloads)} workload(s)"
+    known.update(s.workload for s in report.samples if s.workload is not None)
+    return f"{len(report.samples)} pod(s) of {len(known)} workload(s)"
+
+
+PEER_FIXES = {
+    "istio": (
+        "have Prometheus scrape the mesh's proxies (Istio's Prometheus integration scrapes "
+        "the sidecars and ztunnel), check peers.reporter, or set peers.source: none; a "
+        "pair's ends are matched to the workloads learning finds (learning.enabled)"
+    ),
+    "query": "check peers.query and peers.labels (the four labels that name a pair's ends)",
+}
+
+
+def _peer_inputs(source: PrometheusSource, settings: Settings, known: set[Workload]) -> str:
+    """Which flow source the peers come from, what it gave, or why nothing."""
+    peers = settings.peers
+    if peers.source == "none":
+        return "not configured (peers.source: none): steering counts no conversations"
+    report = read_peers(source, peers, settings.prometheus.window, known)
+    if report is None:
+        raise Failed("peers.source is query but peers.query is empty", PEER_FIXES["query"])
+    ignored = ", ".join(f"{reason} {count}" for reason, count in sorted(report.ignored.items()))
+    if not report.peers:
+        why = f" (series left out: {ignored})" if ignored else " (no series)"
+        raise Failed(f"{peers.source}: no pair of known workloads{why}", PEER_FIXES[peers.source])
+    pairs = len({frozenset((w, peer)) for w, listed in report.peers.items() for peer, _ in listed})
+    detail = f"{peers.source}: {pairs} pair(s) among {len(report.peers)} workload(s)"
+    return detail + (f"; left out: {ignored}" if ignored else "")
 
 
 def _report(results: list[Result]) -> int:

@@ -1,0 +1,165 @@
+"""Who talks to whom: pair traffic from Istio's metrics through a real
+Prometheus, matched to the learner's workloads; bad series counted, not fatal."""
+
+import math
+import time
+
+import pytest
+
+from harness.prometheus import prometheus_with_history
+from kubectl_nettraffic.config import settings_from_mapping
+from kubectl_nettraffic.kube.workloads import Workload
+from kubectl_nettraffic.learning.peer_traffic import peer_query, peers_from, read_peers
+from kubectl_nettraffic.sources.prometheus import PrometheusSource
+from tests.harness.flow_series import Flow, istio_lines
+
+END = float(int(time.time()) // 60 * 60)
+WEB = Workload("shop", "Deployment", "web")
+API = Workload("shop", "Deployment", "api")
+DB = Workload("shop", "StatefulSet", "db")
+CACHE = Workload("shop", "Deployment", "cache")
+KNOWN = {WEB, API, DB, CACHE}
+
+FLOWS = [
+    Flow(("shop", "web"), ("shop", "api"), tcp_sent=3e6, tcp_received=1e6),
+    Flow(("shop", "web"), ("shop", "api"), http_request=2e5, http_response=8e5),
+    # api calls db; its proxy restarted two minutes ago: rate() handles the reset.
+    Flow(("shop", "api"), ("shop", "db"), tcp_sent=5e6, tcp_received=5e5, reset_at=100),
+    Flow(("shop", "web"), ("shop", "web"), tcp_sent=9e6),  # to itself
+    Flow(("shop", "web"), ("other", "gone"), tcp_sent=7e6),  # not a workload the learner knows
+]
+
+
+def _settings(url: str, **peers):
+    return settings_from_mapping(
+        {"prometheus": {"url": url}, "peers": {"source": "istio", **peers}}
+    )
+
+
+@pytest.fixture(scope="module")
+def prometheus():
+    server = prometheus_with_history([], END, more=list(istio_lines(FLOWS, END)))
+    yield server
+    server.stop()
+
+
+def _read(prometheus, **peers):
+    settings = _settings(prometheus.url, **peers)
+    source = PrometheusSource(settings.prometheus, clock=lambda: END)
+    return read_peers(source, settings.peers, settings.prometheus.window, KNOWN)
+
+
+def test_pairs_are_both_directions_of_one_reporter_summed(prometheus):
+    report = _read(prometheus)
+    assert report is not None
+    peers = {w: dict(p) for w, p in report.peers.items()}
+    # web<->api: TCP both ways and HTTP both ways, the source reporter's only.
+    assert peers[WEB][API] == pytest.approx(3e6 + 1e6 + 2e5 + 8e5, rel=1e-3)
+    assert peers[API][WEB] == peers[WEB][API]
+    # Across the counter reset: rate() counts from 0 at the first sample after
+    # it (10 s after the reset, 5 s after the last sample before), so the 5 s
+    # before the reset are lost from the 120 s window, as in any Prometheus.
+    assert peers[API][DB] == pytest.approx(5.5e6 * (1 - 5 / 120), rel=1e-3)
+    assert list(peers[API]) == [DB, WEB]  # busiest first
+    assert report.ignored == {"self": 1, "unknown-workload": 1}
+
+
+def test_the_destination_reporter_counts_the_same_flows_once(prometheus):
+    by_source = _read(prometheus)
+    by_destination = _read(prometheus, reporter="destination")
+    assert by_source is not None and by_destination is not None
+    assert by_destination.peers.keys() == by_source.peers.keys()
+    for workload, peers in by_source.peers.items():
+        theirs = by_destination.peers[workload]
+        assert [peer for peer, _ in theirs] == [peer for peer, _ in peers]
+        assert [rate for _, rate in theirs] == pytest.approx([rate for _, rate in peers], rel=1e-3)
+
+
+def test_the_busiest_peers_are_kept_and_the_rest_counted(prometheus):
+    report = _read(prometheus, maxPerWorkload=1)
+    assert report is not None
+    assert [peer for peer, _ in report.peers[API]] == [DB]
+    assert report.dropped == {API: 1}
+
+
+def test_no_source_reads_nothing(prometheus):
+    settings = settings_from_mapping({"prometheus": {"url": prometheus.url}})
+    assert settings.peers.source == "none" and peer_query(settings.peers, 120.0) is None
+    source = PrometheusSource(settings.prometheus, clock=lambda: END)
+    assert read_peers(source, settings.peers, 120.0, KNOWN) is None
+
+
+def _series(labels: dict[str, str], value: object) -> dict:
+    return {"metric": labels, "value": [END, value]}
+
+
+def _pair(src: str, dst: str, namespace: str = "shop") -> dict[str, str]:
+    return {
+        "source_workload": src,
+        "source_workload_namespace": namespace,
+        "destination_workload": dst,
+        "destination_workload_namespace": namespace,
+    }
+
+
+def test_bad_series_are_counted_by_reason_and_left_out():
+    twins = {Workload("shop", "Deployment", "twin"), Workload("shop", "StatefulSet", "twin")}
+    result = [
+        _series(_pair("web", "api"), "1000"),
+        _series({"source_workload": "web"}, "1000"),  # no namespace, no destination
+        _series(_pair("web", "api"), "NaN"),
+        _series(_pair("web", "api"), "-5"),
+        _series(_pair("web", "api"), "0"),
+        _series(_pair("web", "api"), None),
+        _series(_pair("web", "twin"), "1000"),  # two kinds share the name
+        _series(_pair("web", "nobody"), "1000"),
+        _series(_pair("web", "web"), "1000"),
+    ]
+    report = peers_from(result, KNOWN | twins, 8)
+    assert {w: dict(p) for w, p in report.peers.items()} == {WEB: {API: 1000.0}, API: {WEB: 1000.0}}
+    assert report.ignored == {
+        "no-workload-labels": 1,
+        "no-rate": 4,
+        "ambiguous-workload": 1,
+        "unknown-workload": 1,
+        "self": 1,
+    }
+    assert not math.isnan(sum(rate for peers in report.peers.values() for _, rate in peers))
+
+
+def test_a_query_of_ones_own_names_its_labels():
+    settings = settings_from_mapping(
+        {
+            "peers": {
+                "source": "query",
+                "query": "sum by (src, src_ns, dst, dst_ns) (my_flow_bytes)",
+                "labels": {
+                    "sourceWorkload": "src",
+                    "sourceNamespace": "src_ns",
+                    "destinationWorkload": "dst",
+                    "destinationNamespace": "dst_ns",
+                },
+            }
+        }
+    )
+    assert peer_query(settings.peers, 120.0) == settings.peers.query
+    series = _series({"src": "api", "src_ns": "shop", "dst": "db", "dst_ns": "shop"}, "42")
+    report = peers_from([series], KNOWN, 8, settings.peers.labels)
+    assert report.peers[DB] == [(API, 42.0)]
+
+
+def test_doctor_says_which_flow_source_it_found_or_why_none(prometheus):
+    from kubectl_nettraffic.cli.doctor import Failed, _peer_inputs
+
+    settings = _settings(prometheus.url)
+    source = PrometheusSource(settings.prometheus, clock=lambda: END)
+    assert _peer_inputs(source, settings, set(KNOWN)) == (
+        "istio: 2 pair(s) among 3 workload(s); left out: self 1, unknown-workload 1"
+    )
+    with pytest.raises(Failed, match=r"istio: no pair of known workloads \(series left out: "):
+        _peer_inputs(source, settings, set())  # learning found no workloads
+    waypoint = _settings(prometheus.url, reporter="waypoint")
+    with pytest.raises(Failed, match=r"\(no series\)"):
+        _peer_inputs(source, waypoint, set(KNOWN))
+    off = settings_from_mapping({"prometheus": {"url": prometheus.url}})
+    assert "not configured" in _peer_inputs(source, off, set(KNOWN))
