@@ -320,7 +320,7 @@ class Bookings:
             len(self._times),
             self.changes,
             dict(self._ramp),
-            self.view,
+            {},  # a walk builds its view from the sums and the hidden rows
             [],
         )
 
