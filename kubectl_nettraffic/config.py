@@ -221,9 +221,17 @@ class PeerSettings:
     # hundreds (a gateway, a database) is steered by the few that matter,
     # and the table stays small at 150,000 pods.
     max_per_workload: int = key(8, values.integer(1, 1000))
+    # The score points (of 100) a node gains for a pod all of whose bytes
+    # go to peers on it; the same again for its zone at the default price
+    # below. A tenth of the bytes, a tenth of the points (steering/peer_pull.py).
+    pull_points: float = key(20.0, values.weight)
     # What crossing zones costs, per GB each way ($0.01 on AWS and GCP):
-    # shown by top workloads.
-    cross_zone_price_per_gb: float = key(0.01, values.positive, name="crossZonePricePerGB")
+    # shown by top workloads; the zone's pull scales with it (0: zones are
+    # not counted).
+    cross_zone_price_per_gb: float = key(0.01, values.weight, name="crossZonePricePerGB")
+    # A node whose link would be fuller than this with the pod gains nothing
+    # from its peers: peers never take a node past hot.
+    max_link_utilization: float = key(0.8, values.ratio)
 
 
 @dataclass(frozen=True)

@@ -27,9 +27,11 @@ from kubectl_nettraffic.labels import LabelSelector
 from kubectl_nettraffic.measuring.measurement import Snapshot
 from kubectl_nettraffic.scoring.placement import (
     Preference,
+    Pull,
     choose_nodes,
     combined,
     handicapped_top,
+    lowered_by,
 )
 
 # An unlearned workload gets a heap of its own once its pods in flight are
@@ -62,6 +64,12 @@ class Admission:
     def __exit__(self, *_: object) -> None:
         self._state._lock.release()
 
+    @property
+    def unseen(self) -> UnseenView:
+        """node -> (bytes/s booked that no measurement shows yet, pods): the
+        live view, read within this admission only."""
+        return self._state._bookings.view
+
     def choose(
         self,
         pod: Pod,
@@ -70,9 +78,11 @@ class Admission:
         bandwidth: float,
         now: float,
         unlearned: Workload | None = None,
+        pull: Pull | None = None,
     ) -> list[Preference]:
         """The best ``count`` nodes for ``pod`` (booked at ``bandwidth``;
-        ``unlearned``: its workload, when booked at the default)."""
+        ``unlearned``: its workload, when booked at the default; ``pull``:
+        the points its peers add to some nodes)."""
         state, snapshot = self._state, self.snapshot
         bookings, replicas = state._bookings, state._replicas
         grouped_by = replicas.advance(now)
@@ -90,7 +100,20 @@ class Admission:
         # For nodes read one by one (constrained pods, tainted nodes); the
         # heaps carry the declined nodes' points already.
         handicap = declined_handicap(bookings.declined)
-        if share is not None or rest is not None:
+        lift = 0.0
+        if pull is not None:
+            # Peers raise scores: the heaps' shortcuts assume handicaps only
+            # lower them, so the shared heap is walked best first instead.
+            lift = pull.most
+            share_points = None if share is None else share.handicap(bandwidth)
+            on_heap = combined(share_points, rest, lowered_by(pull))
+            assert on_heap is not None
+            handicap = combined(on_heap, handicap)
+
+            def top(wanted: int) -> list[Ranked]:
+                return handicapped_top(heaps.shared, wanted, on_heap, lift)
+
+        elif share is not None or rest is not None:
             share_points = None if share is None else share.handicap(bandwidth)
             handicap = combined(share_points, rest, handicap)
 
@@ -124,6 +147,7 @@ class Admission:
             count,
             top,
             handicap,
+            lift,
         )
 
     def new_key(self) -> int:

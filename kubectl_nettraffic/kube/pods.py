@@ -32,6 +32,10 @@ BOOKING = "nettraffic.io/booking"
 # annotation, workload (learned), cluster (learned, for a workload with no history) or default.
 BOOKED_BANDWIDTH = "nettraffic.io/booked-bandwidth"
 BANDWIDTH_SOURCE = "nettraffic.io/bandwidth-source"
+# The preferred nodes the pod's peers pulled it toward, the points each
+# gained and why (steering/peer_pull.py): "node=points:peer+peer" or
+# "node=points:zone", comma-separated.
+PEER_PULL = "nettraffic.io/peer-pull"
 SKIP_LABEL = "nettraffic.io/skip"
 PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
 REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"

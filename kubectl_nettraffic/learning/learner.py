@@ -6,18 +6,25 @@ never runs inside a refresh and never delays the scores, and it reads a
 large cluster a slice of the pods at a time (pod_slices.py), paced to
 ``learning.prometheusShare`` of any minute in query time, with the
 pods of the workloads created in the last ``learning.youngWorkloadAge``
-read between slices (learning/schedule.py). A failed round is logged and
-costs that round only: what was learned stays.
+read between slices (learning/schedule.py). With a flow source
+(``peers.source``), each pass's first slice round also reads who talks to
+whom, in one query for the cluster, and the pods' nodes come with their
+samples (learning/conversations.py). A failed round is logged and costs
+that round only: what was learned stays.
 """
 
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from dataclasses import replace
 from typing import Protocol
 
 from kubectl_nettraffic.config import Settings
 from kubectl_nettraffic.errors import NetTrafficError
+from kubectl_nettraffic.kube.workloads import Workload
+from kubectl_nettraffic.learning.conversations import Conversations, PodPlaces, conversations_of
+from kubectl_nettraffic.learning.peer_traffic import PeerReport
 from kubectl_nettraffic.learning.pod_slices import WHOLE, PodSlice, slices_for
 from kubectl_nettraffic.learning.pod_traffic import PodTrafficReport
 from kubectl_nettraffic.learning.schedule import SLICE, YOUNG, LearningSchedule
@@ -53,18 +60,31 @@ class PodTrafficReader(Protocol):
         ...
 
 
+class PeerReader(Protocol):
+    """Where the pairs come from (PeerTrafficSource in the webhook)."""
+
+    def read(self, known: Iterable[Workload]) -> PeerReport | None:
+        """The pairs between ``known`` workloads; None without a flow source."""
+        ...
+
+
 class BandwidthLearning:
     def __init__(
         self,
         settings: Settings,
         reader: PodTrafficReader,
         clock: Callable[[], float] = time.monotonic,
+        peers: PeerReader | None = None,
     ) -> None:
         self.schedule = LearningSchedule(
             settings.learning.interval, settings.learning.prometheus_share
         )
         self.learner = BandwidthLearner.for_settings(settings)
         self.reader = reader
+        self.peers = peers
+        self.places = PodPlaces()
+        self.conversations: Conversations | None = None
+        self.peer_error: str | None = None
         self.clock = clock
         self._latest: LearnedBandwidth | None = None
         self.missing: tuple[str, ...] = ()
@@ -103,6 +123,10 @@ class BandwidthLearning:
                 return kind
             else:
                 report = self.reader.samples(PodSlice(self.next_slice, self.slices))
+            if self.peers is not None and not report.missing:
+                self.places.record(report.samples)
+                if kind == SLICE and self.next_slice == 0:
+                    self._read_peers(report.evaluated_at)
         except NetTrafficError as error:
             self.last_error = str(error)
             log.warning("learning: per-pod traffic unavailable this round: %s", error)
@@ -117,8 +141,26 @@ class BandwidthLearning:
         if report.missing:
             return kind
         self.learner.observe(report.samples, report.evaluated_at)
-        self._latest = self.learner.learned(report.evaluated_at)
+        learned = self.learner.learned(report.evaluated_at)
+        if self.peers is not None:
+            learned = replace(learned, conversations=self.conversations)
+        self._latest = learned
         return kind
+
+    def _read_peers(self, at: float) -> None:
+        """The pairs, once a pass (with its first slice), among the
+        workloads the learner knows. A failed read keeps the last pairs."""
+        assert self.peers is not None
+        known = self.places.workloads() | set(self.learner.histograms)
+        try:
+            pairs = self.peers.read(known)
+        except NetTrafficError as error:
+            self.peer_error = str(error)
+            log.warning("learning: flow metrics between workloads unavailable: %s", error)
+            return
+        self.peer_error = None
+        if pairs is not None:
+            self.conversations = conversations_of(pairs, self.places, at)
 
     def _slice_done(self, pods: int, seconds: float) -> None:
         self._pass_pods += pods
@@ -126,6 +168,7 @@ class BandwidthLearning:
         self.next_slice += 1
         if self.next_slice < self.slices:
             return
+        self.places.end_pass()
         # A pass is done: size the next one's slices so that each takes
         # SLICE_OF_BUDGET of what slices may use of a minute, at this pass's
         # speed, for the pods this one read (no count again).

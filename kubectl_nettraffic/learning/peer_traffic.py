@@ -153,3 +153,14 @@ def read_peers(
         return None
     labels = settings.labels if settings.source == "query" else ISTIO_LABELS
     return peers_from(source.query_vector(query), known, settings.max_per_workload, labels)
+
+
+class PeerTrafficSource:
+    """The learner's flow query, through the node source's client (auth, TLS)."""
+
+    def __init__(self, prometheus: PrometheusSource, settings: PeerSettings) -> None:
+        self.prometheus = prometheus
+        self.settings = settings
+
+    def read(self, known: Iterable[Workload]) -> PeerReport | None:
+        return read_peers(self.prometheus, self.settings, self.prometheus.settings.window, known)

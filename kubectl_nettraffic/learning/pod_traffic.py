@@ -102,6 +102,7 @@ def build_learner_query(
     pods: str = "",
     replicasets: str | None = None,
     pod_startup: float = 0.0,
+    with_nodes: bool = False,
 ) -> str:
     """The learner's query: one series per pod, its bandwidth in ``direction``
     with its controller joined on, plus one per ReplicaSet for the roll-up to
@@ -111,7 +112,9 @@ def build_learner_query(
     (bench.learning: 150,000 pods). ``pods``: a regular expression the pods'
     names must match (a slice, or the young pods); empty for every pod.
     ``replicasets``: the same for the ReplicaSets rolled up (None: every one;
-    empty: none)."""
+    empty: none). ``with_nodes``: each pod's node is joined on too, from
+    ``kube_pod_info`` (for steering by peers); a pod without that series
+    keeps its sample, with no node."""
     names = {
         "receive": settings.receive_metric,
         "transmit": settings.transmit_metric,
@@ -138,10 +141,18 @@ def build_learner_query(
     )
     host_network = ksm_series(settings, f'{settings.pod_info_metric}{{host_network="true"{ksm}}}')
     created = ksm_series(settings, f"{POD_CREATED_METRIC}{{{ksm.lstrip(',')}}}")
+    owned = f"max by (namespace, pod, owner_kind, owner_name) ({owners})"
+    joined, carried = owned, "owner_kind, owner_name"
+    if with_nodes:
+        info = ksm_series(settings, f"{settings.pod_info_metric}{{{ksm.lstrip(',')}}}")
+        joined = (
+            f"({owned} * on (namespace, pod) group_left (node)"
+            f" max by (namespace, pod, node) ({info}) or on (namespace, pod) {owned})"
+        )
+        carried += ", node"
     parts = [
         f"label_replace(({bandwidth})"
-        f" * on (namespace, pod) group_left (owner_kind, owner_name)"
-        f" max by (namespace, pod, owner_kind, owner_name) ({owners})"
+        f" * on (namespace, pod) group_left ({carried}) {joined}"
         f" unless on (namespace, pod) ({host_network}),"
         f' "{PART_LABEL}", "pod", "", "")',
         f"label_replace(max by (namespace, pod) ({created}) > time() - {window + pod_startup:g},"
@@ -205,6 +216,7 @@ def learner_samples_from(
                 transmit,
                 _workload(namespace, owner, replicasets),
                 created.get((namespace, pod)),
+                metric.get("node", ""),
             )
         )
     return tuple(samples)
@@ -288,8 +300,10 @@ class PodTrafficSource:
         settings: LearningSettings,
         clock: Callable[[], float] = time.monotonic,
         pod_startup: float = 0.0,
+        with_nodes: bool = False,
     ) -> None:
         self.prometheus = prometheus
+        self.with_nodes = with_nodes  # each pod's node too (steering by peers)
         self.settings = settings
         # steering.podStartup: how long past the window a new pod's rates still ramp.
         self.pod_startup = pod_startup
@@ -388,6 +402,7 @@ class PodTrafficSource:
             pods,
             replicasets,
             self.pod_startup,
+            self.with_nodes,
         )
         result = self.prometheus.query_vector(query, at=evaluated_at, timeout=self.settings.timeout)
         if replicasets is None:

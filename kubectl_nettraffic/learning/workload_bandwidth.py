@@ -48,11 +48,14 @@ measurements showed its pods (docs/design/learned-ramp.md).
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from kubectl_nettraffic.config import Settings
 from kubectl_nettraffic.kube.workloads import Workload
 from kubectl_nettraffic.scoring.node_scores import directional_load
+
+if TYPE_CHECKING:  # conversations.py reads PodSample from here
+    from kubectl_nettraffic.learning.conversations import Conversations
 
 # Bytes/s. Below the first bucket everything is "about nothing".
 FIRST_BUCKET = 1024.0
@@ -136,6 +139,9 @@ class LearnedBandwidth:
     # until enough pods were seen.
     cluster: float | None = None
     learned_at: float = 0.0
+    # Who talks to whom, and where (learning/conversations.py); None without
+    # a flow source (peers.source: none) or before the first pairs were read.
+    conversations: "Conversations | None" = None
 
 
 class PodSample(NamedTuple):
@@ -149,6 +155,9 @@ class PodSample(NamedTuple):
     # When the pod was created (epoch seconds), for a pod created so recently
     # that its rates cover part of the window; None: they cover all of it.
     created: float | None = None
+    # The node it runs on, read only when a flow source is set (steering by
+    # peers needs it); "" otherwise, and for a pod not scheduled yet.
+    node: str = ""
 
 
 @dataclass

@@ -15,6 +15,7 @@ from kubectl_nettraffic.kube.cluster import list_nodes, load_node_file, node_cac
 from kubectl_nettraffic.kube.nodes import Node
 from kubectl_nettraffic.kube.reflector import ListWatchCache
 from kubectl_nettraffic.learning.learner import BandwidthLearning
+from kubectl_nettraffic.learning.peer_traffic import PeerTrafficSource
 from kubectl_nettraffic.learning.pod_traffic import PodTrafficSource
 from kubectl_nettraffic.measuring.measurement import Measurer, Snapshot
 from kubectl_nettraffic.measuring.scoreboard import Scoreboard
@@ -100,11 +101,16 @@ def build_engine(
     metrics = MetricsServerSource(api) if settings.metrics_server.enabled and api else None
     learning = None
     if prometheus is not None and settings.learning.enabled and learn:
+        with_peers = settings.peers.source != "none"
         learning = BandwidthLearning(
             settings,
             PodTrafficSource(
-                prometheus, settings.learning, pod_startup=settings.steering.pod_startup
+                prometheus,
+                settings.learning,
+                pod_startup=settings.steering.pod_startup,
+                with_nodes=with_peers,
             ),
+            peers=PeerTrafficSource(prometheus, settings.peers) if with_peers else None,
         ).start()
     measurer = Measurer(settings, nodes, prometheus, metrics, learning=learning)
     return Engine(measurer, Scoreboard(settings), api, watch)

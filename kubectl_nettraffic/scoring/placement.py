@@ -16,7 +16,9 @@ Rules (docs/design/architecture.md, Contracts):
 - A handicap may lower some nodes' scores for this pod alone: with several
   replicas steering, the nodes that are not this replica's own count the
   part of a pod of this pod's size another replica may be steering there
-  unseen (replica_share.py).
+  unseen (replica_share.py). The pull of a pod's peers raises some instead
+  (steering/peer_pull.py): a handicap below zero, by at most ``lift``
+  points, so that a walk best first knows when to stop.
 
 The live scores are read from a LiveRanking (inflight/candidates.py's
 CandidateHeap, which holds the mutable state); nothing here changes it. The
@@ -48,6 +50,22 @@ class LiveRanking(Protocol):
     def walk(self) -> Iterator[Ranked]: ...
 
 
+class Pull(Protocol):
+    """Points some nodes gain for one pod (steering/peer_pull.py's PodPull)."""
+
+    @property
+    def most(self) -> float:
+        """The most points any node gains."""
+        ...
+
+    def points(self, score: NodeScore) -> float: ...
+
+
+def lowered_by(pull: Pull) -> Handicap:
+    """A pull as the handicap it is: points below zero."""
+    return lambda score: -pull.points(score)
+
+
 class Preference(NamedTuple):  # a tuple: several are made on every admission
     node: str
     weight: int
@@ -64,6 +82,7 @@ def choose_nodes(
     count: int,
     top: Callable[[int], list[Ranked]] | None = None,
     handicap: Handicap | None = None,
+    lift: float = 0.0,
 ) -> list[Preference]:
     """The best ``count`` nodes for ``pod``, their unseen load included
     (``unseen``: node -> (bytes/s booked that no measurement shows yet, pods)).
@@ -76,7 +95,7 @@ def choose_nodes(
     soon as a node's base score cannot beat the current N-th best.
     ``tainted`` (usually few) are nodes blocked only by taints; they count if
     the pod tolerates them. ``handicap``: points each node loses for this pod
-    alone.
+    alone; ``lift``: the most it may gain instead (below zero).
     """
     tolerations = (pod.get("spec") or {}).get("tolerations") or []
     # Min-heap of (effective score, -position, score): the worst kept choice on
@@ -107,7 +126,7 @@ def choose_nodes(
             heapq.heapreplace(best, key)
 
     for position, score in enumerate(scanned):
-        if len(best) == count and score.score <= best[0][0]:
+        if len(best) == count and score.score + lift <= best[0][0]:
             break
         consider(position, score)
     if tolerations:
@@ -134,15 +153,17 @@ def combined(*handicaps: Handicap | None) -> Handicap | None:
 MOST_READ = 128
 
 
-def handicapped_top(live: LiveRanking, count: int, handicap: Handicap) -> list[Ranked]:
+def handicapped_top(
+    live: LiveRanking, count: int, handicap: Handicap, lift: float = 0.0
+) -> list[Ranked]:
     """The best ``count`` by live score less ``handicap``: as
     ``CandidateHeap.top``, best first.
 
     The heap is read best first, each node's handicap reckoned once as it
-    is read. A handicap lowers a score, never raises it, so once the
-    count-th best kept beats the live score of the node just read (ties go
-    to the lower position, as the heap orders them), no node after it can
-    take its place. The read stops there, or at MOST_READ nodes (or the
+    is read. A handicap lowers a score, or raises it by ``lift`` points at
+    most, so once the count-th best kept beats the live score of the node
+    just read plus ``lift`` (ties go to the lower position, as the heap
+    orders them), no node after it can take its place. The read stops there, or at MOST_READ nodes (or the
     count, if more): then the best among those."""
     limit = max(MOST_READ, count)
     # Min-heap of (effective score, -position, score): the worst kept on top.
@@ -153,7 +174,7 @@ def handicapped_top(live: LiveRanking, count: int, handicap: Handicap) -> list[R
             heapq.heappush(kept, entry)
         elif entry[:2] > kept[0][:2]:
             heapq.heapreplace(kept, entry)
-        if read >= limit or (len(kept) == count and kept[0][:2] > (score_live, -position)):
+        if read >= limit or (len(kept) == count and kept[0][:2] > (score_live + lift, -position)):
             break
     kept.sort(key=lambda entry: entry[:2], reverse=True)
     return [(effective, -negative, score) for effective, negative, score in kept]

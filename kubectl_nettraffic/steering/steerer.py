@@ -17,6 +17,7 @@ from kubectl_nettraffic.kube.pods import (
     BANDWIDTH_SOURCE,
     BOOKED_BANDWIDTH,
     BOOKING,
+    PEER_PULL,
     PREFER_NO_EVICTION,
     PREFERRED_NODES,
     SCORED_AT,
@@ -28,13 +29,14 @@ from kubectl_nettraffic.kube.pods import (
     Pod,
     untouchable_reason,
 )
-from kubectl_nettraffic.kube.workloads import pod_workload
+from kubectl_nettraffic.kube.workloads import Workload, pod_workload
 from kubectl_nettraffic.labels import parse_selector
 from kubectl_nettraffic.measuring.measurement import Snapshot
 from kubectl_nettraffic.measuring.scoreboard import Scoreboard
 from kubectl_nettraffic.scoring.placement import Preference
 from kubectl_nettraffic.steering.affinity_patch import affinity_patch, annotation_ops, patch_text
 from kubectl_nettraffic.steering.patch_check import PatchCheckFailed, apply_and_check
+from kubectl_nettraffic.steering.peer_pull import PeerPull, PodPull
 from kubectl_nettraffic.steering.pod_bandwidth import expected_bandwidth, light_for_every_link
 from kubectl_nettraffic.units import rfc3339
 
@@ -83,6 +85,9 @@ class Steerer:
             "",
             0.0,
         )
+        # The pull of the latest conversations (None: no flow source, or
+        # none read yet); changed under the in-flight lock only.
+        self._peers: PeerPull | None = None
 
     def _derived_of(self, snapshot: Snapshot) -> tuple[Snapshot | None, float, str, float]:
         """Per snapshot: when it goes stale, its time as RFC 3339 and the
@@ -148,11 +153,14 @@ class Steerer:
             pod, snapshot.learned, steering.default_pod_bandwidth
         )
         warnings = (warning,) if warning else ()
+        conversations = snapshot.learned.conversations if snapshot.learned else None
+        workload = pod_workload(pod) if conversations or bandwidth_source == "default" else None
         # Booked at the default, nothing learned yet: its workload's burst
         # spreads (inflight/handicaps.py).
-        unlearned = pod_workload(pod) if bandwidth_source == "default" else None
+        unlearned = workload if bandwidth_source == "default" else None
+        pull = self._pull(snapshot, workload, bandwidth, admission) if conversations else None
         preferences = admission.choose(
-            pod, self.selector, steering.preferred_nodes, bandwidth, now, unlearned
+            pod, self.selector, steering.preferred_nodes, bandwidth, now, unlearned, pull
         )
         if not preferences:
             decision = self._skipped(
@@ -174,6 +182,13 @@ class Steerer:
             BOOKED_BANDWIDTH: f"{bandwidth:.0f}",
             BANDWIDTH_SOURCE: bandwidth_source,
         }
+        if pull is not None:
+            pulled = pull.annotation(names)
+            if pulled:
+                annotations[PEER_PULL] = pulled
+            # What stays on the node never loads its link.
+            bandwidth -= pull.local_bytes(names[0])
+            annotations[BOOKED_BANDWIDTH] = f"{bandwidth:.0f}"
         # Off by default: then the admission pays one attribute read for it.
         share = steering.prefer_no_eviction_below
         if share and light_for_every_link(
@@ -199,4 +214,26 @@ class Steerer:
             )
         if key:
             admission.book(preferences[0].node, bandwidth, now, key, unlearned)
+            if pull is not None and workload is not None and self._peers is not None:
+                self._peers.steered_to(workload, preferences[0].node)
         return Decision(patch, tuple(preferences), None, warnings, key)
+
+    def _pull(
+        self, snapshot: Snapshot, workload: Workload | None, bandwidth: float, admission: Admission
+    ) -> PodPull | None:
+        """The pull of the pod's peers, None when it has none placed. Under
+        the in-flight lock (the admission): the pull of the conversations
+        the snapshot carries is renewed here when they change."""
+        learned = snapshot.learned
+        conversations = learned.conversations if learned else None
+        if conversations is None or workload is None:
+            return None
+        peers = self._peers
+        if peers is None or peers.conversations is not conversations:
+            peers = self._peers = PeerPull(conversations, snapshot.nodes, self.settings.peers)
+        elif peers.nodes is not snapshot.nodes:  # the same pods steered since count on
+            peers = self._peers = peers.on_nodes(snapshot.nodes)
+        plan = peers.plan(workload)
+        if plan is None:
+            return None
+        return peers.for_pod(workload, plan, bandwidth, admission.unseen)

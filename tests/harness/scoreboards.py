@@ -5,9 +5,10 @@ from collections.abc import Callable
 from typing import Any
 
 from harness.fakeapi import node
-from kubectl_nettraffic.config import settings_from_mapping
+from kubectl_nettraffic.config import Settings, settings_from_mapping
 from kubectl_nettraffic.inflight.state import InflightState
 from kubectl_nettraffic.kube.nodes import Node, node_from_json
+from kubectl_nettraffic.learning.learner import BandwidthLearning
 from kubectl_nettraffic.measuring.measurement import Measurer, Snapshot
 from kubectl_nettraffic.measuring.scoreboard import Scoreboard
 from kubectl_nettraffic.scoring.readings import NodeTraffic
@@ -43,12 +44,14 @@ class FixedBoard:
         replica: str | None = None,
         link_speed: float | None = None,
         steering: dict[str, Any] | None = None,
+        learning: BandwidthLearning | None = None,
+        settings: Settings | None = None,
         **nodes_kwargs: Any,
     ) -> None:
         nodes: list[Node] = [
             node_from_json(node(name, **nodes_kwargs.get(name, {}))) for name in loads
         ]
-        self.settings = settings_from_mapping(
+        self.settings = settings or settings_from_mapping(
             {
                 "prometheus": {"url": "http://unused"},
                 "metricsServer": {"enabled": False},
@@ -61,6 +64,7 @@ class FixedBoard:
             FixedTraffic(loads, link_speed),  # type: ignore[arg-type]
             None,
             clock=clock,
+            learning=learning,
         )
         serving = serving_parts(self.settings, clock=clock, replica=replica)
         self.scoreboard: Scoreboard = serving.scoreboard

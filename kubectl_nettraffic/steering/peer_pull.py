@@ -1,0 +1,215 @@
+"""Peers' pull: the score points a node gains for a pod because the pod's
+peers run there or in its zone (learning/conversations.py).
+
+For a pod of workload W, each peer P at r bytes/s between the two
+workloads (both directions) takes r / pods(W) from each of W's pods; the
+share of it that goes to P's pods on node n is P's pods on n over all of
+P's pods (a Service spreads a client's connections over its endpoints).
+The pull is in score points, the unit of link headroom, by the share of
+the pod's expected bytes (its booking) that stays put, for a candidate node
+n in zone z:
+
+- *on the node*: the bytes to peers on n never touch a NIC (and are booked
+  off n's link): ``peers.pullPoints`` x their share;
+- *in the zone*: the bytes to peers in z are not billed; at
+  ``peers.crossZonePricePerGB`` p they are worth ``peers.pullPoints`` x
+  p / 0.01 x their share (at the default $0.01, as much as the same bytes
+  kept on the node; at 0, zones are not counted).
+
+So a pod all of whose bytes go to one peer's node may be placed on a node
+up to 40 points (of 100) busier than the quietest, by default; one that
+talks to its peers for a tenth of its bytes, up to 4.
+
+A pull only raises scores, so every node without one ranks as before, and
+a pod of a workload with no known peers has no pull at all: it is steered
+exactly as without a flow source. Two guards:
+
+- *Fan-in spreads.* A node draws W's pods in proportion to the share of
+  W's conversations it hosts (its local bytes over all of W's bytes to
+  peers), and never more than half of W's pods: fifty clients of a server
+  with five pods go five ways, not onto the first server's node. W's pods
+  there are those the learner's last pass saw plus those steered there
+  since.
+- *Never past hot.* A node whose link, with what is booked on it and this
+  pod's bytes that leave it, would be fuller than ``peers.maxLinkUtilization``
+  gains nothing (nodes whose link speed is unknown are not guarded).
+"""
+
+import math
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from kubectl_nettraffic.config import PeerSettings
+from kubectl_nettraffic.kube.nodes import Node
+from kubectl_nettraffic.kube.workloads import Workload
+from kubectl_nettraffic.learning.conversations import Conversations
+from kubectl_nettraffic.scoring.node_scores import NodeScore
+
+ZONE_LABEL = "topology.kubernetes.io/zone"
+# The price per GB each way at which the zone pulls as much as the node.
+PRICE_UNIT = 0.01
+
+
+@dataclass(frozen=True)
+class PeerPlan:
+    """One workload's pull, the same for each of its pods while the
+    conversations and the nodes stay as they are."""
+
+    to_peers: float  # bytes/s each pod sends to and receives from its peers
+    local: Mapping[str, float]  # node -> of those, to peers on the node
+    in_zone: Mapping[str, float]  # zone -> of those, to peers in the zone
+    room: Mapping[str, int]  # node -> the workload's pods it may draw
+    pods_on: Mapping[str, int]  # node -> the workload's pods there (the last pass)
+    peers_on: Mapping[str, tuple[Workload, ...]]  # node -> its peers there, for explain
+
+
+def plan_for(
+    workload: Workload, conversations: Conversations, zone_of: Mapping[str, str]
+) -> PeerPlan | None:
+    """``workload``'s pull; None when it has no peer with a pod placed."""
+    pairs = conversations.peers.get(workload)
+    if not pairs:
+        return None
+    own = conversations.places.get(workload, {})
+    pods = max(1, sum(own.values()))
+    local: dict[str, float] = {}
+    in_zone: dict[str, float] = {}
+    peers_on: dict[str, list[Workload]] = {}
+    to_peers = 0.0
+    for peer, rate in pairs:
+        places = conversations.places.get(peer)
+        if not places:
+            continue  # no pod of it seen: nowhere to pull toward
+        per_pod = rate / pods
+        to_peers += per_pod
+        peer_pods = sum(places.values())
+        for node, count in places.items():
+            share = per_pod * count / peer_pods
+            local[node] = local.get(node, 0.0) + share
+            peers_on.setdefault(node, []).append(peer)
+            zone = zone_of.get(node)
+            if zone:
+                in_zone[zone] = in_zone.get(zone, 0.0) + share
+    if to_peers <= 0:
+        return None
+    most = math.ceil((pods + 1) / 2)
+    room = {node: min(most, math.ceil((pods + 1) * b / to_peers)) for node, b in local.items()}
+    return PeerPlan(
+        to_peers,
+        local,
+        in_zone,
+        room,
+        dict(own),
+        {node: tuple(peers) for node, peers in peers_on.items()},
+    )
+
+
+@dataclass
+class PeerPull:
+    """The pull of one snapshot's conversations, one plan per workload,
+    worked out on its first pod. Used under the in-flight lock (an
+    admission), which also guards the pods counted as steered since."""
+
+    conversations: Conversations
+    nodes: Mapping[str, Node]
+    settings: PeerSettings
+    zone_of: dict[str, str] = field(init=False)
+    plans: dict[Workload, PeerPlan | None] = field(default_factory=dict)
+    steered: Counter[tuple[Workload, str]] = field(default_factory=Counter)
+
+    def __post_init__(self) -> None:
+        self.zone_of = {
+            name: node.labels[ZONE_LABEL]
+            for name, node in self.nodes.items()
+            if node.labels.get(ZONE_LABEL)
+        }
+
+    def plan(self, workload: Workload | None) -> PeerPlan | None:
+        if workload is None:
+            return None
+        if workload not in self.plans:
+            self.plans[workload] = plan_for(workload, self.conversations, self.zone_of)
+        return self.plans[workload]
+
+    def for_pod(
+        self,
+        workload: Workload,
+        plan: PeerPlan,
+        bandwidth: float,
+        unseen: Mapping[str, tuple[float, int]],
+    ) -> "PodPull":
+        return PodPull(self, workload, plan, bandwidth, unseen)
+
+    def on_nodes(self, nodes: Mapping[str, Node]) -> "PeerPull":
+        """The same pull for a new node list: plans again, the pods steered
+        since kept."""
+        return PeerPull(self.conversations, nodes, self.settings, steered=self.steered)
+
+    def steered_to(self, workload: Workload, node: str) -> None:
+        self.steered[(workload, node)] += 1
+
+
+class PodPull:
+    """One pod's pull: ``points(score)`` for each candidate node, and
+    ``most``, the most any node can gain (the walk over the live ranking
+    stops once no later node can catch up)."""
+
+    def __init__(
+        self,
+        pull: PeerPull,
+        workload: Workload,
+        plan: PeerPlan,
+        bandwidth: float,
+        unseen: Mapping[str, tuple[float, int]],
+    ) -> None:
+        self._pull, self._workload, self._plan = pull, workload, plan
+        self._bandwidth, self._unseen = bandwidth, unseen
+        settings = pull.settings
+        self._weight = settings.cross_zone_price_per_gb / PRICE_UNIT
+        self._most_utilization = settings.max_link_utilization
+        # Points per byte/s kept: the share of the pod's expected bytes.
+        self._per_byte = settings.pull_points / max(bandwidth, plan.to_peers)
+        most_local = max(plan.local.values(), default=0.0)
+        most_zone = max(plan.in_zone.values(), default=0.0)
+        self.most = self._per_byte * (most_local + self._weight * most_zone)
+        self.pulled: dict[str, float] = {}  # node -> points, for the nodes read
+
+    def local_bytes(self, node: str) -> float:
+        """This pod's bytes that stay on ``node``: none once the node has its
+        share of the workload's pods."""
+        plan = self._plan
+        local = plan.local.get(node, 0.0)
+        if not local:
+            return 0.0
+        here = plan.pods_on.get(node, 0) + self._pull.steered[(self._workload, node)]
+        return local if here < plan.room[node] else 0.0
+
+    def points(self, score: NodeScore) -> float:
+        name = score.name
+        local = self.local_bytes(name)
+        zone = self._pull.zone_of.get(name)
+        saved = local + (self._weight * self._plan.in_zone.get(zone, 0.0) if zone else 0.0)
+        if saved <= 0:
+            return 0.0
+        if score.link_speed and score.link_utilization is not None:
+            leaving = self._unseen.get(name, (0.0, 0))[0] + max(0.0, self._bandwidth - local)
+            if score.link_utilization + leaving / score.link_speed > self._most_utilization:
+                return 0.0
+        points = self._per_byte * saved
+        self.pulled[name] = points
+        return points
+
+    def annotation(self, nodes: list[str]) -> str:
+        """``node=points:why`` for each of ``nodes`` its peers pulled it
+        toward, comma-separated; why is the peers on the node joined by
+        ``+``, or ``zone`` when only the zone pulled."""
+        parts = []
+        for node in nodes:
+            points = self.pulled.get(node)
+            if not points:
+                continue
+            peers = self._plan.peers_on.get(node, ()) if self.local_bytes(node) else ()
+            why = "+".join(str(peer) for peer in peers) or "zone"
+            parts.append(f"{node}={points:.1f}:{why}")
+        return ",".join(parts)

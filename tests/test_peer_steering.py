@@ -1,0 +1,174 @@
+"""Steering by peers, from the flow metrics through a real Prometheus to the
+admission's choice: the learner reads who talks to whom and where each pod
+runs, and the Steerer pulls a pod toward its peers' node and zone, spreads
+fan-in, never past a hot link, and leaves pods without peers as they were."""
+
+import time
+
+import pytest
+
+from harness.prometheus import prometheus_with_history
+from harness.reviews import pod
+from kubectl_nettraffic.config import settings_from_mapping
+from kubectl_nettraffic.kube.pods import BOOKED_BANDWIDTH, PEER_PULL
+from kubectl_nettraffic.kube.workloads import Workload
+from kubectl_nettraffic.learning.learner import BandwidthLearning
+from kubectl_nettraffic.learning.peer_traffic import PeerTrafficSource
+from kubectl_nettraffic.learning.pod_traffic import PodTrafficSource, build_learner_query
+from kubectl_nettraffic.sources.prometheus import PrometheusSource
+from tests.harness.flow_series import Flow, istio_lines
+from tests.harness.kube_series import PodSeries, ReplicaSetSeries, kube_lines
+from tests.harness.scoreboards import MEASURED_AT, FixedBoard
+
+END = float(int(time.time()) // 60 * 60)
+WEB = Workload("shop", "Deployment", "web")
+API = Workload("shop", "Deployment", "api")
+DB = Workload("shop", "StatefulSet", "db")
+PODS = [
+    PodSeries("shop", "web-7d9c4b-a1", 1e6, 1e6, "ReplicaSet", "web-7d9c4b", node="n1"),
+    PodSeries("shop", "web-7d9c4b-b2", 1e6, 1e6, "ReplicaSet", "web-7d9c4b", node="n2"),
+    PodSeries("shop", "api-6c8d9f-c3", 2e6, 2e6, "ReplicaSet", "api-6c8d9f", node="n3"),
+    PodSeries("shop", "api-6c8d9f-d4", 2e6, 2e6, "ReplicaSet", "api-6c8d9f", node="n3"),
+    PodSeries("shop", "db-0", 1e6, 1e6, "StatefulSet", "db", node="n4"),
+    PodSeries("shop", "lonely-5b5b5b-e5", 1e6, 1e6, "ReplicaSet", "lonely-5b5b5b", node="n2"),
+]
+REPLICASETS = [
+    ReplicaSetSeries("shop", "web-7d9c4b", "web"),
+    ReplicaSetSeries("shop", "api-6c8d9f", "api"),
+    ReplicaSetSeries("shop", "lonely-5b5b5b", "lonely"),
+]
+FLOWS = [
+    Flow(("shop", "web"), ("shop", "api"), tcp_sent=3e6, tcp_received=1e6),
+    Flow(("shop", "api"), ("shop", "db"), tcp_sent=1e6, tcp_received=1e5),
+    Flow(("shop", "web"), ("elsewhere", "gone"), tcp_sent=1e6),
+]
+# Traffic mode: n1 the quietest, n4 the busiest (scores 9.1, 6.1, 3.0, 0).
+LOADS = {"n1": 3.0e7, "n2": 3.1e7, "n3": 3.2e7, "n4": 3.3e7}
+ZONES = {"n1": "zone-a", "n2": "zone-a", "n3": "zone-b", "n4": "zone-b"}
+
+
+@pytest.fixture(scope="module")
+def prometheus():
+    lines = [*kube_lines(PODS, REPLICASETS, END), *istio_lines(FLOWS, END)]
+    server = prometheus_with_history([], END, more=lines)
+    yield server
+    server.stop()
+
+
+def _settings(url: str, source: str = "istio", **peers):
+    return settings_from_mapping(
+        {
+            "prometheus": {"url": url, "window": "2m"},
+            "metricsServer": {"enabled": False},
+            "peers": {"source": source, **peers},
+        }
+    )
+
+
+def _learned(prometheus, source: str = "istio", **peers) -> BandwidthLearning:
+    settings = _settings(prometheus.url, source, **peers)
+    prometheus_source = PrometheusSource(settings.prometheus, clock=lambda: END)
+    with_peers = source != "none"
+    learning = BandwidthLearning(
+        settings,
+        PodTrafficSource(prometheus_source, settings.learning, with_nodes=with_peers),
+        peers=PeerTrafficSource(prometheus_source, settings.peers) if with_peers else None,
+    )
+    learning.update()  # counts the pods
+    learning.update()  # one slice: the whole cluster, and the pairs
+    return learning
+
+
+def _board(prometheus, link_speed=None, source="istio", **peers) -> FixedBoard:
+    learning = _learned(prometheus, source, **peers)
+    settings = _settings(prometheus.url, source, **peers)
+    nodes = {
+        name: {"labels": {"topology.kubernetes.io/zone": zone}} for name, zone in ZONES.items()
+    }
+    return FixedBoard(LOADS, learning=learning, settings=settings, link_speed=link_speed, **nodes)
+
+
+def _web_pod():
+    return pod(
+        generate_name="web-7d9c4b-",
+        namespace="shop",
+        labels={"app": "web", "pod-template-hash": "7d9c4b"},
+    )
+
+
+def test_the_learner_reads_the_pairs_and_where_each_side_runs(prometheus):
+    conversations = _learned(prometheus).latest().conversations
+    assert conversations is not None
+    assert dict(conversations.peers[WEB]) == pytest.approx({API: 4e6}, rel=1e-3)
+    assert [peer for peer, _ in conversations.peers[API]] == [WEB, DB]
+    assert conversations.places == {
+        WEB: {"n1": 1, "n2": 1},
+        API: {"n3": 2},
+        DB: {"n4": 1},
+    }  # lonely talks to no one: its places are not kept
+    assert conversations.ignored == {"unknown-workload": 1}
+
+
+def test_without_a_flow_source_the_learner_query_and_its_figures_are_as_before(prometheus):
+    settings = _settings(prometheus.url, "none")
+    assert "kube_pod_info{" not in build_learner_query(settings.learning, 120.0, "both").replace(
+        'kube_pod_info{host_network="true"', ""
+    )
+    learned = _learned(prometheus, "none").latest()
+    assert learned is not None and learned.conversations is None
+
+
+def test_a_pod_is_pulled_to_its_peers_node_and_fan_in_spreads(prometheus):
+    board = _board(prometheus)
+    first = board.steerer.decide(_web_pod(), {}, dry_run=False)
+    # n3 hosts both api pods: the web pod's bytes to api stay there, and
+    # the zone is api's. Without peers n1 (the quietest) would be first.
+    assert first.preferences[0].node == "n3"
+    annotations = first.patch_json() or ""
+    assert PEER_PULL.replace("/", "~1") in annotations or PEER_PULL in annotations
+    ops = {op["path"].rsplit("/", 1)[-1]: op.get("value") for op in first.patch or []}
+    pulled = next(v for v in ops.values() if isinstance(v, dict) and PEER_PULL in v)[PEER_PULL]
+    assert pulled.startswith("n3=") and pulled.split(",")[0].endswith(":shop/Deployment/api")
+    # Booked at what leaves the node: its 2 MB/s to api (4 MB/s over web's
+    # two pods) stay on n3.
+    unpulled = _board(prometheus, source="none").steerer.decide(_web_pod(), {}, dry_run=False)
+    booked_alone = {}
+    for op in unpulled.patch or []:
+        if op["path"].endswith("/annotations"):
+            booked_alone = op["value"]
+    assert float(ops["annotations"][BOOKED_BANDWIDTH]) == pytest.approx(
+        float(booked_alone[BOOKED_BANDWIDTH]) - 2e6, abs=2e3
+    )
+    # web has 2 pods and api's 2 are all on n3: n3 may draw half of web's
+    # pods (2 of 3), then only api's zone pulls, and n4 (in it, with
+    # nothing booked) leads.
+    second = board.steerer.decide(_web_pod(), {}, dry_run=False)
+    third = board.steerer.decide(_web_pod(), {}, dry_run=False)
+    assert [second.preferences[0].node, third.preferences[0].node] == ["n3", "n4"]
+    assert third.preferences[0].score < first.preferences[0].score
+
+
+def test_a_pod_without_peers_is_steered_as_without_a_flow_source(prometheus):
+    with_peers, without = _board(prometheus), _board(prometheus, source="none")
+    lonely = pod(
+        generate_name="lonely-5b5b5b-",
+        namespace="shop",
+        labels={"app": "lonely", "pod-template-hash": "5b5b5b"},
+    )
+    for _ in range(4):  # a burst: each pod's booking counts for the next
+        ours = with_peers.steerer.decide(lonely, {}, dry_run=False)
+        theirs = without.steerer.decide(lonely, {}, dry_run=False)
+        assert ours.preferences == theirs.preferences and ours.patch == theirs.patch
+
+
+def test_peers_never_take_a_node_past_the_hot_threshold(prometheus):
+    # 20 MB/s links, half the load each way: n1 75% full, n2 77.5%, n3 80%,
+    # n4 82.5%. At 0.79 n3 and n4 (api's and db's zone) may not be pulled.
+    board = _board(prometheus, link_speed=2e7, maxLinkUtilization=0.79)
+    assert board.snapshot.generated_at == MEASURED_AT
+    first = board.steerer.decide(_web_pod(), {}, dry_run=False)
+    assert first.preferences[0].node == "n1"
+    assert PEER_PULL not in str(first.patch)
+    # With room to spare, the same pod goes to its peers.
+    roomy = _board(prometheus, link_speed=2e7, maxLinkUtilization=0.9)
+    assert roomy.steerer.decide(_web_pod(), {}, dry_run=False).preferences[0].node == "n3"
