@@ -31,8 +31,9 @@ exactly as without a flow source. Two guards:
   there are those the learner's last pass saw plus those steered there
   since.
 - *Never past hot.* A node whose link, with what is booked on it and this
-  pod's bytes that leave it, would be fuller than ``peers.maxLinkUtilization``
-  gains nothing (nodes whose link speed is unknown are not guarded).
+  pod's whole expected bytes (as if none stayed: the peers' places are a
+  pass old), would be fuller than ``peers.maxLinkUtilization`` gains
+  nothing (nodes whose link speed is unknown are not guarded).
 """
 
 import math
@@ -193,7 +194,7 @@ class PodPull:
         if saved <= 0:
             return 0.0
         if score.link_speed and score.link_utilization is not None:
-            leaving = self._unseen.get(name, (0.0, 0))[0] + max(0.0, self._bandwidth - local)
+            leaving = self._unseen.get(name, (0.0, 0))[0] + self._bandwidth
             if score.link_utilization + leaving / score.link_speed > self._most_utilization:
                 return 0.0
         points = self._per_byte * saved

@@ -1,0 +1,421 @@
+"""The peers benchmark's simulation: a service graph's pods over three zones,
+rolled out workload by workload, placed by one strategy; driven by the real
+engine (Measurer, the learner with the flow query's matching, Scoreboard,
+Steerer and its in-flight bookings, as serving.py wires them) with
+kube-scheduler as bench/scheduler_model.py models it.
+
+The model (bench/peers.py prints it beside the figures):
+- 40 workloads: 6 front ends, 18 services, 10 stores, 6 shared services.
+  Each front end calls 2-3 services (chains), the first one 5-8 (fan-out);
+  each service calls 1-2 later services or stores; each shared service is
+  called by every other workload with probability 0.3 (fan-in). A pair's
+  bytes/s (both directions) are log-normal, median 2 MB/s, sigma 1.
+  Replicas: front ends 3-12, services 2-8, stores 1-3, shared 2-6, times
+  four at 500 nodes. Front ends also send 5 MB/s (median) per pod out of
+  the cluster.
+- A Service spreads a client's connections evenly over its endpoints, so
+  a pair's bytes split evenly over the pairs of their pods; bytes between
+  two pods on one node touch no link.
+- Nodes: 10 Gbit/s links, zone = node index mod 3, background load as in
+  bench.placement (log-normal around 12%; 5% of nodes at 75-95%).
+- Before the install every pod was placed by kube-scheduler alone; the
+  learner has read that cluster for three passes. Then every workload is
+  rolled out, in a drawn order, its pods replaced one at a time (the old
+  one goes, the new one is admitted), two seconds apart; ROUNDS rollouts
+  in all, each a new order. Metrics refresh every 15 s and the learner
+  reads a pass every 30 s, from the cluster as it is then (instant rates,
+  no 2 m window: a limit of the model).
+"""
+
+import math
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+
+from bench.scheduler_model import ClusterState, KubeScheduler
+from bench.simulated_pod_traffic import SimulatedPodTraffic
+from harness.fakeapi import node as node_object
+from harness.reviews import pod as pod_object
+from kubectl_nettraffic.config import Settings, settings_from_mapping
+from kubectl_nettraffic.kube.nodes import node_from_json
+from kubectl_nettraffic.kube.workloads import Workload
+from kubectl_nettraffic.learning.learner import BandwidthLearning
+from kubectl_nettraffic.learning.peer_traffic import PeerReport, peers_from
+from kubectl_nettraffic.learning.pod_traffic import PodTrafficReport
+from kubectl_nettraffic.learning.workload_bandwidth import PodSample
+from kubectl_nettraffic.measuring.measurement import Measurer
+from kubectl_nettraffic.scoring.readings import NodeTraffic
+from kubectl_nettraffic.scoring.tiers import TIER_WEIGHTS, assign_tiers
+from kubectl_nettraffic.serving import serving_parts
+from kubectl_nettraffic.sources.prometheus import TrafficReport
+
+ZONES = 3
+LINK = 1.25e9  # bytes/s each way: 10 Gbit/s
+HOT = 0.8
+POD_CPU, POD_MEMORY = 0.25, 0.5
+PRICE = 0.01  # $ per GB each way: a byte across zones is billed twice
+MONTH = 30 * 86400.0
+REFRESH, LEARN, STEP = 15.0, 30.0, 2.0
+ROUNDS = 3
+STRATEGIES = ("default", "nettraffic", "peers", "oracle")
+ROLES = (
+    ("front", 6, (3, 12)),
+    ("service", 18, (2, 8)),
+    ("store", 10, (1, 3)),
+    ("shared", 6, (2, 6)),
+)
+
+
+@dataclass(frozen=True)
+class Graph:
+    names: list[str]
+    replicas: list[int]
+    pairs: dict[tuple[int, int], float]  # (i, j), i < j -> bytes/s both directions
+    external: list[float]  # per pod, bytes/s out of the cluster
+
+
+def draw_graph(rng: np.random.Generator, replica_factor: int) -> Graph:
+    names, replicas, role_of = [], [], []
+    for role, count, (low, high) in ROLES:
+        for k in range(count):
+            names.append(f"{role}-{k}")
+            replicas.append(int(rng.integers(low, high + 1)) * replica_factor)
+            role_of.append(role)
+    index = {role: [i for i, r in enumerate(role_of) if r == role] for role, _, _ in ROLES}
+    edges: set[tuple[int, int]] = set()
+    for k, front in enumerate(index["front"]):
+        calls = int(rng.integers(5, 9)) if k == 0 else int(rng.integers(2, 4))
+        for service in rng.choice(index["service"], size=calls, replace=False):
+            edges.add((front, int(service)))
+    services = index["service"]
+    for k, service in enumerate(services):
+        later = services[k + 1 :] + index["store"]
+        for target in rng.choice(later, size=int(rng.integers(1, 3)), replace=False):
+            edges.add((service, int(target)))
+    for shared in index["shared"]:
+        for caller in range(len(names)):
+            if role_of[caller] != "shared" and rng.random() < 0.3:
+                edges.add((caller, shared))
+    pairs = {
+        (min(a, b), max(a, b)): float(min(200e6, rng.lognormal(math.log(2e6), 1.0)))
+        for a, b in sorted(edges)
+    }
+    external = [
+        float(rng.lognormal(math.log(5e6), 0.5)) if role == "front" else 0.0 for role in role_of
+    ]
+    return Graph(names, replicas, pairs, external)
+
+
+@dataclass
+class Cluster:
+    """Where every pod runs: counts per workload and node; the link loads follow."""
+
+    graph: Graph
+    background: np.ndarray  # bytes/s each way per node
+    zone: np.ndarray
+    counts: np.ndarray  # workload x node -> pods
+    pods: list[list[int]] = field(default_factory=list)  # workload -> each pod's node
+
+    def pair_cut(self) -> tuple[float, float]:
+        """(bytes/s between pods on different nodes, between different zones)."""
+        inter = cross = 0.0
+        zone_counts = self.zone_counts()
+        for (a, b), rate in self.graph.pairs.items():
+            na, nb = self.graph.replicas[a], self.graph.replicas[b]
+            per = rate / (na * nb)
+            inter += per * (na * nb - float(self.counts[a] @ self.counts[b]))
+            cross += per * (na * nb - float(zone_counts[a] @ zone_counts[b]))
+        return inter, cross
+
+    def zone_counts(self) -> np.ndarray:
+        return np.stack([self.counts[:, self.zone == z].sum(axis=1) for z in range(ZONES)], axis=1)
+
+    def link_load(self) -> np.ndarray:
+        """Bytes/s each way on every node's link: background, the front ends'
+        external bytes, half of each pod's bytes to pods on other nodes."""
+        load = self.background.copy()
+        graph = self.graph
+        for w, ext in enumerate(graph.external):
+            load += self.counts[w] * ext / 2
+        for (a, b), rate in graph.pairs.items():
+            na, nb = graph.replicas[a], graph.replicas[b]
+            per = rate / (na * nb)
+            load += (
+                per
+                * (self.counts[a] * (nb - self.counts[b]) + self.counts[b] * (na - self.counts[a]))
+                / 2
+            )
+        return load
+
+    def pod_bytes(self, w: int) -> float:
+        """One pod of workload ``w``: its bytes/s, both directions, all peers and out."""
+        graph = self.graph
+        return graph.external[w] + sum(
+            rate / graph.replicas[w] for (a, b), rate in graph.pairs.items() if w in (a, b)
+        )
+
+    def node_load(self, node: int) -> float:
+        """``link_load`` of one node."""
+        graph, counts = self.graph, self.counts[:, node]
+        load = float(self.background[node]) + float(counts @ np.array(graph.external)) / 2
+        for (a, b), rate in graph.pairs.items():
+            na, nb = graph.replicas[a], graph.replicas[b]
+            load += (
+                rate / (na * nb) * (counts[a] * (nb - counts[b]) + counts[b] * (na - counts[a])) / 2
+            )
+        return load
+
+    def added_cost(self, w: int, weight: float) -> np.ndarray:
+        """Per node: the bytes/s across nodes, plus ``weight`` x across zones,
+        that one more pod of ``w`` there would add (the oracle's measure)."""
+        graph, cost = self.graph, np.zeros(len(self.zone))
+        zone_counts = self.zone_counts()
+        for (a, b), rate in graph.pairs.items():
+            if w not in (a, b):
+                continue
+            peer = b if w == a else a
+            per = rate / (graph.replicas[w] * graph.replicas[peer])
+            cost += per * (graph.replicas[peer] - self.counts[peer])
+            cost += weight * per * (graph.replicas[peer] - zone_counts[peer][self.zone])
+        return cost
+
+    def place(self, w: int, node: int) -> None:
+        self.counts[w, node] += 1
+
+    def remove(self, w: int, node: int) -> None:
+        self.counts[w, node] -= 1
+
+
+@dataclass
+class Outcome:
+    inter_node: float  # bytes/s
+    cross_zone: float
+    busiest: float  # the busiest link's utilisation
+    placed: int = 0
+    hot: int = 0
+    pending: int = 0
+
+
+def draw_cluster(nodes: int, rng: np.random.Generator) -> tuple[np.ndarray, ClusterState]:
+    utilisation = np.clip(rng.lognormal(math.log(0.12), 0.6, nodes), 0.01, 0.6)
+    hot = rng.choice(nodes, size=max(1, round(nodes * 0.05)), replace=False)
+    utilisation[hot] = rng.uniform(0.75, 0.95, len(hot))
+    state = ClusterState(
+        cpu_allocatable=np.full(nodes, 16.0),
+        memory_allocatable=np.full(nodes, 64.0),
+        cpu_requested=rng.uniform(0.2, 0.6, nodes) * 16,
+        memory_requested=rng.uniform(0.2, 0.6, nodes) * 64,
+        zone=np.arange(nodes) % ZONES,
+    )
+    return utilisation * LINK, state
+
+
+class SimulatedFlows:
+    """The learner's flow reader: the pairs as Istio's series would carry
+    them (one reporter), matched by the product's own peers_from."""
+
+    def __init__(self, graph: Graph, settings: Settings) -> None:
+        self.graph, self.settings = graph, settings
+
+    def read(self, known: Iterable[Workload]) -> PeerReport:
+        result = [
+            {
+                "metric": {
+                    "source_workload": self.graph.names[a],
+                    "source_workload_namespace": "default",
+                    "destination_workload": self.graph.names[b],
+                    "destination_workload_namespace": "default",
+                },
+                "value": [0, f"{rate:.3f}"],
+            }
+            for (a, b), rate in self.graph.pairs.items()
+        ]
+        return peers_from(result, known, self.settings.peers.max_per_workload)
+
+
+def _settings(peers: bool) -> Settings:
+    return settings_from_mapping(
+        {
+            "prometheus": {"url": "http://sim"},
+            "metricsServer": {"enabled": False},
+            "peers": {"source": "istio" if peers else "none"},
+        }
+    )
+
+
+def simulate(nodes: int, replica_factor: int, strategy: str, seed: int) -> Outcome:
+    """One draw (``seed``) placed by ``strategy``; the same draw for every strategy."""
+    rng = np.random.default_rng(seed)
+    background, state = draw_cluster(nodes, rng)
+    graph = draw_graph(rng, replica_factor)
+    names = [f"node-{i:03d}" for i in range(nodes)]
+    cluster = Cluster(graph, background, state.zone, np.zeros((len(graph.names), nodes)))
+    scheduler = KubeScheduler(state, np.random.default_rng(seed + 1))
+    # Before the install: kube-scheduler alone, every workload in a drawn order.
+    for w in rng.permutation(len(graph.names)):
+        for _ in range(graph.replicas[w]):
+            chosen = scheduler.schedule(graph.names[w], POD_CPU, POD_MEMORY, {})
+            if chosen is not None:
+                cluster.place(int(w), chosen)
+    cluster.pods = [
+        [int(n) for n in np.repeat(np.arange(nodes), cluster.counts[w].astype(int))]
+        for w in range(len(graph.names))
+    ]
+    orders = [rng.permutation(len(graph.names)) for _ in range(ROUNDS)]
+    return _roll_out(cluster, state, scheduler, names, orders, strategy, seed)
+
+
+def _roll_out(
+    cluster: Cluster,
+    state: ClusterState,
+    scheduler: KubeScheduler,
+    names: list[str],
+    orders: list[np.ndarray],
+    strategy: str,
+    seed: int,
+) -> Outcome:
+    graph = cluster.graph
+    now = [0.0]
+    steered = strategy in ("nettraffic", "peers")
+    settings = _settings(strategy == "peers")
+    node_objects = [
+        node_from_json(node_object(name, labels={"topology.kubernetes.io/zone": f"zone-{z}"}))
+        for name, z in zip(names, cluster.zone, strict=True)
+    ]
+    generation = [0]
+
+    def pod_rates() -> PodTrafficReport:
+        samples = []
+        for w, nodes_of in enumerate(cluster.pods):
+            rate = cluster.pod_bytes(w)
+            for k, node in enumerate(nodes_of):
+                samples.append(
+                    PodSample(
+                        "default",
+                        f"{graph.names[w]}-{generation[0]:x}-{k}",
+                        rate / 2,
+                        rate / 2,
+                        Workload("default", "Deployment", graph.names[w]),
+                        None,
+                        names[node],
+                    )
+                )
+        return PodTrafficReport(tuple(samples), (), 0, now[0])
+
+    def traffic(_nodes: object) -> TrafficReport:
+        load = cluster.link_load()
+        by_node = {
+            name: NodeTraffic(v, v, LINK, ("sim",)) for name, v in zip(names, load, strict=True)
+        }
+        return TrafficReport(by_node, (), (), {}, (), now[0])
+
+    learning = None
+    if steered:
+        learning = BandwidthLearning(
+            settings,
+            SimulatedPodTraffic(pod_rates, lambda: {}, settings.learning.young_workload_age),
+            clock=lambda: now[0],
+            peers=SimulatedFlows(graph, settings) if strategy == "peers" else None,
+        )
+        for _ in range(4):  # a count, then three passes over the running cluster
+            learning.update()
+    source: Any = _Fetch(traffic)  # what PrometheusSource.fetch answers
+    measurer = Measurer(
+        settings, lambda: node_objects, source, None, clock=lambda: now[0], learning=learning
+    )
+    serving = serving_parts(settings, clock=lambda: now[0])
+    # The traffic-tier labels (steering.trafficTiers, on by default) as the
+    # leader writes them at each refresh, and each node's weight from the
+    # pods' tier terms (as bench.placement models them).
+    tiers: dict[str, str] = {}
+    label_weights = np.zeros(len(names), dtype=np.int64)
+
+    def refresh() -> None:
+        nonlocal tiers
+        serving.scoreboard.record(measurer.measure())
+        snapshot = serving.scoreboard.snapshot
+        if steered and snapshot is not None:
+            tiers = assign_tiers(snapshot.candidates, tiers)
+            label_weights[:] = 0
+            for node, tier in tiers.items():
+                label_weights[int(node.removeprefix("node-"))] = TIER_WEIGHTS.get(tier, 0)
+
+    refresh()
+    next_refresh, next_learning = REFRESH, LEARN
+    outcome = Outcome(0.0, 0.0, 0.0)
+    for round_number, order in enumerate(orders):
+        for w in order:
+            w = int(w)
+            template = f"{round_number + 1:06x}"
+            for k in range(len(cluster.pods[w])):
+                now[0] += STEP
+                if learning is not None and now[0] >= next_learning:
+                    learning.update()
+                    next_learning += LEARN
+                if now[0] >= next_refresh:
+                    refresh()
+                    next_refresh += REFRESH
+                old = cluster.pods[w][k]
+                cluster.remove(w, old)
+                state.unbind(old, graph.names[w], POD_CPU, POD_MEMORY)
+                chosen = _choose(
+                    strategy, cluster, state, scheduler, serving, w, template, label_weights
+                )
+                if chosen is None:
+                    outcome.pending += 1
+                    cluster.place(w, old)  # the old one stays (maxUnavailable 0)
+                    state.bind(old, graph.names[w], POD_CPU, POD_MEMORY)
+                    continue
+                cluster.place(w, chosen)
+                cluster.pods[w][k] = chosen
+                outcome.placed += 1
+                outcome.hot += cluster.node_load(chosen) / LINK > HOT
+            generation[0] += 1
+    inter, cross = cluster.pair_cut()
+    return replace(
+        outcome, inter_node=inter, cross_zone=cross, busiest=float(cluster.link_load().max() / LINK)
+    )
+
+
+class _Fetch:
+    def __init__(self, fetch: Callable[[object], TrafficReport]) -> None:
+        self.fetch = fetch
+
+
+def _choose(
+    strategy: str,
+    cluster: Cluster,
+    state: ClusterState,
+    scheduler: KubeScheduler,
+    serving: object,
+    w: int,
+    template: str,
+    label_weights: np.ndarray,
+) -> int | None:
+    graph = cluster.graph
+    name = graph.names[w]
+    if strategy == "oracle":
+        fits = np.flatnonzero(state.fits(POD_CPU, POD_MEMORY))
+        if not len(fits):
+            return None
+        load = cluster.link_load()
+        after = (load + cluster.pod_bytes(w) / 2) / LINK
+        cool = fits[after[fits] <= HOT]
+        candidates = cool if len(cool) else fits
+        cost = cluster.added_cost(w, 1.0)[candidates]
+        best = candidates[np.lexsort((after[candidates], cost))[0]]
+        state.bind(int(best), name, POD_CPU, POD_MEMORY)
+        return int(best)
+    preferred: dict[int, int] = {}
+    if strategy in ("nettraffic", "peers"):
+        admitted = pod_object(
+            generate_name=f"{name}-{template}-",
+            labels={"app": name, "pod-template-hash": template},
+        )
+        decision = serving.steerer.decide(admitted, None, dry_run=False)  # type: ignore[attr-defined]
+        index = {f"node-{i:03d}": i for i in range(len(cluster.zone))}
+        preferred = {index[p.node]: p.weight for p in decision.preferences}
+        return scheduler.schedule(name, POD_CPU, POD_MEMORY, preferred, label_weights)
+    return scheduler.schedule(name, POD_CPU, POD_MEMORY, preferred)
