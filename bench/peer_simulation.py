@@ -219,7 +219,7 @@ class SimulatedFlows:
     def __init__(self, graph: Graph, settings: Settings) -> None:
         self.graph, self.settings = graph, settings
 
-    def read(self, known: Iterable[Workload]) -> PeerReport:
+    def read(self, known: Iterable[Workload], at: float) -> PeerReport:
         result = [
             {
                 "metric": {

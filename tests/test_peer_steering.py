@@ -5,16 +5,21 @@ fan-in, never past a hot link, and leaves pods without peers as they were."""
 
 import time
 
+import jsonpatch
 import pytest
 
 from harness.prometheus import prometheus_with_history
 from harness.reviews import pod
+from kubectl_nettraffic.cli.explain import explain_text
+from kubectl_nettraffic.cli.top import WebhookLocation
+from kubectl_nettraffic.cli.top_pods import learned_figures, table, workload_rows
 from kubectl_nettraffic.config import settings_from_mapping
 from kubectl_nettraffic.kube.pods import BOOKED_BANDWIDTH, PEER_PULL
 from kubectl_nettraffic.kube.workloads import Workload
 from kubectl_nettraffic.learning.learner import BandwidthLearning
 from kubectl_nettraffic.learning.peer_traffic import PeerTrafficSource
 from kubectl_nettraffic.learning.pod_traffic import PodTrafficSource, build_learner_query
+from kubectl_nettraffic.measuring.scoreview import peer_bytes_by_place, workloads_document
 from kubectl_nettraffic.sources.prometheus import PrometheusSource
 from tests.harness.flow_series import Flow, istio_lines
 from tests.harness.kube_series import PodSeries, ReplicaSetSeries, kube_lines
@@ -163,12 +168,82 @@ def test_a_pod_without_peers_is_steered_as_without_a_flow_source(prometheus):
 
 def test_peers_never_take_a_node_past_the_hot_threshold(prometheus):
     # 20 MB/s links, half the load each way: n1 75% full, n2 77.5%, n3 80%,
-    # n4 82.5%. At 0.79 n3 and n4 (api's and db's zone) may not be pulled.
+    # n4 82.5%; the pod's 2.7 MB/s would add 14 points. At 0.79 n3 and n4
+    # (api's and db's zone) may not be pulled.
     board = _board(prometheus, link_speed=2e7, maxLinkUtilization=0.79)
     assert board.snapshot.generated_at == MEASURED_AT
     first = board.steerer.decide(_web_pod(), {}, dry_run=False)
     assert first.preferences[0].node == "n1"
     assert PEER_PULL not in str(first.patch)
     # With room to spare, the same pod goes to its peers.
-    roomy = _board(prometheus, link_speed=2e7, maxLinkUtilization=0.9)
+    roomy = _board(prometheus, link_speed=2e7, maxLinkUtilization=0.95)
     assert roomy.steerer.decide(_web_pod(), {}, dry_run=False).preferences[0].node == "n3"
+
+
+def test_the_workloads_document_shows_where_each_pair_s_bytes_go_and_their_cost(prometheus):
+    board = _board(prometheus)
+    document = workloads_document(board.snapshot, price_per_gb=0.01)
+    rows = {(row["kind"], row["name"]): row for row in document["workloads"]}
+    (api,) = rows[("Deployment", "web")]["peers"]
+    # web runs on n1 and n2 (zone-a), api on n3 (zone-b): every byte crosses.
+    assert (api["name"], api["sameNodeShare"], api["sameZoneShare"], api["crossZoneShare"]) == (
+        "api",
+        0.0,
+        0.0,
+        1.0,
+    )
+    # 4 MB/s for 30 days, billed $0.01/GB each way.
+    assert api["crossZoneCostPerMonth"] == pytest.approx(4e6 * 2_592_000 / 1e9 * 0.02, rel=1e-3)
+    # api and db: api on n3, db on n4, both zone-b: no node shared, one zone.
+    db = rows[("Deployment", "api")]["peers"][1]
+    assert (db["name"], db["sameNodeShare"], db["sameZoneShare"], db["crossZoneShare"]) == (
+        "db",
+        0.0,
+        1.0,
+        0.0,
+    )
+    assert document["conversations"]["ignoredSeries"] == {"unknown-workload": 1}
+    assert document["conversations"]["nodesWithoutZone"] == []
+    # /metrics' nettraffic_peer_bytes_per_second: each pair once.
+    assert peer_bytes_by_place(board.snapshot) == pytest.approx(
+        {"same-node": 0.0, "same-zone": 1.1e6, "cross-zone": 4e6, "unknown-zone": 0.0}, rel=1e-3
+    )
+    plain = workloads_document(_board(prometheus, source="none").snapshot)
+    assert plain["conversations"] is None
+    assert all("peers" not in row for row in plain["workloads"])
+
+
+def test_explain_says_which_peers_pulled_the_pod_toward_which_node(prometheus):
+    board = _board(prometheus)
+    admitted = _web_pod()
+    decision = board.steerer.decide(admitted, {}, dry_run=False)
+    patched = jsonpatch.apply_patch(admitted, decision.patch)
+    patched["metadata"]["name"] = "web-7d9c4b-x1"
+    text = explain_text(patched, None, "-", ("default-scheduler",))
+    assert "Peers:      its conversations pulled it toward" in text
+    assert "  n3: +" in text and "its peers shop/Deployment/api run there" in text
+
+
+def test_top_workloads_computes_the_peers_itself_with_the_prometheus_source(prometheus):
+    settings = settings_from_mapping(
+        {
+            "prometheus": {"url": prometheus.url, "window": "2m"},
+            "peers": {"source": "istio"},
+            "kubeconfig": "/nonexistent/kubeconfig",
+        }
+    )
+    source = PodTrafficSource(
+        PrometheusSource(settings.prometheus, clock=lambda: END), settings.learning
+    )
+    report = source.fetch()
+    assert {s.pod: s.node for s in report.samples}["db-0"] == "n4"
+    learned, peers, origin = learned_figures(
+        "prometheus", settings, None, WebhookLocation("x", "y", 443), report, False, with_peers=True
+    )
+    assert origin == "this window" and peers is not None
+    rows = {row["name"]: row for row in workload_rows(report.samples, learned, "both", peers)}
+    web = rows["Deployment/web"]
+    # No API server to read the zones from: where the bytes go by zone is unknown.
+    assert web["peers"][0]["name"] == "api" and web["peers"][0]["unknownZoneShare"] == 1.0
+    text = table("workloads", list(rows.values()), False, True, True, False)
+    assert "PEERS" in text.splitlines()[0] and "Deployment/api" in text

@@ -180,7 +180,7 @@ def _add_views(app: Flask, serving: Serving, cert: CertReloader, metrics: Webhoo
         snapshot = board.snapshot
         if snapshot is None:
             return _error("no scores yet; the first refresh has not finished (see /readyz)", 503)
-        return _json(workloads_document(snapshot))
+        return _json(workloads_document(snapshot, serving.settings.peers.cross_zone_price_per_gb))
 
     @app.get("/healthz")
     def healthz() -> Response:

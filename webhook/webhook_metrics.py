@@ -1,6 +1,7 @@
 """The catalogue of the webhook's own metrics (/metrics): every series, its
 help text and where its value is read from."""
 
+from kubectl_nettraffic.measuring.scoreview import peer_bytes_by_place
 from kubectl_nettraffic.serving import Serving
 from webhook.front import connections_closed_counter
 from webhook.metrics import ADMISSION_BUCKETS, Counter, Gauge, OutcomeHistogram, Reading, Registry
@@ -188,6 +189,28 @@ class WebhookMetrics:
                 lambda: {(): float(scoreboard.follow_failures)},
             )
         )
+        self.serving = serving
+        self._peer_key: tuple[object, object] | None = None
+        self._peer_totals: dict[tuple[str, ...], float] = {}
+        add(
+            Reading(
+                "nettraffic_peer_bytes_per_second",
+                "Bytes/s between workloads that talk (peers.source), by where they go now: "
+                "same-node, same-zone, cross-zone, unknown-zone.",
+                "gauge",
+                ("where",),
+                self._peer_bytes,
+            )
+        )
+        add(
+            Reading(
+                "nettraffic_peer_series_ignored",
+                "Flow series the last pair read left out, by reason.",
+                "gauge",
+                ("reason",),
+                self._peer_ignored,
+            )
+        )
         add(
             Reading(
                 "nettraffic_source_failures_total",
@@ -197,6 +220,30 @@ class WebhookMetrics:
                 lambda: {(k,): float(v) for k, v in scoreboard.source_failures.items()},
             )
         )
+
+    def _peer_bytes(self) -> dict[tuple[str, ...], float]:
+        """The pairs' bytes/s by where they go, worked out once per
+        conversations read (or node list) and kept until the next."""
+        snapshot = self.serving.scoreboard.snapshot
+        learned = snapshot.learned if snapshot else None
+        conversations = learned.conversations if learned else None
+        if snapshot is None or conversations is None:
+            return {}
+        key = (conversations, snapshot.nodes)
+        if self._peer_key is None or any(
+            a is not b for a, b in zip(key, self._peer_key, strict=True)
+        ):
+            totals = peer_bytes_by_place(snapshot)
+            self._peer_totals = {(where,): value for where, value in totals.items()}
+            self._peer_key = key
+        return self._peer_totals
+
+    def _peer_ignored(self) -> dict[tuple[str, ...], float]:
+        snapshot = self.serving.scoreboard.snapshot
+        learned = snapshot.learned if snapshot else None
+        if learned is None or learned.conversations is None:
+            return {}
+        return {(reason,): float(n) for reason, n in learned.conversations.ignored.items()}
 
     def _requests_by_path(self) -> dict[tuple[str, ...], float]:
         counts = self.requests.values()

@@ -10,6 +10,7 @@ from kubectl_nettraffic.kube.client import api_call, api_client, context_namespa
 from kubectl_nettraffic.kube.pods import (
     BANDWIDTH_SOURCE,
     BOOKED_BANDWIDTH,
+    PEER_PULL,
     PREFERRED,
     PREFERRED_NODES,
     SCORED_AT,
@@ -65,6 +66,23 @@ def _prefers_tiers(spec: dict[str, Any]) -> bool:
     )
 
 
+def _peer_lines(pulled: str) -> list[str]:
+    """What ``nettraffic.io/peer-pull`` says: the nodes the pod's peers
+    pulled it toward, by how many points, and which peers (or their zone)."""
+    lines = []
+    for part in filter(None, pulled.split(",")):
+        node, _, rest = part.partition("=")
+        points, _, why = rest.partition(":")
+        if why == "zone":
+            reason = "its peers run in that node's zone"
+        else:
+            reason = "its peers " + ", ".join(why.split("+")) + " run there"
+        lines.append(f"  {node}: +{points} points, {reason}")
+    if not lines:
+        return []
+    return ["Peers:      its conversations pulled it toward", *lines]
+
+
 def _ordinal(index: int) -> str:
     return {0: "1st", 1: "2nd", 2: "3rd"}.get(index, f"{index + 1}th")
 
@@ -106,6 +124,7 @@ def explain_text(
                 f"Booked at:  {_rate(booked)} on its first preference, "
                 f"{BANDWIDTH_SOURCES.get(source, source)}"
             )
+        lines += _peer_lines(annotations.get(PEER_PULL) or "")
         if _prefers_tiers(spec):
             lines.append(
                 f"Tiers:      also prefers quiet nodes by their {TIER_LABEL} label "

@@ -1,5 +1,8 @@
 """``kubectl nettraffic top pods|workloads``: network rates per pod and per
-owning workload, with the bandwidth learned for each workload.
+owning workload, with the bandwidth learned for each workload and, with a
+flow source (``peers.source``), each workload's peers: the bytes between
+them, the shares on one node, in one zone and across zones, and what
+crossing zones costs a month.
 ``kubectl top pod`` has no network column; this is it.
 
 Rates come from Prometheus with the learner's own query (cAdvisor and
@@ -24,9 +27,14 @@ from kubectl_nettraffic.cli.top import WebhookLocation
 from kubectl_nettraffic.config import Settings
 from kubectl_nettraffic.errors import NetTrafficError, SourceError
 from kubectl_nettraffic.kube.client import api_call, api_client, request_json
+from kubectl_nettraffic.kube.cluster import list_nodes
+from kubectl_nettraffic.kube.nodes import zones_of
 from kubectl_nettraffic.kube.workloads import Workload
+from kubectl_nettraffic.learning.conversations import PodPlaces, conversations_of, shares_of
+from kubectl_nettraffic.learning.peer_traffic import read_peers
 from kubectl_nettraffic.learning.pod_traffic import PodTrafficReport, PodTrafficSource
 from kubectl_nettraffic.learning.workload_bandwidth import BandwidthLearner, PodSample
+from kubectl_nettraffic.measuring.scoreview import peer_documents
 from kubectl_nettraffic.scoring.node_scores import directional_load
 from kubectl_nettraffic.sources.prometheus import PrometheusSource
 from kubectl_nettraffic.units import format_duration, format_rate, rfc3339
@@ -50,16 +58,30 @@ def pod_traffic_report(source: PodTrafficSource) -> PodTrafficReport:
     return report
 
 
+# workload -> its peers as /workloads gives them (scoreview.peer_documents);
+# None: no flow source.
+Peers = dict[Workload, list[dict[str, Any]]] | None
+
+
 def _learned_from_webhook(
     settings: Settings, context: str | None, where: WebhookLocation
-) -> dict[Workload, float]:
+) -> tuple[dict[Workload, float], Peers]:
     api = api_client(settings.kubeconfig, context)
     with api_call(f"reading learned bandwidth from the webhook {where.namespace}/{where.service}"):
         document = request_json(api, "GET", where.proxy_path("workloads"))
-    return {
-        Workload(row["namespace"], row["kind"], row["name"]): float(row["learnedBytesPerSecond"])
-        for row in document.get("workloads") or []
+    rows = document.get("workloads") or []
+
+    def workload(row: Mapping[str, Any]) -> Workload:
+        return Workload(row["namespace"], row["kind"], row["name"])
+
+    figures = {
+        workload(row): float(row["learnedBytesPerSecond"])
+        for row in rows
+        if row.get("learnedBytesPerSecond") is not None
     }
+    if document.get("conversations") is None:
+        return figures, None
+    return figures, {workload(row): list(row.get("peers") or []) for row in rows}
 
 
 def _learned_here(
@@ -71,6 +93,36 @@ def _learned_here(
     return dict(learner.learned(at).workloads)
 
 
+def _peers_here(settings: Settings, context: str | None, report: PodTrafficReport) -> Peers:
+    """The pairs from the flow query, placed where this window's pods run;
+    zones from the nodes' labels when the API server answers (else every
+    share of a zone is unknown)."""
+    if settings.peers.source == "none":
+        return None
+    known = {sample.workload for sample in report.samples if sample.workload is not None}
+    pairs = read_peers(
+        PrometheusSource(settings.prometheus),
+        settings.peers,
+        settings.prometheus.window,
+        known,
+        at=report.evaluated_at,  # the moment the rates were read
+    )
+    if pairs is None:
+        return None
+    places = PodPlaces()
+    places.record(report.samples)
+    conversations = conversations_of(pairs, places, report.evaluated_at)
+    try:
+        zone_of = zones_of(list_nodes(api_client(settings.kubeconfig, context)))
+    except NetTrafficError:
+        zone_of = {}
+    price = settings.peers.cross_zone_price_per_gb
+    return {
+        workload: peer_documents(shares_of(conversations, workload, zone_of), price)
+        for workload in conversations.peers
+    }
+
+
 def learned_figures(
     source: str,
     settings: Settings,
@@ -78,11 +130,14 @@ def learned_figures(
     where: WebhookLocation,
     report: PodTrafficReport,
     verbose: bool,
-) -> tuple[dict[Workload, float], str]:
-    """Learned figures per workload, and where they came from."""
+    with_peers: bool = False,
+) -> tuple[dict[Workload, float], Peers, str]:
+    """Learned figures per workload, their peers (``with_peers``), and
+    where they came from."""
     if source != "prometheus":
         try:
-            return _learned_from_webhook(settings, context, where), "webhook"
+            figures, peers = _learned_from_webhook(settings, context, where)
+            return figures, peers, "webhook"
         except NetTrafficError as error:
             if source == "webhook":
                 raise
@@ -90,7 +145,9 @@ def learned_figures(
                 print(
                     f"webhook unavailable ({error}); LEARNED from this window only", file=sys.stderr
                 )
-    return _learned_here(settings, report.samples, report.evaluated_at), "this window"
+    figures = _learned_here(settings, report.samples, report.evaluated_at)
+    peers = _peers_here(settings, context, report) if with_peers else None
+    return figures, peers, "this window"
 
 
 def pod_rows(
@@ -117,7 +174,10 @@ def pod_rows(
 
 
 def workload_rows(
-    samples: Sequence[PodSample], learned: Mapping[Workload, float], direction: str
+    samples: Sequence[PodSample],
+    learned: Mapping[Workload, float],
+    direction: str,
+    peers: Peers = None,
 ) -> list[dict[str, Any]]:
     grouped: dict[Workload, list[PodSample]] = {}
     for sample in samples:
@@ -138,6 +198,15 @@ def workload_rows(
                 "learnedBytesPerSecond": _rounded(learned.get(workload)),
             }
         )
+        if peers is not None:
+            theirs = peers.get(workload, [])
+            rows[-1]["peers"] = theirs
+            rows[-1]["crossZoneBytesPerSecond"] = round(
+                sum(p["bytesPerSecond"] * p["crossZoneShare"] for p in theirs), 3
+            )
+            rows[-1]["crossZoneCostPerMonth"] = round(
+                sum(p["crossZoneCostPerMonth"] for p in theirs), 2
+            )
     return rows
 
 
@@ -175,8 +244,13 @@ def table(
     if view == "workloads":
         columns.append("PODS")
     columns += ["RX/s", "TX/s", "TRAFFIC", "LEARNED"]
+    with_peers = view == "workloads" and any("peers" in row for row in rows)
+    if with_peers:
+        columns += ["PEERS", "CROSS-ZONE/s", "COST/MONTH"]
     if wide:
         columns.append("WORKLOAD" if view == "pods" else "MAX/POD")
+    if wide and with_peers:
+        columns.append("TOP PEER (NODE/ZONE/CROSS)")
     lines = [columns] if headers else []
     for row in rows:
         cells = ([row["namespace"]] if all_namespaces else []) + [row["name"]]
@@ -188,14 +262,33 @@ def table(
             format_rate(row["trafficBytesPerSecond"], bits),
             format_rate(row["learnedBytesPerSecond"], bits),
         ]
+        if with_peers:
+            cells += [
+                str(len(row.get("peers") or [])),
+                format_rate(row.get("crossZoneBytesPerSecond"), bits),
+                f"{row.get('crossZoneCostPerMonth') or 0:.2f}",
+            ]
         if wide:
             cells.append(
                 (row["workload"] or "<none>")
                 if view == "pods"
                 else format_rate(row["maxPodBytesPerSecond"], bits)
             )
+        if wide and with_peers:
+            cells.append(_top_peer(row.get("peers") or [], bits))
         lines.append(cells)
     return "".join(text + "\n" for text in aligned(lines))
+
+
+def _top_peer(peers: Sequence[Mapping[str, Any]], bits: bool) -> str:
+    """The busiest peer: its name, bytes/s and where they go."""
+    if not peers:
+        return "<none>"
+    peer = peers[0]
+    shares = "/".join(
+        f"{100 * peer[key]:.0f}%" for key in ("sameNodeShare", "sameZoneShare", "crossZoneShare")
+    )
+    return f"{peer['kind']}/{peer['name']} {format_rate(peer['bytesPerSecond'], bits)} {shares}"
 
 
 def run_top_pods(
@@ -214,16 +307,20 @@ def run_top_pods(
             if (namespace is None or s.namespace == namespace)
             and (wanted is None or (s.namespace, s.pod) in wanted)
         ]
-        learned, origin = learned_figures(
+        learned, peers, origin = learned_figures(
             args.source,
             settings,
             args.context,
             where,
             replace(report, samples=tuple(samples)),
             args.verbose,
+            with_peers=view == "workloads",
         )
         direction = settings.prometheus.direction
-        rows = (workload_rows if view == "workloads" else pod_rows)(samples, learned, direction)
+        if view == "workloads":
+            rows = workload_rows(samples, learned, direction, peers)
+        else:
+            rows = pod_rows(samples, learned, direction)
         rows = sorted_rows(rows, args.sort_by)
         document = {
             "generatedAt": rfc3339(report.evaluated_at),

@@ -7,9 +7,11 @@ what is read here.
 
 import heapq
 import itertools
+import math
 from collections import OrderedDict
 from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from kubectl_nettraffic.inflight.handicaps import POINTS_PER_POD
 from kubectl_nettraffic.inflight.replica_share import NodeBlocks, ReplicaShare
@@ -117,6 +119,20 @@ class CandidateHeap:
             heapq.heapify(heap)
             self._passed[group] = 0
 
+    def live(self, name: str) -> Ranked | None:
+        """``name``'s live score as the heap ranks it now; None when the
+        node is not a candidate here."""
+        position = self._position.get(name)
+        if position is None:
+            return None
+        score = self._candidates[position]
+        live = score.score_with(self._unseen.get(name, (0.0, 0))[0]) - self._points[position]
+        return live, position, score
+
+    def group_top(self, group: int, count: int) -> list[Ranked]:
+        """The best ``count`` of one group, best first."""
+        return list(itertools.islice(self._walk(group), count))
+
     def top(self, count: int) -> list[Ranked]:
         """The best ``count`` as (live score, position, score), best first."""
         return list(itertools.islice(self.walk(), count))
@@ -185,17 +201,116 @@ def own_heap(
     return CandidateHeap(layout, view, points)
 
 
+class ZonePull(Protocol):
+    """A pull the same on every node of a zone but for a few nodes of its
+    own (steering/peer_pull.py's PodPull)."""
+
+    @property
+    def zone_of(self) -> Mapping[str, str]:
+        """node -> zone, for the nodes that have one."""
+        ...
+
+    @property
+    def most(self) -> float:
+        """The most points any node gains."""
+        ...
+
+    def points(self, score: NodeScore) -> float: ...
+
+    def own_nodes(self, most: int) -> list[str]:
+        """The nodes that gain more than their zone's, most first, at most ``most``."""
+        ...
+
+    def most_on(self, node: str) -> float:
+        """The most ``node`` can gain: its own part and its zone's."""
+        ...
+
+
+# A pulled choice reads at most this many nodes that gain more than their
+# zone (a peer's pods there), the most pulled first: further down the pull
+# of one node is a sliver of the pod's bytes.
+MOST_OWN_NODES = 8
+
+
+def pulled_top(
+    zoned: CandidateHeap,
+    zones: Sequence[str],
+    shared: CandidateHeap,
+    count: int,
+    pull: ZonePull,
+    rest: Handicap | None,
+    exposed: int,
+) -> list[Ranked]:
+    """The best ``count`` by live score plus ``pull`` less ``rest`` (a
+    handicap of at most ``exposed`` nodes), best first: each zone's best
+    ``count + exposed`` by live score (the heap grouped by zone,
+    ``zones[group]``) and the nodes that gain more than their zone, looked
+    up one by one, each scored with its own pull. A zone's pull is the same
+    on its nodes, so its best by live score are its best with the pull;
+    the hot guard takes a node's pull away, which can only lower it."""
+    best: list[tuple[float, int, NodeScore]] = []
+    read: set[int] = set()
+
+    def consider(live: float, position: int, score: NodeScore) -> None:
+        effective = live + pull.points(score)
+        if rest is not None:
+            effective -= rest(score)
+        best.append((effective, -position, score))
+        read.add(position)
+
+    for group in range(len(zones)):
+        for live, position, score in zoned.group_top(group, count + exposed):
+            consider(live, position, score)
+    best.sort(key=lambda entry: entry[:2], reverse=True)
+    kth = best[count - 1][0] if len(best) >= count else -math.inf
+    for node in pull.own_nodes(MOST_OWN_NODES):
+        entry = shared.live(node)
+        # Its live score with the most it can gain cannot reach the count-th kept.
+        if entry is None or entry[1] in read or entry[0] + pull.most_on(node) <= kth:
+            continue
+        consider(*entry)
+    best.sort(key=lambda entry: entry[:2], reverse=True)
+    return [(effective, -negative, score) for effective, negative, score in best[:count]]
+
+
 @dataclass
 class Heaps:
     """One snapshot's heaps: the shared one and the unlearned workloads' own
     (most recently chosen last), over one layout whose groups after the
-    first are of ``penalties`` (None: too many to group by)."""
+    first are of ``penalties`` (None: too many to group by); and, once a pod
+    with peers is chosen for, one grouped by zone (``zones[group]``, "" for
+    the nodes without one)."""
 
     shared: CandidateHeap
     own: OrderedDict[Workload, CandidateHeap]
     layout: HeapLayout
     penalties: list[float] | None
     blocks: NodeBlocks | None  # the nodes' blocks among the replicas
+    zoned: CandidateHeap | None = None
+    zones: tuple[str, ...] = ()
+
+    def by_zone(
+        self,
+        zone_of: Mapping[str, str],
+        view: Mapping[str, tuple[float, int]],
+        declined: Mapping[str, float],
+    ) -> CandidateHeap:
+        """The heap grouped by zone, built when first needed."""
+        if self.zoned is None:
+            names = sorted(set(zone_of.values()))
+            group = {zone: index for index, zone in enumerate(names, start=1)}
+            layout = HeapLayout(
+                self.layout.candidates, lambda score: group.get(zone_of.get(score.name, ""), 0)
+            )
+            self.zoned, self.zones = CandidateHeap(layout, view, declined), ("", *names)
+        return self.zoned
+
+    def update(self, node: str) -> None:
+        """``node``'s unseen load changed, and no unlearned count: the
+        shared heap, and the zoned one if any."""
+        self.shared.update(node)
+        if self.zoned is not None:
+            self.zoned.update(node)
 
     @classmethod
     def build(
@@ -258,7 +373,7 @@ class Heaps:
         for workload, node, pods in counted:
             points[workload, node] = points.get((workload, node), 0.0) + POINTS_PER_POD * pods
         for node in nodes:
-            self.shared.update(node)
+            self.update(node)
             for workload, heap in self.own.items():
                 heap.update(node, points.pop((workload, node), 0.0))
         for (workload, node), change in points.items():  # counts alone changed
@@ -271,5 +386,6 @@ class Heaps:
 
     def decline(self, node: str, points: float) -> None:
         """``node`` was declined: it loses ``points`` in every heap."""
-        for heap in (self.shared, *self.own.values()):
+        zoned = () if self.zoned is None else (self.zoned,)
+        for heap in (self.shared, *zoned, *self.own.values()):
             heap.update(node, points)

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable
 
 from kubectl_nettraffic.config import Settings
 from kubectl_nettraffic.inflight.bookings import Bookings, CountChange, UnseenView
-from kubectl_nettraffic.inflight.candidates import Heaps, Ranked
+from kubectl_nettraffic.inflight.candidates import Heaps, Ranked, ZonePull, pulled_top
 from kubectl_nettraffic.inflight.handicaps import (
     declined_handicap,
     unlearned_handicap,
@@ -27,7 +27,6 @@ from kubectl_nettraffic.labels import LabelSelector
 from kubectl_nettraffic.measuring.measurement import Snapshot
 from kubectl_nettraffic.scoring.placement import (
     Preference,
-    Pull,
     choose_nodes,
     combined,
     handicapped_top,
@@ -78,7 +77,7 @@ class Admission:
         bandwidth: float,
         now: float,
         unlearned: Workload | None = None,
-        pull: Pull | None = None,
+        pull: ZonePull | None = None,
     ) -> list[Preference]:
         """The best ``count`` nodes for ``pod`` (booked at ``bandwidth``;
         ``unlearned``: its workload, when booked at the default; ``pull``:
@@ -102,16 +101,25 @@ class Admission:
         handicap = declined_handicap(bookings.declined)
         lift = 0.0
         if pull is not None:
-            # Peers raise scores: the heaps' shortcuts assume handicaps only
-            # lower them, so the shared heap is walked best first instead.
+            # Peers raise scores, mostly a zone's alike: one pod's choice
+            # reads the heap grouped by zone; with the replica share (a
+            # grouping of its own) the shared heap is walked best first.
             lift = pull.most
             share_points = None if share is None else share.handicap(bandwidth)
             on_heap = combined(share_points, rest, lowered_by(pull))
             assert on_heap is not None
             handicap = combined(on_heap, handicap)
+            if share is None:
+                zoned = heaps.by_zone(pull.zone_of, bookings.view, bookings.declined)
+                exposed = len(pods) if pods else 0
 
-            def top(wanted: int) -> list[Ranked]:
-                return handicapped_top(heaps.shared, wanted, on_heap, lift)
+                def top(wanted: int) -> list[Ranked]:
+                    return pulled_top(zoned, heaps.zones, heaps.shared, wanted, pull, rest, exposed)
+
+            else:
+
+                def top(wanted: int) -> list[Ranked]:
+                    return handicapped_top(heaps.shared, wanted, on_heap, lift)
 
         elif share is not None or rest is not None:
             share_points = None if share is None else share.handicap(bandwidth)
@@ -354,7 +362,7 @@ class InflightState:
         counted = self._bookings.add(node, bandwidth, at, key, replica, unlearned)
         heaps = self._heaps
         if counted is None and heaps is not None and not heaps.own:
-            heaps.shared.update(node)  # the usual booking: one heap, one node
+            heaps.update(node)  # the usual booking: one heap (two with peers), one node
         else:
             self._rerank((node,), () if counted is None else (counted,))
 

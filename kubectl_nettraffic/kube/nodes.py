@@ -4,7 +4,7 @@ The same parser serves the API server (list + watch) and the offline file
 source (``kubectl get nodes -o json``), so both behave alike.
 """
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,6 +27,10 @@ class Taint:
         return (
             f"{self.key}={self.value}:{self.effect}" if self.value else f"{self.key}:{self.effect}"
         )
+
+
+# The well-known label of a node's zone (k8s.io/api/core/v1, LabelTopologyZone).
+ZONE_LABEL = "topology.kubernetes.io/zone"
 
 
 @dataclass(frozen=True)
@@ -140,3 +144,8 @@ def ineligibility(
     if blocking:
         return "tainted " + ",".join(str(t) for t in blocking)
     return None
+
+
+def zones_of(nodes: Iterable[Node]) -> dict[str, str]:
+    """node -> zone, for the nodes that carry ``topology.kubernetes.io/zone``."""
+    return {node.name: node.labels[ZONE_LABEL] for node in nodes if node.labels.get(ZONE_LABEL)}

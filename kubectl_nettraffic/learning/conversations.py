@@ -12,6 +12,7 @@ carries stays as small as the conversations are.
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from kubectl_nettraffic.kube.workloads import Workload
 from kubectl_nettraffic.learning.peer_traffic import PeerReport
@@ -75,3 +76,71 @@ def conversations_of(report: PeerReport, places: PodPlaces, read_at: float) -> C
         ignored=dict(report.ignored),
         dropped=dict(report.dropped),
     )
+
+
+class PeerShare(NamedTuple):
+    """One pair as its pods run now: where its bytes go."""
+
+    peer: Workload
+    bytes_per_second: float  # both directions
+    same_node: float  # share of the bytes between pods on one node
+    same_zone: float  # ... in one zone (the same node included)
+    cross_zone: float  # ... across zones
+    unknown_zone: float  # ... to or from a node without a zone label
+
+
+def shares_of(
+    conversations: Conversations, workload: Workload, zone_of: Mapping[str, str]
+) -> list[PeerShare]:
+    """``workload``'s peers, busiest first, with the shares of their bytes
+    that stay on a node, in a zone and cross zones. A Service spreads
+    connections evenly over its endpoints, so the bytes between two
+    workloads split evenly over the pairs of their pods."""
+    own = conversations.places.get(workload, {})
+    shares = []
+    for peer, rate in conversations.peers.get(workload, ()):
+        theirs = conversations.places.get(peer, {})
+        pairs = sum(own.values()) * sum(theirs.values())
+        if not pairs:
+            shares.append(PeerShare(peer, rate, 0.0, 0.0, 0.0, 1.0))
+            continue
+        same_node = sum(count * theirs.get(node, 0) for node, count in own.items()) / pairs
+        by_zone: Counter[str] = Counter()
+        for node, count in theirs.items():
+            if node in zone_of:
+                by_zone[zone_of[node]] += count
+        zoned_theirs = sum(by_zone.values())
+        # Pairs of pods whose nodes both have a zone, and those in one zone.
+        zoned = same_zone = 0
+        for node, count in own.items():
+            if node in zone_of:
+                zoned += count * zoned_theirs
+                same_zone += count * by_zone[zone_of[node]]
+        shares.append(
+            PeerShare(
+                peer,
+                rate,
+                same_node,
+                same_zone / pairs,
+                (zoned - same_zone) / pairs,
+                1.0 - zoned / pairs,
+            )
+        )
+    return shares
+
+
+def bytes_by_place(conversations: Conversations, zone_of: Mapping[str, str]) -> dict[str, float]:
+    """Every pair's bytes/s, counted once, split by where they go now:
+    ``same-node``, ``same-zone`` (between nodes of one zone), ``cross-zone``
+    and ``unknown-zone`` (a node without a zone label, or a side with no pod)."""
+    totals = dict.fromkeys(("same-node", "same-zone", "cross-zone", "unknown-zone"), 0.0)
+    for workload in conversations.peers:
+        for share in shares_of(conversations, workload, zone_of):
+            if share.peer < workload:
+                continue  # the pair's other side counts it
+            rate = share.bytes_per_second
+            totals["same-node"] += rate * share.same_node
+            totals["same-zone"] += rate * (share.same_zone - share.same_node)
+            totals["cross-zone"] += rate * share.cross_zone
+            totals["unknown-zone"] += rate * share.unknown_zone
+    return totals

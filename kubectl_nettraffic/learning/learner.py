@@ -63,8 +63,9 @@ class PodTrafficReader(Protocol):
 class PeerReader(Protocol):
     """Where the pairs come from (PeerTrafficSource in the webhook)."""
 
-    def read(self, known: Iterable[Workload]) -> PeerReport | None:
-        """The pairs between ``known`` workloads; None without a flow source."""
+    def read(self, known: Iterable[Workload], at: float) -> PeerReport | None:
+        """The pairs between ``known`` workloads as of ``at`` (the moment the
+        pass's first slice was read); None without a flow source."""
         ...
 
 
@@ -153,7 +154,7 @@ class BandwidthLearning:
         assert self.peers is not None
         known = self.places.workloads() | set(self.learner.histograms)
         try:
-            pairs = self.peers.read(known)
+            pairs = self.peers.read(known, at)
         except NetTrafficError as error:
             self.peer_error = str(error)
             log.warning("learning: flow metrics between workloads unavailable: %s", error)

@@ -145,14 +145,20 @@ def peers_from(
 
 
 def read_peers(
-    source: PrometheusSource, settings: PeerSettings, window: float, known: Iterable[Workload]
+    source: PrometheusSource,
+    settings: PeerSettings,
+    window: float,
+    known: Iterable[Workload],
+    at: float | None = None,
 ) -> PeerReport | None:
-    """One query, the pairs matched to ``known``; None without a flow source."""
+    """One query (as of ``at``, default now), the pairs matched to
+    ``known``; None without a flow source."""
     query = peer_query(settings, window)
     if query is None:
         return None
     labels = settings.labels if settings.source == "query" else ISTIO_LABELS
-    return peers_from(source.query_vector(query), known, settings.max_per_workload, labels)
+    result = source.query_vector(query, at=at)
+    return peers_from(result, known, settings.max_per_workload, labels)
 
 
 class PeerTrafficSource:
@@ -162,5 +168,6 @@ class PeerTrafficSource:
         self.prometheus = prometheus
         self.settings = settings
 
-    def read(self, known: Iterable[Workload]) -> PeerReport | None:
-        return read_peers(self.prometheus, self.settings, self.prometheus.settings.window, known)
+    def read(self, known: Iterable[Workload], at: float) -> PeerReport | None:
+        window = self.prometheus.settings.window
+        return read_peers(self.prometheus, self.settings, window, known, at)

@@ -91,6 +91,7 @@ def build_pod_query(settings: LearningSettings, window: float) -> str:
             f'max by ({ns}, {pod}) ({settings.pod_info_metric}{{host_network="true"}})',
             "host-network",
         ),
+        tagged(f'max by ({ns}, {pod}, node) ({settings.pod_info_metric}{{node!=""}})', "node"),
     ]
     return "\nor ".join(parts)
 
@@ -232,6 +233,7 @@ def samples_from(
     owners: dict[tuple[str, str], tuple[str, str]] = {}
     replicasets: dict[tuple[str, str], tuple[str, str]] = {}
     host_network: set[tuple[str, str]] = set()
+    nodes: dict[tuple[str, str], str] = {}
     for series in result:
         metric: Mapping[str, str] = series.get("metric") or {}
         part = metric.get(PART_LABEL)
@@ -250,6 +252,8 @@ def samples_from(
             replicasets[key] = (metric.get("owner_kind", ""), metric.get("owner_name", ""))
         elif part == "host-network":
             host_network.add((metric.get(ns_label, ""), metric.get(pod_label, "")))
+        elif part == "node":
+            nodes[(metric.get(ns_label, ""), metric.get(pod_label, ""))] = metric.get("node", "")
     missing = []
     if not receive and not transmit:
         missing.append("cadvisor")
@@ -268,6 +272,7 @@ def samples_from(
                 receive.get(key, 0.0),
                 transmit.get(key, 0.0),
                 _workload(key[0], owners.get(key), replicasets),
+                node=nodes.get(key, ""),
             )
         )
     return PodTrafficReport(tuple(samples), (), len(host_network), evaluated_at)

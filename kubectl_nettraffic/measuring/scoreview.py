@@ -5,9 +5,11 @@ is folded into each node's score here, so what ``top`` shows is exactly what
 the next admission would use.
 """
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, TypedDict
 
+from kubectl_nettraffic.kube.nodes import zones_of
+from kubectl_nettraffic.learning.conversations import PeerShare, bytes_by_place, shares_of
 from kubectl_nettraffic.measuring.measurement import Snapshot
 from kubectl_nettraffic.scoring.node_scores import rank_key
 from kubectl_nettraffic.scoring.tiers import TIER_LABEL
@@ -96,18 +98,27 @@ def diagnostics_document(snapshot: Snapshot) -> dict[str, Any]:
     }
 
 
-def workloads_document(snapshot: Snapshot) -> dict[str, Any]:
-    """The learned bandwidth table (``GET /workloads``): per workload, and cluster-wide."""
+def workloads_document(snapshot: Snapshot, price_per_gb: float = 0.0) -> dict[str, Any]:
+    """The learned bandwidth table (``GET /workloads``): per workload, and
+    cluster-wide; with a flow source, each workload's peers as its pods run
+    now (``peer_documents``) and what the flow query left out."""
     learned = snapshot.learned
-    rows = [
-        {
+    figures = learned.workloads if learned else {}
+    conversations = learned.conversations if learned else None
+    talking = set(conversations.peers) if conversations else set()
+    zone_of = zones_of(snapshot.nodes.values()) if conversations else {}
+    rows = []
+    for workload in sorted(set(figures) | talking):
+        figure = figures.get(workload)
+        row: dict[str, Any] = {
             "namespace": workload.namespace,
             "kind": workload.kind,
             "name": workload.name,
-            "learnedBytesPerSecond": round(figure, 3),
+            "learnedBytesPerSecond": None if figure is None else round(figure, 3),
         }
-        for workload, figure in sorted((learned.workloads if learned else {}).items())
-    ]
+        if conversations is not None:
+            row["peers"] = peer_documents(shares_of(conversations, workload, zone_of), price_per_gb)
+        rows.append(row)
     return {
         "generatedAt": rfc3339(
             learned.learned_at if learned and learned.learned_at else snapshot.generated_at
@@ -117,5 +128,51 @@ def workloads_document(snapshot: Snapshot) -> dict[str, Any]:
         "clusterBytesPerSecond": None
         if learned is None or learned.cluster is None
         else round(learned.cluster, 3),
+        "conversations": None
+        if conversations is None
+        else {
+            "readAt": rfc3339(conversations.read_at),
+            "ignoredSeries": dict(sorted(conversations.ignored.items())),
+            "droppedPairs": {str(w): n for w, n in sorted(conversations.dropped.items())},
+            "nodesWithoutZone": sorted(set(snapshot.nodes) - set(zone_of)),
+        },
         "workloads": rows,
     }
+
+
+def peer_documents(shares: Sequence[PeerShare], price_per_gb: float) -> list[dict[str, Any]]:
+    """One workload's peers: bytes/s, where they go, and what crossing
+    zones costs a month at ``price_per_gb`` each way."""
+    return [
+        {
+            "namespace": share.peer.namespace,
+            "kind": share.peer.kind,
+            "name": share.peer.name,
+            "bytesPerSecond": round(share.bytes_per_second, 3),
+            "sameNodeShare": round(share.same_node, 4),
+            "sameZoneShare": round(share.same_zone, 4),
+            "crossZoneShare": round(share.cross_zone, 4),
+            "unknownZoneShare": round(share.unknown_zone, 4),
+            "crossZoneCostPerMonth": round(
+                cross_zone_cost(share.bytes_per_second * share.cross_zone, price_per_gb), 2
+            ),
+        }
+        for share in shares
+    ]
+
+
+def peer_bytes_by_place(snapshot: Snapshot) -> dict[str, float]:
+    """The pairs' bytes/s by where they go now (learning/conversations.py's
+    ``bytes_by_place``); empty without a flow source."""
+    learned = snapshot.learned
+    if learned is None or learned.conversations is None:
+        return {}
+    return bytes_by_place(learned.conversations, zones_of(snapshot.nodes.values()))
+
+
+SECONDS_PER_MONTH = 30 * 86400.0
+
+
+def cross_zone_cost(bytes_per_second: float, price_per_gb: float) -> float:
+    """A month of ``bytes_per_second`` across zones, billed each way (GB: 10^9 bytes)."""
+    return bytes_per_second * SECONDS_PER_MONTH / 1e9 * price_per_gb * 2

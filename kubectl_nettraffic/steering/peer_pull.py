@@ -42,12 +42,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from kubectl_nettraffic.config import PeerSettings
-from kubectl_nettraffic.kube.nodes import Node
+from kubectl_nettraffic.kube.nodes import Node, zones_of
 from kubectl_nettraffic.kube.workloads import Workload
 from kubectl_nettraffic.learning.conversations import Conversations
 from kubectl_nettraffic.scoring.node_scores import NodeScore
 
-ZONE_LABEL = "topology.kubernetes.io/zone"
 # The price per GB each way at which the zone pulls as much as the node.
 PRICE_UNIT = 0.01
 
@@ -63,6 +62,7 @@ class PeerPlan:
     room: Mapping[str, int]  # node -> the workload's pods it may draw
     pods_on: Mapping[str, int]  # node -> the workload's pods there (the last pass)
     peers_on: Mapping[str, tuple[Workload, ...]]  # node -> its peers there, for explain
+    by_local: tuple[str, ...]  # the nodes of ``local``, the most bytes first
 
 
 def plan_for(
@@ -103,6 +103,7 @@ def plan_for(
         room,
         dict(own),
         {node: tuple(peers) for node, peers in peers_on.items()},
+        tuple(sorted(local, key=lambda node: (-local[node], node))),
     )
 
 
@@ -120,11 +121,7 @@ class PeerPull:
     steered: Counter[tuple[Workload, str]] = field(default_factory=Counter)
 
     def __post_init__(self) -> None:
-        self.zone_of = {
-            name: node.labels[ZONE_LABEL]
-            for name, node in self.nodes.items()
-            if node.labels.get(ZONE_LABEL)
-        }
+        self.zone_of = zones_of(self.nodes.values())
 
     def plan(self, workload: Workload | None) -> PeerPlan | None:
         if workload is None:
@@ -174,6 +171,9 @@ class PodPull:
         most_local = max(plan.local.values(), default=0.0)
         most_zone = max(plan.in_zone.values(), default=0.0)
         self.most = self._per_byte * (most_local + self._weight * most_zone)
+        self.zone_of = pull.zone_of
+        # zone -> the bytes kept in it, weighed by the price.
+        self._zone_saved = {zone: self._weight * b for zone, b in plan.in_zone.items()}
         self.pulled: dict[str, float] = {}  # node -> points, for the nodes read
 
     def local_bytes(self, node: str) -> float:
@@ -186,16 +186,31 @@ class PodPull:
         here = plan.pods_on.get(node, 0) + self._pull.steered[(self._workload, node)]
         return local if here < plan.room[node] else 0.0
 
+    def own_nodes(self, most: int) -> list[str]:
+        """The nodes whose peers there still pull this pod, most bytes first."""
+        nodes = []
+        for node in self._plan.by_local:
+            if self.local_bytes(node):
+                nodes.append(node)
+                if len(nodes) == most:
+                    break
+        return nodes
+
+    def most_on(self, node: str) -> float:
+        zone = self._zone_saved.get(self.zone_of.get(node, ""), 0.0)
+        return self._per_byte * (zone + self._plan.local.get(node, 0.0))
+
     def points(self, score: NodeScore) -> float:
         name = score.name
-        local = self.local_bytes(name)
-        zone = self._pull.zone_of.get(name)
-        saved = local + (self._weight * self._plan.in_zone.get(zone, 0.0) if zone else 0.0)
+        saved = self._zone_saved.get(self.zone_of.get(name, ""), 0.0)
+        if name in self._plan.local:
+            saved += self.local_bytes(name)
         if saved <= 0:
             return 0.0
-        if score.link_speed and score.link_utilization is not None:
+        speed, utilization = score.link_speed, score.link_utilization
+        if speed and utilization is not None:
             leaving = self._unseen.get(name, (0.0, 0))[0] + self._bandwidth
-            if score.link_utilization + leaving / score.link_speed > self._most_utilization:
+            if utilization + leaving / speed > self._most_utilization:
                 return 0.0
         points = self._per_byte * saved
         self.pulled[name] = points

@@ -1,0 +1,86 @@
+"""The choice with peers, read off the heap grouped by zone, is the one a
+full scan finds: every candidate's live score plus its pull, on random
+clusters, conversations and bursts."""
+
+import dataclasses
+import random
+
+import pytest
+
+from harness.reviews import pod
+from kubectl_nettraffic.kube.nodes import ZONE_LABEL
+from kubectl_nettraffic.kube.pods import EXPECTED_BANDWIDTH
+from kubectl_nettraffic.kube.workloads import Workload, pod_workload
+from kubectl_nettraffic.learning.conversations import Conversations
+from kubectl_nettraffic.learning.workload_bandwidth import LearnedBandwidth
+from kubectl_nettraffic.steering.peer_pull import PeerPull
+from tests.harness.scoreboards import FixedBoard
+
+ZONES = ("zone-a", "zone-b", "zone-c")
+
+
+def _admitted() -> dict:
+    return pod(annotations={EXPECTED_BANDWIDTH: "2Mi"})
+
+
+def _board(rng: random.Random, nodes: int) -> tuple[FixedBoard, Workload]:
+    loads = {f"n{i:03d}": rng.uniform(1e6, 1e8) for i in range(nodes)}
+    zoned = {
+        name: {"labels": {ZONE_LABEL: rng.choice(ZONES)}}
+        for name in loads
+        if rng.random() > 0.1  # a few nodes without a zone
+    }
+    board = FixedBoard(loads, link_speed=1.25e8 if rng.random() < 0.5 else None, **zoned)
+    talker = pod_workload(_admitted())
+    assert talker is not None
+    names = sorted(loads)
+    peers = [Workload("default", "Deployment", f"peer-{i}") for i in range(rng.randint(1, 4))]
+    places = {talker: {rng.choice(names): 1 for _ in range(rng.randint(1, 6))}}
+    for peer in peers:  # at most 8 nodes hold a peer: every one is read
+        places[peer] = {rng.choice(names): rng.randint(1, 3) for _ in range(2)}
+    pairs = {talker: tuple((peer, rng.uniform(1e5, 5e6)) for peer in peers)}
+    conversations = Conversations(pairs, places, 0.0)
+    outcome = board.measurer.measure()
+    assert outcome.snapshot is not None
+    learned = LearnedBandwidth({}, None, 0.0, conversations)
+    board.scoreboard.record(
+        dataclasses.replace(
+            outcome, snapshot=dataclasses.replace(outcome.snapshot, learned=learned)
+        )
+    )
+    return board, talker
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_the_pulled_choice_is_the_full_scan_s(seed):
+    rng = random.Random(seed)
+    board, talker = _board(rng, rng.choice((20, 60, 200)))
+    settings = dataclasses.replace(
+        board.settings, peers=dataclasses.replace(board.settings.peers, source="istio")
+    )
+    board.steerer.settings = settings
+    snapshot = board.snapshot
+    learned = snapshot.learned
+    assert learned is not None and learned.conversations is not None
+    for _ in range(15):  # a burst: each booking moves the next choice
+        unseen = board.inflight.view()
+        # The full scan, from a pull of its own with the same steered counts.
+        shadow = PeerPull(learned.conversations, snapshot.nodes, settings.peers)
+        if board.steerer._peers is not None:
+            shadow.steered.update(board.steerer._peers.steered)
+        plan = shadow.plan(talker)
+        assert plan is not None
+        pull = shadow.for_pod(talker, plan, 2 * 2**20, unseen)
+        ranked = sorted(
+            (
+                (s.score_with(unseen.get(s.name, (0.0, 0))[0]) + pull.points(s), -i, s.name)
+                for i, s in enumerate(snapshot.candidates)
+            ),
+            reverse=True,
+        )
+        decision = board.steerer.decide(_admitted(), {}, dry_run=False)
+        chosen = [p.node for p in decision.preferences]
+        assert chosen == [name for _, _, name in ranked[: len(chosen)]]
+        assert [p.score for p in decision.preferences] == pytest.approx(
+            [effective for effective, _, _ in ranked[: len(chosen)]]
+        )
