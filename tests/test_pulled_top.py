@@ -34,11 +34,14 @@ def _board(rng: random.Random, nodes: int) -> tuple[FixedBoard, Workload]:
     talker = pod_workload(_admitted())
     assert talker is not None
     names = sorted(loads)
+    # The peers on the busier half: only their own pull can lift them past
+    # the quieter nodes of their zone.
+    busier = sorted(names, key=loads.__getitem__)[nodes // 2 :]
     peers = [Workload("default", "Deployment", f"peer-{i}") for i in range(rng.randint(1, 4))]
     places = {talker: {rng.choice(names): 1 for _ in range(rng.randint(1, 6))}}
     for peer in peers:  # at most 8 nodes hold a peer: every one is read
-        places[peer] = {rng.choice(names): rng.randint(1, 3) for _ in range(2)}
-    pairs = {talker: tuple((peer, rng.uniform(1e5, 5e6)) for peer in peers)}
+        places[peer] = {rng.choice(busier): rng.randint(1, 3) for _ in range(2)}
+    pairs = {talker: tuple((peer, rng.uniform(1e6, 2e7)) for peer in peers)}
     conversations = Conversations(pairs, places, 0.0)
     outcome = board.measurer.measure()
     assert outcome.snapshot is not None
@@ -55,9 +58,10 @@ def _board(rng: random.Random, nodes: int) -> tuple[FixedBoard, Workload]:
 def test_the_pulled_choice_is_the_full_scan_s(seed):
     rng = random.Random(seed)
     board, talker = _board(rng, rng.choice((20, 60, 200)))
-    settings = dataclasses.replace(
-        board.settings, peers=dataclasses.replace(board.settings.peers, source="istio")
-    )
+    # A strong pull (100 points for all of a pod's bytes on a node), so
+    # that the busier half, where the peers run, can win.
+    peers = dataclasses.replace(board.settings.peers, source="istio", pull_points=100.0)
+    settings = dataclasses.replace(board.settings, peers=peers)
     board.steerer.settings = settings
     snapshot = board.snapshot
     learned = snapshot.learned

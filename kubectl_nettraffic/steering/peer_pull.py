@@ -188,12 +188,12 @@ class PodPull:
 
     def own_nodes(self, most: int) -> list[str]:
         """The nodes whose peers there still pull this pod, most bytes first."""
-        nodes = []
+        nodes: list[str] = []
         for node in self._plan.by_local:
+            if len(nodes) >= most:
+                break
             if self.local_bytes(node):
                 nodes.append(node)
-                if len(nodes) == most:
-                    break
         return nodes
 
     def most_on(self, node: str) -> float:
