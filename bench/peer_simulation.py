@@ -56,7 +56,6 @@ LINK = 1.25e9  # bytes/s each way: 10 Gbit/s
 HOT = 0.8
 POD_CPU, POD_MEMORY = 0.25, 0.5
 PRICE = 0.01  # $ per GB each way: a byte across zones is billed twice
-MONTH = 30 * 86400.0
 REFRESH, LEARN, STEP = 15.0, 30.0, 2.0
 ROUNDS = 3
 STRATEGIES = ("default", "nettraffic", "peers", "oracle")

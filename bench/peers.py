@@ -17,7 +17,6 @@ from collections.abc import Sequence
 
 from bench.peer_simulation import (
     HOT,
-    MONTH,
     PRICE,
     ROUNDS,
     STRATEGIES,
@@ -25,6 +24,7 @@ from bench.peer_simulation import (
     simulate,
 )
 from bench.report import bench_parser, write_section
+from kubectl_nettraffic.measuring.scoreview import cross_zone_cost
 
 SCALES = (("50 nodes", 50, 1), ("500 nodes", 500, 4))
 LABELS = {
@@ -61,11 +61,6 @@ def run_draws(nodes: int, factor: int, seeds: Sequence[int]) -> dict[str, list[O
     return {s: [simulate(nodes, factor, s, seed) for seed in seeds] for s in STRATEGIES}
 
 
-def monthly_cost(cross_zone: float) -> float:
-    """$ per month for bytes/s across zones, billed each way."""
-    return cross_zone * MONTH / 1e9 * PRICE * 2
-
-
 def draw_verdicts(runs: dict[str, list[Outcome]]) -> list[dict[str, float | bool]]:
     verdicts = []
     for default, ours, alone in zip(
@@ -100,7 +95,7 @@ def tables(name: str, runs: dict[str, list[Outcome]]) -> tuple[list[str], str]:
             f"| {name} | {LABELS[strategy]} | "
             f"{_median_worst([o.inter_node / 1e6 for o in outcomes])} | "
             f"{_median_worst([o.cross_zone / 1e6 for o in outcomes])} | "
-            f"{_median_worst([monthly_cost(o.cross_zone) for o in outcomes])} | "
+            f"{_median_worst([cross_zone_cost(o.cross_zone, PRICE) for o in outcomes])} | "
             f"{_median_worst([100 * o.hot / max(1, o.placed) for o in outcomes])} | "
             f"{_median_worst([100 * o.busiest for o in outcomes])} |"
         )

@@ -63,6 +63,8 @@ class PeerPlan:
     pods_on: Mapping[str, int]  # node -> the workload's pods there (the last pass)
     peers_on: Mapping[str, tuple[Workload, ...]]  # node -> its peers there, for explain
     by_local: tuple[str, ...]  # the nodes of ``local``, the most bytes first
+    most_local: float  # the most of ``local``
+    most_in_zone: float  # the most of ``in_zone``
 
 
 def plan_for(
@@ -104,6 +106,8 @@ def plan_for(
         dict(own),
         {node: tuple(peers) for node, peers in peers_on.items()},
         tuple(sorted(local, key=lambda node: (-local[node], node))),
+        max(local.values(), default=0.0),
+        max(in_zone.values(), default=0.0),
     )
 
 
@@ -168,9 +172,7 @@ class PodPull:
         self._most_utilization = settings.max_link_utilization
         # Points per byte/s kept: the share of the pod's expected bytes.
         self._per_byte = settings.pull_points / max(bandwidth, plan.to_peers)
-        most_local = max(plan.local.values(), default=0.0)
-        most_zone = max(plan.in_zone.values(), default=0.0)
-        self.most = self._per_byte * (most_local + self._weight * most_zone)
+        self.most = self._per_byte * (plan.most_local + self._weight * plan.most_in_zone)
         self.zone_of = pull.zone_of
         # zone -> the bytes kept in it, weighed by the price.
         self._zone_saved = {zone: self._weight * b for zone, b in plan.in_zone.items()}
