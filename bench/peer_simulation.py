@@ -32,6 +32,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+import jsonpatch
 import numpy as np
 
 from bench.scheduler_model import ClusterState, KubeScheduler
@@ -39,7 +40,8 @@ from bench.simulated_pod_traffic import SimulatedPodTraffic
 from harness.fakeapi import node as node_object
 from harness.reviews import pod as pod_object
 from kubectl_nettraffic.config import Settings, settings_from_mapping
-from kubectl_nettraffic.kube.nodes import node_from_json
+from kubectl_nettraffic.kube.nodes import ZONE_COPY_LABEL, ZONE_LABEL, node_from_json
+from kubectl_nettraffic.kube.pods import PREFERRED
 from kubectl_nettraffic.kube.workloads import Workload
 from kubectl_nettraffic.learning.learner import BandwidthLearning
 from kubectl_nettraffic.learning.peer_traffic import PeerReport, peers_from
@@ -47,7 +49,7 @@ from kubectl_nettraffic.learning.pod_traffic import PodTrafficReport
 from kubectl_nettraffic.learning.workload_bandwidth import PodSample
 from kubectl_nettraffic.measuring.measurement import Measurer
 from kubectl_nettraffic.scoring.readings import NodeTraffic
-from kubectl_nettraffic.scoring.tiers import TIER_WEIGHTS, assign_tiers
+from kubectl_nettraffic.scoring.tiers import TIER_LABEL, assign_tiers
 from kubectl_nettraffic.serving import serving_parts
 from kubectl_nettraffic.sources.prometheus import TrafficReport
 
@@ -279,9 +281,15 @@ def _roll_out(
     now = [0.0]
     steered = strategy in ("nettraffic", "peers")
     settings = _settings(strategy == "peers")
+    # Each node's zone, and its copy as the tier label writer writes it with
+    # a flow source (measuring/tier_labels.py).
+    zone_labels = [
+        {ZONE_LABEL: f"zone-{z}", **({ZONE_COPY_LABEL: f"zone-{z}"} if strategy == "peers" else {})}
+        for z in cluster.zone
+    ]
     node_objects = [
-        node_from_json(node_object(name, labels={"topology.kubernetes.io/zone": f"zone-{z}"}))
-        for name, z in zip(names, cluster.zone, strict=True)
+        node_from_json(node_object(name, labels=labels))
+        for name, labels in zip(names, zone_labels, strict=True)
     ]
     generation = [0]
 
@@ -326,10 +334,9 @@ def _roll_out(
     )
     serving = serving_parts(settings, clock=lambda: now[0])
     # The traffic-tier labels (steering.trafficTiers, on by default) as the
-    # leader writes them at each refresh, and each node's weight from the
-    # pods' tier terms (as bench.placement models them).
+    # leader writes them at each refresh; the scheduler model weighs each
+    # node by the terms of the patched pod it matches.
     tiers: dict[str, str] = {}
-    label_weights = np.zeros(len(names), dtype=np.int64)
 
     def refresh() -> None:
         nonlocal tiers
@@ -337,9 +344,10 @@ def _roll_out(
         snapshot = serving.scoreboard.snapshot
         if steered and snapshot is not None:
             tiers = assign_tiers(snapshot.candidates, tiers)
-            label_weights[:] = 0
-            for node, tier in tiers.items():
-                label_weights[int(node.removeprefix("node-"))] = TIER_WEIGHTS.get(tier, 0)
+            for name, labels in zip(names, zone_labels, strict=True):
+                labels.pop(TIER_LABEL, None)
+                if name in tiers:
+                    labels[TIER_LABEL] = tiers[name]
 
     refresh()
     next_refresh, next_learning = REFRESH, LEARN
@@ -360,7 +368,7 @@ def _roll_out(
                 cluster.remove(w, old)
                 state.unbind(old, graph.names[w], POD_CPU, POD_MEMORY)
                 chosen = _choose(
-                    strategy, cluster, state, scheduler, serving, w, template, label_weights
+                    strategy, cluster, state, scheduler, serving, w, template, zone_labels
                 )
                 if chosen is None:
                     outcome.pending += 1
@@ -391,7 +399,7 @@ def _choose(
     serving: object,
     w: int,
     template: str,
-    label_weights: np.ndarray,
+    node_labels: list[dict[str, str]],
 ) -> int | None:
     graph = cluster.graph
     name = graph.names[w]
@@ -414,7 +422,31 @@ def _choose(
             labels={"app": name, "pod-template-hash": template},
         )
         decision = serving.steerer.decide(admitted, None, dry_run=False)  # type: ignore[attr-defined]
-        index = {f"node-{i:03d}": i for i in range(len(cluster.zone))}
-        preferred = {index[p.node]: p.weight for p in decision.preferences}
+        patched = jsonpatch.apply_patch(admitted, decision.patch or [])
+        preferred, label_weights = node_affinity_terms(patched, node_labels)
         return scheduler.schedule(name, POD_CPU, POD_MEMORY, preferred, label_weights)
     return scheduler.schedule(name, POD_CPU, POD_MEMORY, preferred)
+
+
+def node_affinity_terms(
+    pod: dict[str, Any], node_labels: list[dict[str, str]]
+) -> tuple[dict[int, int], np.ndarray]:
+    """What kube-scheduler's NodeAffinity scores from the patched pod's
+    preferred terms: one-node terms by node index, and per node the weights
+    of the label terms (``In`` expressions) it matches
+    (nodeaffinity/node_affinity.go, Score)."""
+    preferred: dict[int, int] = {}
+    weights = np.zeros(len(node_labels), dtype=np.int64)
+    affinity = (pod["spec"].get("affinity") or {}).get("nodeAffinity") or {}
+    for term in affinity.get(PREFERRED) or []:
+        preference = term["preference"]
+        for field_ in preference.get("matchFields") or []:
+            for name in field_["values"]:
+                node = int(name.removeprefix("node-"))
+                preferred[node] = preferred.get(node, 0) + term["weight"]
+        expressions = preference.get("matchExpressions") or []
+        if expressions:
+            for node, labels in enumerate(node_labels):
+                if all(labels.get(e["key"]) in e["values"] for e in expressions):
+                    weights[node] += term["weight"]
+    return preferred, weights

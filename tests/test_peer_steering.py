@@ -3,6 +3,7 @@ admission's choice: the learner reads who talks to whom and where each pod
 runs, and the Steerer pulls a pod toward its peers' node and zone, spreads
 fan-in, never past a hot link, and leaves pods without peers as they were."""
 
+import json
 import time
 
 import jsonpatch
@@ -14,7 +15,8 @@ from kubectl_nettraffic.cli.explain import explain_text
 from kubectl_nettraffic.cli.top import WebhookLocation
 from kubectl_nettraffic.cli.top_pods import learned_figures, table, workload_rows
 from kubectl_nettraffic.config import settings_from_mapping
-from kubectl_nettraffic.kube.pods import BOOKED_BANDWIDTH, PEER_PULL
+from kubectl_nettraffic.kube.nodes import ZONE_COPY_LABEL, ZONE_LABEL
+from kubectl_nettraffic.kube.pods import BOOKED_BANDWIDTH, PEER_PULL, PREFERRED
 from kubectl_nettraffic.kube.workloads import Workload
 from kubectl_nettraffic.learning.learner import BandwidthLearning
 from kubectl_nettraffic.learning.peer_traffic import PeerTrafficSource
@@ -247,3 +249,32 @@ def test_top_workloads_computes_the_peers_itself_with_the_prometheus_source(prom
     assert web["peers"][0]["name"] == "api" and web["peers"][0]["unknownZoneShare"] == 1.0
     text = table("workloads", list(rows.values()), False, True, True, False)
     assert "PEERS" in text.splitlines()[0] and "Deployment/api" in text
+
+
+def test_a_term_on_the_peers_zone_once_the_nodes_carry_its_copy(prometheus):
+    learning = _learned(prometheus)
+    settings = _settings(prometheus.url)
+    nodes = {
+        name: {"labels": {ZONE_LABEL: zone, ZONE_COPY_LABEL: zone}} for name, zone in ZONES.items()
+    }
+    board = FixedBoard(LOADS, learning=learning, settings=settings, **nodes)
+    decision = board.steerer.decide(_web_pod(), {}, dry_run=False)
+    assert decision.preferences[0].node == "n3"
+    terms = next(op["value"] for op in decision.patch or [] if op["path"] == "/spec/affinity")
+    zone_terms = [
+        term
+        for term in terms["nodeAffinity"][PREFERRED]
+        if term["preference"].get("matchExpressions", [{}])[0].get("key") == ZONE_COPY_LABEL
+    ]
+    # web's only peer, api, runs in zone-b: all of its bytes to peers go there.
+    (term,) = zone_terms
+    assert term["preference"]["matchExpressions"][0]["values"] == ["zone-b"]
+    assert term["weight"] == 100
+    assert all(op.json == json.dumps(op, separators=(",", ":")) for op in decision.patch or [])
+    patched = jsonpatch.apply_patch(_web_pod(), decision.patch)
+    patched["metadata"]["name"] = "web-7d9c4b-z1"
+    text = explain_text(patched, None, "-", ("default-scheduler",))
+    assert f"and zone zone-b (weight {term['weight']})" in text
+    # Without the copies (the label writer has not run): no zone term.
+    plain = _board(prometheus).steerer.decide(_web_pod(), {}, dry_run=False)
+    assert ZONE_COPY_LABEL not in str(plain.patch)

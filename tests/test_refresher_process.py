@@ -212,6 +212,41 @@ def test_the_learned_table_crosses_the_pipe_only_after_a_learning_round():
         sent_nodes, sent_learned = outcome.snapshot.nodes, learned
 
 
+def test_the_conversations_cross_the_pipe_only_when_they_change():
+    """A learning round sends a new table; its conversations (the pairs and
+    the pods' nodes, read once a learner pass) go only when they are new."""
+    from dataclasses import replace
+
+    from kubectl_nettraffic.kube.workloads import Workload
+    from kubectl_nettraffic.learning.conversations import Conversations
+    from kubectl_nettraffic.learning.workload_bandwidth import LearnedBandwidth
+    from kubectl_nettraffic.measuring.measurement import RefreshOutcome
+    from kubectl_nettraffic.measuring.refresher_process import RefresherProcess, encode_message
+    from kubectl_nettraffic.measuring.scoreboard import Scoreboard
+    from tests.harness.scoreboards import fixed_board
+
+    web, api = Workload("shop", "Deployment", "web"), Workload("shop", "Deployment", "api")
+    talks = Conversations({web: ((api, 1e6),), api: ((web, 1e6),)}, {web: {"a": 2}}, 990.0)
+    again = Conversations({web: ((api, 2e6),), api: ((web, 2e6),)}, {web: {"b": 2}}, 1020.0)
+    board = fixed_board({"a": 0.0, "b": 1e6})
+    parent = RefresherProcess(board.settings, Scoreboard(board.settings))
+    sent_nodes, sent_learned = None, None
+    rounds = [
+        LearnedBandwidth({web: 4e7}, 1e6, 1000.0, talks),
+        LearnedBandwidth({web: 5e7}, 1e6, 1015.0, talks),  # a new round, the same pairs
+        LearnedBandwidth({web: 5e7}, 1e6, 1030.0, again),
+    ]
+    for number, learned in enumerate(rounds):
+        outcome = RefreshOutcome(replace(board.snapshot, learned=learned), (), (), 0.1)
+        message = pickle.loads(encode_message(outcome, sent_nodes, sent_learned))
+        assert message.same_conversations == (number == 1)
+        if message.same_conversations:
+            assert message.outcome.snapshot.learned.conversations is None  # not on the wire
+        parent._deliver(message)
+        assert parent.scoreboard.snapshot.learned == learned
+        sent_nodes, sent_learned = outcome.snapshot.nodes, learned
+
+
 def test_only_the_nodes_that_changed_cross_the_pipe():
     from dataclasses import replace
 

@@ -7,6 +7,7 @@ from kubectl_nettraffic.cli.top import WebhookLocation, fetch
 from kubectl_nettraffic.config_file import load_settings
 from kubectl_nettraffic.errors import ClusterError, NetTrafficError
 from kubectl_nettraffic.kube.client import api_call, api_client, context_namespace, request_json
+from kubectl_nettraffic.kube.nodes import ZONE_COPY_LABEL
 from kubectl_nettraffic.kube.pods import (
     BANDWIDTH_SOURCE,
     BOOKED_BANDWIDTH,
@@ -56,14 +57,20 @@ def _tier(tiers: dict[str, str | None] | None, node: str) -> str:
     return (tiers or {}).get(node) or "-"
 
 
-def _prefers_tiers(spec: dict[str, Any]) -> bool:
+def _label_terms(spec: dict[str, Any], key: str) -> list[tuple[int, list[str]]]:
+    """(weight, values) of the pod's preferred terms on the node label ``key``."""
     terms = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(PREFERRED) or []
-    return any(
-        expression.get("key") == TIER_LABEL
+    return [
+        (int(term.get("weight") or 0), list(expression.get("values") or []))
         for term in terms
         if isinstance(term, dict)
         for expression in (term.get("preference") or {}).get("matchExpressions") or []
-    )
+        if expression.get("key") == key
+    ]
+
+
+def _prefers_tiers(spec: dict[str, Any]) -> bool:
+    return bool(_label_terms(spec, TIER_LABEL))
 
 
 def _peer_lines(pulled: str) -> list[str]:
@@ -125,6 +132,11 @@ def explain_text(
                 f"{BANDWIDTH_SOURCES.get(source, source)}"
             )
         lines += _peer_lines(annotations.get(PEER_PULL) or "")
+        for weight, zones in _label_terms(spec, ZONE_COPY_LABEL):
+            lines.append(
+                f"  and zone {', '.join(zones)} (weight {weight}), wherever the scheduler looks "
+                f"({ZONE_COPY_LABEL})"
+            )
         if _prefers_tiers(spec):
             lines.append(
                 f"Tiers:      also prefers quiet nodes by their {TIER_LABEL} label "

@@ -31,6 +31,11 @@ class Taint:
 
 # The well-known label of a node's zone (k8s.io/api/core/v1, LabelTopologyZone).
 ZONE_LABEL = "topology.kubernetes.io/zone"
+# The same zone, copied by the tier label writer when a flow source is set:
+# a pod's preferred term selects only labels this project writes
+# (DESIGN.md, Pod mutation), and a term on the zone holds over whichever
+# nodes kube-scheduler samples.
+ZONE_COPY_LABEL = "nettraffic.io/zone"
 
 
 @dataclass(frozen=True)

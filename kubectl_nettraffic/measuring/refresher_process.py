@@ -78,11 +78,14 @@ class _Message:
     node mapping was left out, these changes to the one last sent stand for
     it; ``same_learned``: its learned bandwidth table was, being the one
     last sent (no learning round since; its size at 15,000 workloads:
-    python -m bench.learning)."""
+    python -m bench.learning); ``same_conversations``: a new table's
+    conversations were, being those last sent (they change once a learner
+    pass; 1.8 MiB at 150,000 pods: python -m bench.peer_learning)."""
 
     outcome: RefreshOutcome
     node_changes: NodeChanges | None = None
     same_learned: bool = False
+    same_conversations: bool = False
 
 
 def node_changes(nodes: Mapping[str, Node], sent: Mapping[str, Node]) -> NodeChanges | None:
@@ -101,12 +104,21 @@ def _compact(
     if snapshot is None:
         return _Message(outcome)
     changes = node_changes(snapshot.nodes, sent) if sent is not None else None
-    same_learned = snapshot.learned is not None and snapshot.learned is sent_learned
+    learned = snapshot.learned
+    same_learned = learned is not None and learned is sent_learned
+    conversations = None if learned is None else learned.conversations
+    same_conversations = (
+        not same_learned
+        and conversations is not None
+        and conversations is getattr(sent_learned, "conversations", None)
+    )
     if changes is not None:
         snapshot = replace(snapshot, nodes={})
     if same_learned:
         snapshot = replace(snapshot, learned=None)
-    return _Message(replace(outcome, snapshot=snapshot), changes, same_learned)
+    elif same_conversations and learned is not None:
+        snapshot = replace(snapshot, learned=replace(learned, conversations=None))
+    return _Message(replace(outcome, snapshot=snapshot), changes, same_learned, same_conversations)
 
 
 def encode_message(
@@ -258,7 +270,14 @@ class RefresherProcess:
                     outcome, snapshot=replace(outcome.snapshot or snapshot, learned=self._learned)
                 )
             else:
-                self._learned = snapshot.learned
+                learned = snapshot.learned
+                if message.same_conversations and learned is not None:
+                    kept = getattr(self._learned, "conversations", None)
+                    learned = replace(learned, conversations=kept)
+                    outcome = replace(
+                        outcome, snapshot=replace(outcome.snapshot or snapshot, learned=learned)
+                    )
+                self._learned = learned
         self.scoreboard.record(outcome)
 
     def _receive(self, conn: Connection) -> None:

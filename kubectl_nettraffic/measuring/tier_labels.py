@@ -6,6 +6,10 @@ LeaseElection says this replica leads. Each pass compares the tiers the
 snapshot's ranking gives (with hysteresis, against the labels the nodes
 carry now) with those labels, and PATCHes the nodes that differ:
 a JSON merge patch of ``metadata.labels`` with that one key, nothing else.
+With a flow source (``peers.source``) it also copies each node's
+``topology.kubernetes.io/zone`` to ``nettraffic.io/zone`` (kube/nodes.py),
+which a pod's term on its peers' zone selects; without one, it takes the
+copies off.
 
 Writes are paced (``writes_per_second``): the first labelling of a large
 cluster spreads over a few minutes instead of a burst of thousands of
@@ -24,7 +28,7 @@ import secrets
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from kubectl_nettraffic.config import Settings
 from kubectl_nettraffic.kube.client import (
@@ -35,6 +39,7 @@ from kubectl_nettraffic.kube.client import (
     request_json,
 )
 from kubectl_nettraffic.kube.lease import LeaseElection
+from kubectl_nettraffic.kube.nodes import ZONE_COPY_LABEL, ZONE_LABEL
 from kubectl_nettraffic.measuring.measurement import Snapshot
 from kubectl_nettraffic.scoring.tiers import TIER_LABEL, TierLabelStatus, assign_tiers, tier_changes
 
@@ -44,17 +49,17 @@ log = logging.getLogger(__name__)
 NODE_CACHE_DELAY = 1.0
 
 
-def label_patch(value: str | None) -> dict[str, object]:
-    """The merge patch that sets (or, with None, removes) the tier label."""
-    return {"metadata": {"labels": {TIER_LABEL: value}}}
+def label_patch(labels: Mapping[str, str | None]) -> dict[str, object]:
+    """The merge patch that sets (or, with None, removes) ``labels``."""
+    return {"metadata": {"labels": dict(labels)}}
 
 
-def patch_node_label(api: ApiClient, node: str, value: str | None) -> None:
+def patch_node_labels(api: ApiClient, node: str, labels: Mapping[str, str | None]) -> None:
     request_json(
         api,
         "PATCH",
         f"/api/v1/nodes/{node}",
-        body=label_patch(value),
+        body=label_patch(labels),
         content_type="application/merge-patch+json",
     )
 
@@ -83,8 +88,10 @@ class TierLabeller:
         writes_per_second: float,
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
+        copy_zones: bool = False,
     ) -> None:
         self._api = api
+        self.copy_zones = copy_zones
         self._wall = wall_clock
         self.election = election
         self.margin = margin
@@ -97,9 +104,10 @@ class TierLabeller:
         self._writes = {"written": 0, "refused": 0, "failed": 0}
         self._last_error: str | None = None
         self._thread: threading.Thread | None = None
-        # Labels this labeller wrote, and when (wall clock): a snapshot whose
-        # node list was taken before a write still shows the old label.
-        self._written: dict[str, tuple[str | None, float]] = {}
+        # Labels this labeller wrote, by (node, label), and when (wall
+        # clock): a snapshot whose node list was taken before a write still
+        # shows the old label.
+        self._written: dict[tuple[str, str], tuple[str | None, float]] = {}
 
     def status(self) -> TierLabelStatus:
         with self._lock:
@@ -139,55 +147,75 @@ class TierLabeller:
             if snapshot is not None and not following:
                 self.label(snapshot)
 
-    def changes(self, snapshot: Snapshot) -> dict[str, str | None]:
-        """The label writes that bring the nodes to ``snapshot``'s tiers."""
-        current: dict[str, str | None] = {
-            name: node.labels.get(TIER_LABEL) for name, node in snapshot.nodes.items()
-        }
-        # What we wrote since the node list was taken counts as there.
-        for name, (value, _) in self._written.items():
-            if name in current:
+    def _current(self, snapshot: Snapshot, label: str) -> dict[str, str | None]:
+        """Each node's ``label``, what we wrote since the node list was taken counting as there."""
+        current = {name: node.labels.get(label) for name, node in snapshot.nodes.items()}
+        for (name, written), (value, _) in self._written.items():
+            if written == label and name in current:
                 current[name] = value
+        return current
+
+    def changes(self, snapshot: Snapshot) -> dict[str, str | None]:
+        """The tier label writes that bring the nodes to ``snapshot``'s tiers."""
+        current = self._current(snapshot, TIER_LABEL)
         previous = {name: value for name, value in current.items() if value is not None}
         assigned = assign_tiers(snapshot.candidates, previous, self.margin)
         return tier_changes(assigned, current)
 
+    def zone_changes(self, snapshot: Snapshot) -> dict[str, str | None]:
+        """The zone copy writes: each node's zone when copying, else none."""
+        current = self._current(snapshot, ZONE_COPY_LABEL)
+        changes: dict[str, str | None] = {}
+        for name, node in snapshot.nodes.items():
+            wanted = (node.labels.get(ZONE_LABEL) or None) if self.copy_zones else None
+            if current.get(name) != wanted:
+                changes[name] = wanted
+        return changes
+
     def label(self, snapshot: Snapshot) -> int:
-        """One pass; returns how many labels were written. Stops early when a
+        """One pass; returns how many nodes were written. Stops early when a
         newer snapshot arrives or leadership is lost."""
         # The snapshot's node list (taken with its measurement, from the watch
         # cache) shows what was written before it: from then on, it is the truth,
         # also when someone else has changed a label since.
         listed_after = snapshot.generated_at - NODE_CACHE_DELAY
         self._written = {
-            name: (value, at) for name, (value, at) in self._written.items() if at > listed_after
+            key: (value, at) for key, (value, at) in self._written.items() if at > listed_after
         }
+        writes: dict[str, dict[str, str | None]] = {}
+        for label, changes in (
+            (TIER_LABEL, self.changes(snapshot)),
+            (ZONE_COPY_LABEL, self.zone_changes(snapshot)),
+        ):
+            for name, value in changes.items():
+                writes.setdefault(name, {})[label] = value
         written = 0
         next_at = self._clock()
-        for name, value in self.changes(snapshot).items():
+        for name, labels in writes.items():
             if self._stop.is_set() or self._wake.is_set() or not self.election.is_leader():
                 break  # a newer snapshot, or another replica's turn
             pause = next_at - self._clock()
             if pause > 0 and self._stop.wait(pause):
                 break
             next_at = max(next_at, self._clock()) + self._interval
-            outcome = self._write(name, value)
+            outcome = self._write(name, labels)
             if outcome == "written":
                 written += 1
             elif outcome == "stop":
                 break  # every other node would fail the same way: next pass
         return written
 
-    def _write(self, node: str, value: str | None) -> str:
+    def _write(self, node: str, labels: Mapping[str, str | None]) -> str:
         """One PATCH: "written", "skip" (this node only) or "stop" (the pass)."""
         try:
-            patch_node_label(self._api, node, value)
+            patch_node_labels(self._api, node, labels)
         except ApiException as error:
             if error.status == 404:
                 return "skip"  # the node is gone; the next node list drops it
             if error.status in (403, 422):
                 hint = refusal_hint(error)
-                self._failed("refused", f"cannot set {TIER_LABEL} on node {node}: {hint}")
+                what = " and ".join(labels)
+                self._failed("refused", f"cannot set {what} on node {node}: {hint}")
                 # RBAC refuses every node alike; a policy may refuse just this one.
                 return "stop" if hint.startswith("RBAC") else "skip"
             self._failed("failed", str(describe_api_error(error, f"labelling node {node}")))
@@ -195,7 +223,9 @@ class TierLabeller:
         except API_ERRORS as error:  # the API server did not answer
             self._failed("failed", str(describe_api_error(error, f"labelling node {node}")))
             return "stop"
-        self._written[node] = (value, self._wall())
+        at = self._wall()
+        for label, value in labels.items():
+            self._written[(node, label)] = (value, at)
         self._count("written", None)
         return "written"
 
@@ -235,17 +265,27 @@ def tier_labeller(settings: Settings, api: ApiClient) -> TierLabeller:
     election = LeaseElection(
         api, lease_namespace(config.lease_namespace), config.lease_name, identity
     )
-    return TierLabeller(api, election, config.hysteresis, config.writes_per_second)
+    return TierLabeller(
+        api,
+        election,
+        config.hysteresis,
+        config.writes_per_second,
+        copy_zones=settings.peers.source != "none",
+    )
 
 
 def remove_tier_labels(api: ApiClient) -> list[str]:
-    """Take the tier label off every node that has it (the uninstall cleanup)."""
-    listed = request_json(api, "GET", "/api/v1/nodes", query={"labelSelector": TIER_LABEL})
-    names = [str(item["metadata"]["name"]) for item in listed.get("items") or []]
-    for name in names:
+    """Take the tier label and the zone copy off every node that has them
+    (the uninstall cleanup); the names of the nodes cleaned."""
+    names: dict[str, list[str]] = {}
+    for label in (TIER_LABEL, ZONE_COPY_LABEL):
+        listed = request_json(api, "GET", "/api/v1/nodes", query={"labelSelector": label})
+        for item in listed.get("items") or []:
+            names.setdefault(str(item["metadata"]["name"]), []).append(label)
+    for name, labels in names.items():
         try:
-            patch_node_label(api, name, None)
+            patch_node_labels(api, name, dict.fromkeys(labels))
         except ApiException as error:
             if error.status != 404:
                 raise
-    return names
+    return list(names)

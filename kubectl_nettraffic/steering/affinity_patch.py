@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from json.encoder import encode_basestring_ascii
 from typing import Any
 
+from kubectl_nettraffic.kube.nodes import ZONE_COPY_LABEL
 from kubectl_nettraffic.kube.pods import PREFERRED, JsonPatch, Pod
 from kubectl_nettraffic.scoring.placement import Preference
 from kubectl_nettraffic.scoring.tiers import TIER_LABEL, TIER_WEIGHTS
@@ -23,7 +24,7 @@ def _escape(key: str) -> str:
 
 def _steered_nodes(affinity: Mapping[str, Any]) -> set[str]:
     """Nodes that already have a one-node matchFields preferred term, and
-    TIER_LABEL if a term on the tier label is there already."""
+    TIER_LABEL or ZONE_COPY_LABEL if a term on that label is there already."""
     node_affinity = affinity.get("nodeAffinity") or {}
     found: set[str] = set()
     for term in node_affinity.get(PREFERRED) or []:
@@ -32,8 +33,8 @@ def _steered_nodes(affinity: Mapping[str, Any]) -> set[str]:
             if field.get("key") == "metadata.name" and field.get("operator") == "In":
                 found.update(field.get("values") or [])
         for expression in preference.get("matchExpressions") or []:
-            if expression.get("key") == TIER_LABEL:
-                found.add(TIER_LABEL)
+            if expression.get("key") in (TIER_LABEL, ZONE_COPY_LABEL):
+                found.add(expression["key"])
     return found
 
 
@@ -112,8 +113,10 @@ def affinity_patch(
     annotations: Mapping[str, str],
     labels: Mapping[str, str] | None = None,
     tier_terms: bool = False,
+    zone_term: tuple[str, int] | None = None,
 ) -> JsonPatch:
-    """JSON patch appending our terms to whatever affinity the pod has."""
+    """JSON patch appending our terms to whatever affinity the pod has;
+    ``zone_term``: (zone, weight) of a term on the peers' zone."""
     # isinstance(..., dict), not Mapping: the pod is decoded JSON, and the
     # abstract check costs several times more on every admission.
     affinity = (pod.get("spec") or {}).get("affinity")
@@ -138,6 +141,14 @@ def affinity_patch(
     if tier_terms and TIER_LABEL not in already:
         terms.extend(_TIER_TERMS)
         texts.extend(_TIER_TEXTS)
+    if zone_term is not None and ZONE_COPY_LABEL not in already:
+        zone, weight = zone_term
+        expression = {"key": ZONE_COPY_LABEL, "operator": "In", "values": [zone]}
+        terms.append({"weight": weight, "preference": {"matchExpressions": [expression]}})
+        texts.append(
+            f'{{"weight":{weight!r},"preference":{{"matchExpressions":[{{"key":'
+            f'"{ZONE_COPY_LABEL}","operator":"In","values":[{json_string(zone)}]}}]}}}}'
+        )
     ops: JsonPatch = []
     if terms:
         listed = f"[{','.join(texts)}]"

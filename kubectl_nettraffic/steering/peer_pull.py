@@ -22,7 +22,7 @@ talks to its peers for a tenth of its bytes, up to 4.
 
 A pull only raises scores, so every node without one ranks as before, and
 a pod of a workload with no known peers has no pull at all: it is steered
-exactly as without a flow source. Two guards:
+exactly as without a flow source. Two guards, and a term:
 
 - *Fan-in spreads.* A node draws W's pods in proportion to the share of
   W's conversations it hosts (its local bytes over all of W's bytes to
@@ -30,6 +30,12 @@ exactly as without a flow source. Two guards:
   with five pods go five ways, not onto the first server's node. W's pods
   there are those the learner's last pass saw plus those steered there
   since.
+- *A zone term.* Where the nodes carry their zone's copy
+  (``nettraffic.io/zone``, written by the tier label writer with a flow
+  source), a pod whose first preference is in the zone that pulls it most
+  also prefers that zone (``zone_term``), weighted by the share of its
+  bytes to peers that go there: the node terms name three nodes
+  kube-scheduler may not sample; the zone term matches in any sample.
 - *Never past hot.* A node whose link, with what is booked on it and this
   pod's whole expected bytes (as if none stayed: the peers' places are a
   pass old), would be fuller than ``peers.maxLinkUtilization`` gains
@@ -42,7 +48,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from kubectl_nettraffic.config import PeerSettings
-from kubectl_nettraffic.kube.nodes import Node, zones_of
+from kubectl_nettraffic.kube.nodes import ZONE_COPY_LABEL, Node, zones_of
 from kubectl_nettraffic.kube.workloads import Workload
 from kubectl_nettraffic.learning.conversations import Conversations
 from kubectl_nettraffic.scoring.node_scores import NodeScore
@@ -126,6 +132,12 @@ class PeerPull:
 
     def __post_init__(self) -> None:
         self.zone_of = zones_of(self.nodes.values())
+        # The zones the tier label writer has copied to nettraffic.io/zone.
+        self.copied_zones = {
+            node.labels[ZONE_COPY_LABEL]
+            for node in self.nodes.values()
+            if node.labels.get(ZONE_COPY_LABEL)
+        }
 
     def plan(self, workload: Workload | None) -> PeerPlan | None:
         if workload is None:
@@ -217,6 +229,23 @@ class PodPull:
         points = self._per_byte * saved
         self.pulled[name] = points
         return points
+
+    def zone_term(self, first: str) -> tuple[str, int] | None:
+        """(zone, weight) of a preferred term on ``first``'s zone, when it is
+        the zone its peers pull toward most, zones are priced, and the nodes
+        carry their zone's copy (nettraffic.io/zone). The weight is the
+        share of the pod's bytes to peers that go to that zone (100: all of
+        them), at least 1. Such a term holds over whichever nodes
+        kube-scheduler samples, as the tier terms do."""
+        zone = self.zone_of.get(first)
+        plan = self._plan
+        if not zone or self._weight <= 0 or zone not in self._pull.copied_zones:
+            return None
+        best = max(plan.in_zone, key=lambda z: (plan.in_zone[z], z), default=None)
+        if best != zone or not self.pulled.get(first):
+            return None
+        share = plan.in_zone[zone] / plan.to_peers
+        return zone, max(1, min(100, round(100 * share)))
 
     def annotation(self, nodes: list[str]) -> str:
         """``node=points:why`` for each of ``nodes`` its peers pulled it

@@ -202,7 +202,10 @@ class Steerer:
         if key and replica:
             annotations[BOOKING] = str(key)
             labels = {STEERED_BY: replica}
-        patch = affinity_patch(pod, preferences, annotations, labels, steering.traffic_tiers)
+        zone_term = None if pull is None else pull.zone_term(names[0])
+        patch = affinity_patch(
+            pod, preferences, annotations, labels, steering.traffic_tiers, zone_term
+        )
         try:
             apply_and_check(pod, patch)
         except PatchCheckFailed as error:

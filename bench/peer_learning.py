@@ -1,0 +1,242 @@
+"""What learning who talks to whom costs at 5,000 nodes and 150,000 pods
+(15,000 Deployments of 10 pods, each calling two others: 30,000 pairs,
+reported by both ends over TCP as Istio's proxies do): the flow query, the
+node join the learner's query gains with a flow source, the conversations
+table as sent to the serving process, and the learner with both live,
+on its schedule, against its budget (learning.prometheusShare).
+
+    python -m bench.peer_learning
+"""
+
+import pickle
+import statistics
+import tempfile
+import time
+from collections.abc import Callable, Iterable
+
+import numpy as np
+
+from bench.fixtures import write_node_file
+from bench.learning import (
+    MINUTE,
+    SCRAPE,
+    Cluster,
+    LearnerRun,
+    PodSeriesExporter,
+    chart_defaults,
+    worst_sliding_minute,
+)
+from bench.report import bench_parser, write_section
+from harness.exporter import serve_metrics
+from harness.prometheus import PrometheusServer
+from kubectl_nettraffic.config import settings_from_mapping
+from kubectl_nettraffic.kube.workloads import Workload
+from kubectl_nettraffic.learning.conversations import PodPlaces, conversations_of
+from kubectl_nettraffic.learning.learner import BandwidthLearning
+from kubectl_nettraffic.learning.peer_traffic import PeerReport, PeerTrafficSource
+from kubectl_nettraffic.learning.pod_traffic import PodTrafficSource
+from kubectl_nettraffic.sources.prometheus import PrometheusSource
+
+CLUSTER = Cluster(5000, 15_000)
+CALLS_EACH = 2
+LIVE_MINUTES = 10
+WARM_MINUTES = 2  # the pod count and the first pass's first rounds
+REPEATS = 3
+
+
+class FlowExporter:
+    """Istio's TCP byte counters for every pair, as both ends' proxies
+    report them (istio/proxy istio_stats.cc names), growing in real time."""
+
+    def __init__(self, deployments: int, seed: int = 5) -> None:
+        rng = np.random.default_rng(seed)
+        self.started = time.time()
+        names, rates = [], []
+        for caller in range(deployments):
+            callees = rng.choice(deployments - 1, size=CALLS_EACH, replace=False)
+            for callee in callees:
+                callee = int(callee) + (callee >= caller)
+                for reporter in ("source", "destination"):
+                    names.append(
+                        f'reporter="{reporter}",source_workload="app-{caller}",'
+                        f'source_workload_namespace="ns-{caller % 200}",'
+                        f'destination_workload="app-{callee}",'
+                        f'destination_workload_namespace="ns-{callee % 200}",'
+                        f'destination_service="app-{callee}.ns-{callee % 200}.svc.cluster.local",'
+                        f'connection_security_policy="mutual_tls",request_protocol="tcp"'
+                    )
+                    rates.append(0.0)
+                rate = float(rng.lognormal(np.log(1e6), 1.0))
+                rates[-2:] = [rate, rate]
+        self.pairs = deployments * CALLS_EACH
+        self.names, self.rates = names, np.array(rates)
+        self.server = serve_metrics(self.render)
+        self.target = f"127.0.0.1:{self.server.server_address[1]}"
+
+    def render(self) -> bytes:
+        elapsed = time.time() - self.started
+        lines = []
+        for family, share in (
+            ("istio_tcp_sent_bytes_total", 0.8),
+            ("istio_tcp_received_bytes_total", 0.2),
+        ):
+            totals = 1e9 + self.rates * share * elapsed
+            lines.append(f"# TYPE {family} counter")
+            lines.extend(
+                f"{family}{{{n}}} {v:.0f}" for n, v in zip(self.names, totals, strict=True)
+            )
+        return ("\n".join(lines) + "\n").encode()
+
+    def stop(self) -> None:
+        self.server.shutdown()
+
+
+class TimedPeers:
+    """The learner's flow reader, each read's start and time recorded."""
+
+    def __init__(self, source: PeerTrafficSource, rounds: list[tuple[str, float, float]]) -> None:
+        self.source, self.rounds = source, rounds
+        self.first_at: float | None = None
+
+    def read(self, known: Iterable[Workload], at: float) -> PeerReport | None:
+        started = time.monotonic()
+        try:
+            return self.source.read(known, at)
+        finally:
+            self.rounds.append(("peers", started, time.monotonic() - started))
+            if self.first_at is None:
+                self.first_at = time.monotonic()
+
+
+def median_seconds(call: Callable[[], object]) -> tuple[float, object]:
+    times, result = [], None
+    for _ in range(REPEATS):
+        started = time.perf_counter()
+        result = call()
+        times.append(time.perf_counter() - started)
+    return statistics.median(times), result
+
+
+def measure() -> list[str]:
+    replicas, share = chart_defaults()
+    pods = PodSeriesExporter(CLUSTER)
+    flows = FlowExporter(CLUSTER.deployments)
+    prometheus = PrometheusServer(
+        scrape_configs=[
+            {
+                "job_name": job,
+                "honor_labels": True,
+                "scrape_interval": SCRAPE,
+                "scrape_timeout": SCRAPE,
+                "static_configs": [{"targets": [target]}],
+            }
+            for job, target in (("pods", pods.target), ("flows", flows.target))
+        ]
+    )
+    directory = tempfile.TemporaryDirectory()
+    try:
+        settings = settings_from_mapping(
+            {
+                "prometheus": {"url": prometheus.url, "window": "1m", "timeout": "60s"},
+                "metricsServer": {"enabled": False},
+                "nodes": {"file": write_node_file(f"{directory.name}/nodes.json", CLUSTER.nodes)},
+                "learning": {"prometheusShare": share / replicas},
+                "peers": {"source": "istio"},
+            }
+        )
+        plain = PodTrafficSource(PrometheusSource(settings.prometheus), settings.learning)
+        joined = PodTrafficSource(
+            PrometheusSource(settings.prometheus), settings.learning, with_nodes=True
+        )
+        flow_source = PeerTrafficSource(PrometheusSource(settings.prometheus), settings.peers)
+        deadline = time.monotonic() + 600
+        while True:  # two scrapes in the window, for rate()
+            report = joined.samples()
+            if len(report.samples) == CLUSTER.pods or time.monotonic() > deadline:
+                break
+            time.sleep(5)
+        assert len(report.samples) == CLUSTER.pods, len(report.samples)
+        plain_seconds, _ = median_seconds(plain.samples)
+        joined_seconds, joined_report = median_seconds(joined.samples)
+        report = joined_report  # type: ignore[assignment]
+        known = {s.workload for s in report.samples if s.workload is not None}
+        at = time.time()
+        flow_seconds, pairs = median_seconds(lambda: flow_source.read(known, at))
+        assert isinstance(pairs, PeerReport)
+        places = PodPlaces()
+        places.record(report.samples)
+        started = time.perf_counter()
+        conversations = conversations_of(pairs, places, at)
+        table_seconds = time.perf_counter() - started
+        wire = len(pickle.dumps(conversations, protocol=pickle.HIGHEST_PROTOCOL))
+        started = time.perf_counter()
+        for _ in range(5):
+            pickle.loads(pickle.dumps(conversations, protocol=pickle.HIGHEST_PROTOCOL))
+        roundtrip = (time.perf_counter() - started) / 5
+        with_node = sum(1 for s in report.samples if s.node)
+        # Live: the learner as the refresher process runs it, with its flow reader.
+        run = LearnerRun(settings, joined)
+        timed = TimedPeers(flow_source, run.rounds)
+        run.learning = BandwidthLearning(settings, run, peers=timed)
+        start = time.monotonic()
+        run.minute(0)
+        time.sleep(LIVE_MINUTES * MINUTE)
+        run.learning.stop()
+        end = time.monotonic()
+        budget = settings.learning.prometheus_share * MINUTE
+        steady = start + WARM_MINUTES * MINUTE
+        worst = worst_sliding_minute(run.rounds, steady, end)
+        steady_spent = sum(max(0.0, min(s + d, end) - max(s, steady)) for _, s, d in run.rounds)
+        flow_rounds = [d for kind, _, d in run.rounds if kind == "peers"]
+        slice_rounds = [d for kind, _, d in run.rounds if kind == "slice"]
+        learned = run.learning.latest()
+        live_conversations = learned.conversations if learned else None
+    finally:
+        prometheus.stop()
+        pods.stop()
+        flows.stop()
+        directory.cleanup()
+    first = "-" if timed.first_at is None else f"{timed.first_at - start:.0f} s"
+    return [
+        f"| the learner's query over every pod, without the node join (no flow source), median of {REPEATS} | {plain_seconds:.2f} s |",
+        f"| ... with each pod's node joined from kube_pod_info (a flow source set), median | {joined_seconds:.2f} s ({joined_seconds / plain_seconds:.2f}x); {with_node:,} of {CLUSTER.pods:,} pods with a node |",
+        f"| the flow query: {flows.pairs:,} pairs, 4 series each (TCP sent and received, both reporters), one reporter read; query, answer and matching, median | {flow_seconds:.2f} s; {sum(len(p) for p in pairs.peers.values()) // 2:,} pairs matched, {sum(pairs.ignored.values())} series left out |",
+        f"| the conversations table from the pairs and the pods' nodes | {table_seconds:.2f} s |",
+        f"| ... as sent to the serving process with the learned figures; pickling and loading it | {wire / 2**20:.1f} MiB; {roundtrip * 1000:.0f} ms |",
+        f"| live, {LIVE_MINUTES} minutes, one replica at learning.prometheusShare {share:g} / {replicas} ({budget:.2f} s of query time a minute): slice rounds, flow reads | {len(slice_rounds)} (median {statistics.median(slice_rounds) if slice_rounds else 0:.2f} s), {len(flow_rounds)} (median {statistics.median(flow_rounds) if flow_rounds else 0:.2f} s); the first pairs after {first} |",
+        f"| ... its query time a minute from the {WARM_MINUTES + 1}rd minute on, on average, and the most in any 60 s of them (a round over a minute's budget runs alone, then the schedule waits) | {steady_spent / ((end - steady) / MINUTE):.2f} s ({steady_spent / ((end - steady) / MINUTE) / budget:.0%} of the budget); {worst:.2f} s ({worst / budget:.0%}) |",
+        f"| ... workloads with peers in the published table | {0 if live_conversations is None else len(live_conversations.peers):,} |",
+    ]
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = bench_parser(__doc__).parse_args(argv)
+    started = time.time()
+    rows = measure()
+    elapsed = time.time() - started
+    table = "\n".join(
+        [
+            f"| at {CLUSTER.nodes:,} nodes, {CLUSTER.pods:,} pods, {CLUSTER.deployments:,} Deployments | figure |",
+            "|---|---|",
+            *rows,
+        ]
+    )
+    print(table)
+    print(f"\n{elapsed:.0f}s")
+    if not args.no_write:
+        write_section(
+            "peer_learning",
+            "Learning who talks to whom at scale",
+            "python -m bench.peer_learning",
+            "A real Prometheus scraping, every 15 s, cAdvisor- and kube-state-metrics-shaped "
+            "series for every pod and Istio's TCP byte counters for every pair (stand-in "
+            "exporters in this process, on the same 2 cores). The learner's budget is query "
+            "time, wall-clock, in any minute; the flow query runs with the first slice of each "
+            "pass and counts in that round's time, so the schedule spaces the rounds after it."
+            f"\n\n{table}\n\nRun time: {elapsed:.0f} s.",
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
