@@ -300,11 +300,9 @@ class PodSeriesExporter:
         self.server.shutdown()
 
 
-def measure(cluster: Cluster, replicas: int, share: float) -> list[str]:
-    """The table's rows for one cluster size."""
-    exporter = PodSeriesExporter(cluster)
-    node_exporter = LiveExporter(node_exporters(cluster.nodes))
-    prometheus = PrometheusServer(
+def scraping(targets: dict[str, str]) -> PrometheusServer:
+    """A Prometheus scraping each job's target every SCRAPE."""
+    return PrometheusServer(
         scrape_configs=[
             {
                 "job_name": job,
@@ -313,9 +311,29 @@ def measure(cluster: Cluster, replicas: int, share: float) -> list[str]:
                 "scrape_timeout": SCRAPE,
                 "static_configs": [{"targets": [target]}],
             }
-            for job, target in (("pods", exporter.target), ("nodes", node_exporter.target))
+            for job, target in targets.items()
         ]
     )
+
+
+def every_pod_read(source: PodTrafficSource, pods: int, wait: float) -> PodTrafficReport:
+    """The learner's samples once every pod has two scrapes in the window
+    (rate() needs them), waiting ``wait`` seconds at most."""
+    deadline = time.monotonic() + wait
+    while True:
+        report = source.samples()
+        if len(report.samples) == pods or time.monotonic() > deadline:
+            break
+        time.sleep(2)
+    assert len(report.samples) == pods, len(report.samples)
+    return report
+
+
+def measure(cluster: Cluster, replicas: int, share: float) -> list[str]:
+    """The table's rows for one cluster size."""
+    exporter = PodSeriesExporter(cluster)
+    node_exporter = LiveExporter(node_exporters(cluster.nodes))
+    prometheus = scraping({"pods": exporter.target, "nodes": node_exporter.target})
     directory = tempfile.TemporaryDirectory()
     try:
         settings = settings_from_mapping(
@@ -327,13 +345,7 @@ def measure(cluster: Cluster, replicas: int, share: float) -> list[str]:
             }
         )
         source = PodTrafficSource(PrometheusSource(settings.prometheus), settings.learning)
-        deadline = time.monotonic() + 300
-        while True:  # two scrapes in the window, for rate()
-            report = source.samples()
-            if len(report.samples) == cluster.pods or time.monotonic() > deadline:
-                break
-            time.sleep(2)
-        assert len(report.samples) == cluster.pods, len(report.samples)
+        report = every_pod_read(source, cluster.pods, 300)
         query_seconds, update_seconds, detailed_seconds = [], [], []
         learner = BandwidthLearner()
         for _ in range(3):

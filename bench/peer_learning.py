@@ -13,22 +13,23 @@ import statistics
 import tempfile
 import time
 from collections.abc import Callable, Iterable
+from typing import TypeVar
 
 import numpy as np
 
 from bench.fixtures import write_node_file
 from bench.learning import (
     MINUTE,
-    SCRAPE,
     Cluster,
     LearnerRun,
     PodSeriesExporter,
     chart_defaults,
+    every_pod_read,
+    scraping,
     worst_sliding_minute,
 )
 from bench.report import bench_parser, write_section
 from harness.exporter import serve_metrics
-from harness.prometheus import PrometheusServer
 from kubectl_nettraffic.config import settings_from_mapping
 from kubectl_nettraffic.kube.workloads import Workload
 from kubectl_nettraffic.learning.conversations import PodPlaces, conversations_of
@@ -42,6 +43,7 @@ CALLS_EACH = 2
 LIVE_MINUTES = 10
 WARM_MINUTES = 2  # the pod count and the first pass's first rounds
 REPEATS = 3
+T = TypeVar("T")
 
 
 class FlowExporter:
@@ -108,8 +110,9 @@ class TimedPeers:
                 self.first_at = time.monotonic()
 
 
-def median_seconds(call: Callable[[], object]) -> tuple[float, object]:
-    times, result = [], None
+def median_seconds(call: Callable[[], T]) -> tuple[float, T]:
+    """The median time of REPEATS calls, and the last call's result."""
+    times = []
     for _ in range(REPEATS):
         started = time.perf_counter()
         result = call()
@@ -121,18 +124,7 @@ def measure() -> list[str]:
     replicas, share = chart_defaults()
     pods = PodSeriesExporter(CLUSTER)
     flows = FlowExporter(CLUSTER.deployments)
-    prometheus = PrometheusServer(
-        scrape_configs=[
-            {
-                "job_name": job,
-                "honor_labels": True,
-                "scrape_interval": SCRAPE,
-                "scrape_timeout": SCRAPE,
-                "static_configs": [{"targets": [target]}],
-            }
-            for job, target in (("pods", pods.target), ("flows", flows.target))
-        ]
-    )
+    prometheus = scraping({"pods": pods.target, "flows": flows.target})
     directory = tempfile.TemporaryDirectory()
     try:
         settings = settings_from_mapping(
@@ -149,16 +141,9 @@ def measure() -> list[str]:
             PrometheusSource(settings.prometheus), settings.learning, with_nodes=True
         )
         flow_source = PeerTrafficSource(PrometheusSource(settings.prometheus), settings.peers)
-        deadline = time.monotonic() + 600
-        while True:  # two scrapes in the window, for rate()
-            report = joined.samples()
-            if len(report.samples) == CLUSTER.pods or time.monotonic() > deadline:
-                break
-            time.sleep(5)
-        assert len(report.samples) == CLUSTER.pods, len(report.samples)
+        every_pod_read(joined, CLUSTER.pods, 600)
         plain_seconds, _ = median_seconds(plain.samples)
-        joined_seconds, joined_report = median_seconds(joined.samples)
-        report = joined_report  # type: ignore[assignment]
+        joined_seconds, report = median_seconds(joined.samples)
         known = {s.workload for s in report.samples if s.workload is not None}
         at = time.time()
         flow_seconds, pairs = median_seconds(lambda: flow_source.read(known, at))

@@ -278,3 +278,23 @@ def test_a_term_on_the_peers_zone_once_the_nodes_carry_its_copy(prometheus):
     # Without the copies (the label writer has not run): no zone term.
     plain = _board(prometheus).steerer.decide(_web_pod(), {}, dry_run=False)
     assert ZONE_COPY_LABEL not in str(plain.patch)
+
+
+def test_pods_whose_bytes_all_stay_on_the_node_still_spread(prometheus):
+    """Booked at nothing (1 MiB/s each, all of it to api on n3), the first
+    pods leave n3's score as it was: the fan-in count, not the bookings,
+    stops the node pull after web's share (2 of 3 pods); then the bookings
+    spread the rest."""
+    board = _board(prometheus)
+    annotated = pod(
+        generate_name="web-7d9c4b-",
+        namespace="shop",
+        labels={"app": "web", "pod-template-hash": "7d9c4b"},
+        annotations={"nettraffic.io/expected-bandwidth": "1Mi"},
+    )
+    firsts = []
+    for _ in range(6):
+        decision = board.steerer.decide(annotated, {}, dry_run=False)
+        firsts.append(decision.preferences[0].node)
+    assert firsts[:2] == ["n3", "n3"]
+    assert firsts.count("n3") < 6 and "n4" in firsts

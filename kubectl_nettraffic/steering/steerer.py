@@ -187,7 +187,7 @@ class Steerer:
             if pulled:
                 annotations[PEER_PULL] = pulled
             # What stays on the node never loads its link.
-            bandwidth -= pull.local_bytes(names[0])
+            bandwidth = max(0.0, bandwidth - pull.local_bytes(names[0]))
             annotations[BOOKED_BANDWIDTH] = f"{bandwidth:.0f}"
         # Off by default: then the admission pays one attribute read for it.
         share = steering.prefer_no_eviction_below
@@ -217,8 +217,9 @@ class Steerer:
             )
         if key:
             admission.book(preferences[0].node, bandwidth, now, key, unlearned)
-            if pull is not None and workload is not None and self._peers is not None:
-                self._peers.steered_to(workload, preferences[0].node)
+        if pull is not None and workload is not None and not dry_run and self._peers is not None:
+            # Counted for the fan-in spread, booked or not (all its bytes local).
+            self._peers.steered_to(workload, preferences[0].node)
         return Decision(patch, tuple(preferences), None, warnings, key)
 
     def _pull(
