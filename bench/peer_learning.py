@@ -216,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
             "A real Prometheus scraping, every 15 s, cAdvisor- and kube-state-metrics-shaped "
             "series for every pod and Istio's TCP byte counters for every pair (stand-in "
             "exporters in this process, on the same 2 cores). The learner's budget is query "
-            "time, wall-clock, in any minute; the flow query runs with the first slice of each "
+            "time, wall-clock, in any minute; the flow query runs with the last slice of each "
             "pass and counts in that round's time, so the schedule spaces the rounds after it."
             f"\n\n{table}\n\nRun time: {elapsed:.0f} s.",
         )

@@ -6,6 +6,7 @@ import pytest
 from kubectl_nettraffic.config import settings_from_mapping
 from kubectl_nettraffic.kube.workloads import Workload
 from kubectl_nettraffic.learning.learner import BandwidthLearning
+from kubectl_nettraffic.learning.peer_traffic import PeerReport
 from kubectl_nettraffic.learning.pod_slices import WHOLE, PodSlice
 from kubectl_nettraffic.learning.pod_traffic import PodTrafficReport
 from kubectl_nettraffic.learning.schedule import SLICE, YOUNG, LearningSchedule
@@ -80,7 +81,9 @@ class SyntheticCluster:
         self.clock[0] += self.seconds_per_pod * len(chosen)  # the query's time
         self.read.extend(name for name, *_ in chosen)
         samples = tuple(
-            PodSample("ns", name, rate, 0.0, Workload("ns", "Deployment", workload))
+            PodSample(
+                "ns", name, rate, 0.0, Workload("ns", "Deployment", workload), None, f"n{len(name)}"
+            )
             for name, workload, rate, _ in chosen
         )
         return PodTrafficReport(samples, (), 0, self.clock[0])
@@ -175,3 +178,61 @@ def test_slices_and_young_rounds_each_keep_half_the_budget_in_a_wave_of_new_work
     # half: once the first has left the minute, at 60.9 (the next slice,
     # 1.2 + 1.2 over 1.5, waits for the first slice to leave, at 62.2).
     assert schedule.next_round(sliced=True, now=2.2) == (YOUNG, pytest.approx(60.9))
+
+
+class PairsReader:
+    """The flow query's answer: every workload talks to the next one; each
+    read takes ``seconds`` on the test's clock and is recorded."""
+
+    def __init__(self, clock, seconds):
+        self.clock, self.seconds = clock, seconds
+        self.reads: list[tuple[set, float]] = []
+
+    def read(self, known, at):
+        known = set(known)
+        self.reads.append((known, at))
+        self.clock[0] += self.seconds
+        report = PeerReport()
+        for workload in sorted(known):
+            number = int(workload.name.split("-")[1])
+            peer = Workload("ns", "Deployment", f"app-{number + 1}")
+            if peer in known:
+                report.peers.setdefault(workload, []).append((peer, 1e6))
+                report.peers.setdefault(peer, []).append((workload, 1e6))
+        return report
+
+
+def test_with_a_flow_source_the_pairs_are_read_once_a_pass_after_its_last_slice():
+    clock = [0.0]
+    alphabet = "bcdfghjklmnpqrstvwxz2456789"
+    pods = [
+        (f"app-{i // 10}-{alphabet[i % 27]}{alphabet[(i // 27) % 27]}", f"app-{i // 10}", 1e6, -1e6)
+        for i in range(12_000)
+    ]
+    cluster = SyntheticCluster(pods, clock, seconds_per_pod=1e-5)
+    pairs = PairsReader(clock, seconds=0.5)
+    settings = settings_from_mapping({"prometheus": {"url": "http://unused"}})
+    learning = BandwidthLearning(settings, cluster, clock=lambda: clock[0], peers=pairs)
+    kinds = []
+    # A round counting the pods, then the first pass: 3 slices of 5,000.
+    while len([k for k in kinds if k == SLICE]) < 4:
+        _, at = learning.schedule.next_round(learning.slices > 1)
+        clock[0] = max(clock[0], at)
+        kinds.append(learning.update())
+    # One read, after the last slice: every workload known by then.
+    ((known, _),) = pairs.reads
+    assert len(known) == 1200
+    conversations = learning.latest().conversations
+    assert conversations is not None and len(conversations.peers) == 1200
+    assert sum(conversations.pods(w) for w in conversations.places) == 12_000
+    # The slice rounds' time counts the read (the schedule spaces what follows).
+    assert max(learning.schedule.expected.values()) >= 0.5
+    # A Deployment scaled to nothing is forgotten at the end of the next pass.
+    cluster.pods = [p for p in pods if p[1] != "app-7"]
+    for _ in range(4):
+        _, at = learning.schedule.next_round(learning.slices > 1)
+        clock[0] = max(clock[0], at)
+        learning.update()
+    assert len(pairs.reads) >= 2
+    places = learning.latest().conversations.places
+    assert Workload("ns", "Deployment", "app-7") not in places

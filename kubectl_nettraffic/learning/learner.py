@@ -7,7 +7,7 @@ large cluster a slice of the pods at a time (pod_slices.py), paced to
 ``learning.prometheusShare`` of any minute in query time, with the
 pods of the workloads created in the last ``learning.youngWorkloadAge``
 read between slices (learning/schedule.py). With a flow source
-(``peers.source``), each pass's first slice round also reads who talks to
+(``peers.source``), each pass's last slice round also reads who talks to
 whom, in one query for the cluster, and the pods' nodes come with their
 samples (learning/conversations.py). A failed round is logged and costs
 that round only: what was learned stays.
@@ -65,7 +65,7 @@ class PeerReader(Protocol):
 
     def read(self, known: Iterable[Workload], at: float) -> PeerReport | None:
         """The pairs between ``known`` workloads as of ``at`` (the moment the
-        pass's first slice was read); None without a flow source."""
+        pass's last slice was read); None without a flow source."""
         ...
 
 
@@ -126,7 +126,7 @@ class BandwidthLearning:
                 report = self.reader.samples(PodSlice(self.next_slice, self.slices))
             if self.peers is not None and not report.missing:
                 self.places.record(report.samples)
-                if kind == SLICE and self.next_slice == 0:
+                if kind == SLICE and self.next_slice == self.slices - 1:
                     self._read_peers(report.evaluated_at)
         except NetTrafficError as error:
             self.last_error = str(error)
@@ -149,8 +149,9 @@ class BandwidthLearning:
         return kind
 
     def _read_peers(self, at: float) -> None:
-        """The pairs, once a pass (with its first slice), among the
-        workloads the learner knows. A failed read keeps the last pairs."""
+        """The pairs, once a pass (with its last slice: every pod's node and
+        workload read by then), among the workloads the learner knows. A
+        failed read keeps the last pairs."""
         assert self.peers is not None
         known = self.places.workloads() | set(self.learner.histograms)
         try:
