@@ -40,7 +40,7 @@ from kubectl_nettraffic.sources.prometheus import PrometheusSource
 
 CLUSTER = Cluster(5000, 15_000)
 CALLS_EACH = 2
-LIVE_MINUTES = 10
+LIVE_MINUTES = 28  # more than a pass over 150,000 pods at this budget
 WARM_MINUTES = 2  # the pod count and the first pass's first rounds
 REPEATS = 3
 T = TypeVar("T")
