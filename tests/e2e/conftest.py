@@ -31,6 +31,7 @@ def _exporters() -> list[Exporter]:
 def prometheus():
     exporter = LiveExporter(_exporters())
     server = PrometheusServer(scrape_targets=[exporter.target], scrape_interval="1s")
+    server.exporter_target = exporter.target  # type: ignore[attr-defined]  # for a second Prometheus
 
     # rate() over a window only part-filled with samples under-reads (it
     # divides by the whole window), so let one full 10s window fill first.

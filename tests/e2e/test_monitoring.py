@@ -17,15 +17,29 @@ from harness.fakeapi import node
 from harness.prometheus import PrometheusServer
 from harness.reviews import pod, review
 from harness.webhook import WebhookProcess
+from kubectl_nettraffic.kube.nodes import ZONE_LABEL
 from tests.e2e.conftest import MIXED_RATES
 from tests.e2e.conftest import node_file as _node_file
 from tests.e2e.conftest import webhook_config as _config
+from tests.harness.flow_series import Flow
+from tests.harness.kube_series import PodSeries, ReplicaSetSeries
+from tests.harness.live_workloads import LiveWorkloads
 from tests.test_chart import CHART, IMAGE, by_kind, render
 
 pytestmark = pytest.mark.skipif(
     shutil.which("helm") is None or shutil.which("promtool") is None,
     reason="helm or promtool not on PATH (run through .ci/test)",
 )
+
+PODS = [
+    PodSeries("shop", "web-7d9c4b-a1", 1e6, 1e6, "ReplicaSet", "web-7d9c4b", node="q1"),
+    PodSeries("shop", "api-6c8d9f-c3", 2e6, 2e6, "ReplicaSet", "api-6c8d9f", node="q3"),
+]
+REPLICASETS = [
+    ReplicaSetSeries("shop", "web-7d9c4b", "web"),
+    ReplicaSetSeries("shop", "api-6c8d9f", "api"),
+]
+FLOWS = [Flow(("shop", "web"), ("shop", "api"), tcp_sent=3e6, tcp_received=1e6)]
 
 # As `helm template nt ... -n nettraffic` names the release's Service.
 JOB, NAMESPACE = "nt-nettraffic", "nettraffic"
@@ -100,10 +114,30 @@ def test_every_dashboard_query_returns_data_and_every_alert_evaluates(
     rules, dashboard = rendered
     rule_file = tmp_path / "rules.yaml"
     rule_file.write_text(yaml.safe_dump(rules))
-    nodes = _node_file(tmp_path, "nodes.json", [node(n) for n in MIXED_RATES])
-    webhook = WebhookProcess(_config(prometheus.url, nodes))
+    zones = {"q1": "zone-a", "q2": "zone-a", "q3": "zone-b"}
+    labelled = [node(n, labels={ZONE_LABEL: zones[n]}) for n in MIXED_RATES]
+    nodes = _node_file(tmp_path, "nodes.json", labelled)
+    # Pods and the flows between their workloads, for the peers panel: the
+    # webhook's learner reads them (peers.source istio) beside the nodes.
+    workloads = LiveWorkloads(PODS, REPLICASETS, FLOWS)
+    source = PrometheusServer(
+        scrape_targets=[prometheus.exporter_target],
+        scrape_interval="1s",
+        scrape_configs=[
+            {
+                "job_name": "workloads",
+                "honor_labels": True,
+                "scrape_interval": "1s",
+                "static_configs": [{"targets": [workloads.target]}],
+            }
+        ],
+    )
+    webhook = None
     scraper = None
     try:
+        time.sleep(12)  # the 10s rate window filled
+        config = _config(source.url, nodes, peers={"source": "istio"}, learning={"interval": "1s"})
+        webhook = WebhookProcess(config)
         _exercise(webhook)
         scraper = PrometheusServer(
             scrape_interval="1s",
@@ -124,7 +158,7 @@ def test_every_dashboard_query_returns_data_and_every_alert_evaluates(
         )
         time.sleep(3)  # a few scrapes, so rate() has two samples
         _exercise(webhook)
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 60
         while True:
             empty = [title for title, expr in _expressions(dashboard) if not _query(scraper, expr)]
             if not empty:
@@ -142,7 +176,10 @@ def test_every_dashboard_query_returns_data_and_every_alert_evaluates(
     finally:
         if scraper is not None:
             scraper.stop()
-        webhook.stop()
+        if webhook is not None:
+            webhook.stop()
+        source.stop()
+        workloads.stop()
 
 
 def test_the_webhook_down_alert_fires_when_no_replica_is_scraped(rendered, tmp_path):
