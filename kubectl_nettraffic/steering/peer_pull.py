@@ -30,16 +30,16 @@ exactly as without a flow source. Two guards, and a term:
   with five pods go five ways, not onto the first server's node. W's pods
   there are those the learner's last pass saw plus those steered there
   since.
+- *Never past hot.* A node whose link, with what is booked on it and this
+  pod's whole expected bytes (as if none stayed: the peers' places are a
+  pass old), would be fuller than ``peers.maxLinkUtilization`` gains
+  nothing (nodes whose link speed is unknown are not guarded).
 - *A zone term.* Where the nodes carry their zone's copy
   (``nettraffic.io/zone``, written by the tier label writer with a flow
   source), a pod whose first preference is in the zone that pulls it most
   also prefers that zone (``zone_term``), weighted by the share of its
   bytes to peers that go there: the node terms name three nodes
   kube-scheduler may not sample; the zone term matches in any sample.
-- *Never past hot.* A node whose link, with what is booked on it and this
-  pod's whole expected bytes (as if none stayed: the peers' places are a
-  pass old), would be fuller than ``peers.maxLinkUtilization`` gains
-  nothing (nodes whose link speed is unknown are not guarded).
 """
 
 import math
