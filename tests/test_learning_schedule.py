@@ -99,6 +99,16 @@ class SyntheticCluster:
         return self._report([p for p in self.pods if self.clock[0] - p[3] < 300])
 
 
+def _deployments(count):
+    """``count`` pods of Deployments of 10, named as the ReplicaSet
+    controller names them, sending 1 MB/s, created long ago."""
+    alphabet = "bcdfghjklmnpqrstvwxz2456789"
+    return [
+        (f"app-{i // 10}-{alphabet[i % 27]}{alphabet[(i // 27) % 27]}", f"app-{i // 10}", 1e6, -1e6)
+        for i in range(count)
+    ]
+
+
 def _learning(cluster, clock):
     settings = settings_from_mapping({"prometheus": {"url": "http://unused"}})
     return BandwidthLearning(settings, cluster, clock=lambda: clock[0])
@@ -106,11 +116,7 @@ def _learning(cluster, clock):
 
 def test_a_large_cluster_is_read_a_slice_at_a_time_each_pod_once_a_pass():
     clock = [0.0]
-    alphabet = "bcdfghjklmnpqrstvwxz2456789"
-    pods = [
-        (f"app-{i // 10}-{alphabet[i % 27]}{alphabet[(i // 27) % 27]}", f"app-{i // 10}", 1e6, -1e6)
-        for i in range(12_000)
-    ]
+    pods = _deployments(12_000)
     cluster = SyntheticCluster(pods, clock, seconds_per_pod=1e-5)  # 100,000 pods/s
     learning = _learning(cluster, clock)
     kinds = []
@@ -204,11 +210,7 @@ class PairsReader:
 
 def test_with_a_flow_source_the_pairs_are_read_once_a_pass_after_its_last_slice():
     clock = [0.0]
-    alphabet = "bcdfghjklmnpqrstvwxz2456789"
-    pods = [
-        (f"app-{i // 10}-{alphabet[i % 27]}{alphabet[(i // 27) % 27]}", f"app-{i // 10}", 1e6, -1e6)
-        for i in range(12_000)
-    ]
+    pods = _deployments(12_000)
     cluster = SyntheticCluster(pods, clock, seconds_per_pod=1e-5)
     pairs = PairsReader(clock, seconds=0.5)
     settings = settings_from_mapping({"prometheus": {"url": "http://unused"}})

@@ -6,6 +6,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from harness.prometheus import STEP
+from tests.harness.kube_series import labels_text
 
 
 @dataclass(frozen=True)
@@ -19,8 +20,15 @@ class Flow:
     reset_at: float | None = None  # the proxy restarted this long before the end
 
 
-def _labels(pairs: dict[str, str]) -> str:
-    return "{" + ",".join(f'{k}="{v}"' for k, v in pairs.items()) + "}"
+def ends(flow: Flow, reporter: str) -> dict[str, str]:
+    """The labels naming a flow's two ends, as one reporter's proxy writes them."""
+    return {
+        "reporter": reporter,
+        "source_workload": flow.source[1],
+        "source_workload_namespace": flow.source[0],
+        "destination_workload": flow.destination[1],
+        "destination_workload_namespace": flow.destination[0],
+    }
 
 
 def istio_lines(flows: Sequence[Flow], end: float, duration: float = 600) -> Iterator[str]:
@@ -38,12 +46,7 @@ def istio_lines(flows: Sequence[Flow], end: float, duration: float = 600) -> Ite
             if not rate:
                 continue
             for reporter in ("source", "destination"):
-                labels = {
-                    "reporter": reporter,
-                    "source_workload": flow.source[1],
-                    "source_workload_namespace": flow.source[0],
-                    "destination_workload": flow.destination[1],
-                    "destination_workload_namespace": flow.destination[0],
+                labels = ends(flow, reporter) | {
                     "request_protocol": protocol,
                     "connection_security_policy": "mutual_tls",
                 }
@@ -52,6 +55,6 @@ def istio_lines(flows: Sequence[Flow], end: float, duration: float = 600) -> Ite
                         value = rate * (t - (end - flow.reset_at))
                     else:
                         value = 1e9 + rate * (t - times[0])
-                    yield f"{family}{suffix}{_labels(labels)} {value:.3f} {t:.3f}"
+                    yield f"{family}{suffix}{labels_text(labels)} {value:.3f} {t:.3f}"
                     if kind == "summary":
-                        yield f"{family}_count{_labels(labels)} {t - times[0]:.0f} {t:.3f}"
+                        yield f"{family}_count{labels_text(labels)} {t - times[0]:.0f} {t:.3f}"

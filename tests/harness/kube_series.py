@@ -34,7 +34,8 @@ class ReplicaSetSeries:
     owner_kind: str = "Deployment"
 
 
-def _labels(pairs: dict[str, str]) -> str:
+def labels_text(pairs: dict[str, str]) -> str:
+    """A series' label set as the exposition format writes it."""
     return "{" + ",".join(f'{k}="{v}"' for k, v in pairs.items()) + "}"
 
 
@@ -73,7 +74,7 @@ def kube_lines(
                         value = rate * (t - (end - pod.reset_at))
                     else:
                         value = 5e8 + rate * (t - times[0])
-                    yield f"{family}_total{_labels(labels)} {value:.3f} {t:.3f}"
+                    yield f"{family}_total{labels_text(labels)} {value:.3f} {t:.3f}"
     ksm = {"instance": "10.0.9.9:8080", "job": "kube-state-metrics"}
     gauges = {
         "kube_pod_owner": [
@@ -116,7 +117,7 @@ def kube_lines(
     for family, label_sets in gauges.items():
         yield f"# TYPE {family} gauge"
         for labels in label_sets:
-            series = f"{family}{_labels({**ksm, **labels})}"
+            series = f"{family}{labels_text({**ksm, **labels})}"
             for t in times:
                 yield f"{series} 1 {t:.3f}"
     # kube-state-metrics' creation time of each pod, in Unix seconds
@@ -127,7 +128,7 @@ def kube_lines(
         at = end - (pod.age if pod.age is not None else duration + 3600)
         for t in times:
             if pod.age is None or t >= at:
-                yield f"kube_pod_created{_labels(labels)} {at:.0f} {t:.3f}"
+                yield f"kube_pod_created{labels_text(labels)} {at:.0f} {t:.3f}"
     # kube-state-metrics' creation time of each controller, in Unix seconds:
     # as old as its oldest pod (a pod without an age: from before the series).
     created: dict[tuple[str, str, str], float] = {}
@@ -142,7 +143,7 @@ def kube_lines(
             if owner_kind == kind:
                 labels = {**ksm, "namespace": namespace, label: name}
                 for t in times:
-                    yield f"{family}{_labels(labels)} {at:.0f} {t:.3f}"
+                    yield f"{family}{labels_text(labels)} {at:.0f} {t:.3f}"
 
 
 # kube-state-metrics' family and name label of each controller's creation time.

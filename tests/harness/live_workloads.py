@@ -8,12 +8,8 @@ import time
 from collections.abc import Sequence
 
 from harness.exporter import serve_metrics
-from tests.harness.flow_series import Flow
-from tests.harness.kube_series import PodSeries, ReplicaSetSeries
-
-
-def _labels(pairs: dict[str, str]) -> str:
-    return "{" + ",".join(f'{k}="{v}"' for k, v in pairs.items()) + "}"
+from tests.harness.flow_series import Flow, ends
+from tests.harness.kube_series import PodSeries, ReplicaSetSeries, labels_text
 
 
 class LiveWorkloads:
@@ -40,22 +36,22 @@ class LiveWorkloads:
                 labels = {"container": "", "interface": "eth0", "namespace": pod.namespace}
                 labels |= {"pod": pod.pod, "node": pod.node}
                 lines.append(
-                    f"{family}{_labels(labels)} {1e9 + getattr(pod, attribute) * elapsed:.0f}"
+                    f"{family}{labels_text(labels)} {1e9 + getattr(pod, attribute) * elapsed:.0f}"
                 )
         for pod in self.pods:
             named = {"namespace": pod.namespace, "pod": pod.pod}
             owner = {"owner_kind": pod.owner_kind, "owner_name": pod.owner_name}
             lines.append(
-                f"kube_pod_owner{_labels(named | owner | {'owner_is_controller': 'true'})} 1"
+                f"kube_pod_owner{labels_text(named | owner | {'owner_is_controller': 'true'})} 1"
             )
             info = named | {"node": pod.node, "host_network": "false"}
-            lines.append(f"kube_pod_info{_labels(info)} 1")
-            lines.append(f"kube_pod_created{_labels(named)} {self.started - 3600:.0f}")
+            lines.append(f"kube_pod_info{labels_text(info)} 1")
+            lines.append(f"kube_pod_created{labels_text(named)} {self.started - 3600:.0f}")
         for rs in self.replicasets:
             labels = {"namespace": rs.namespace, "replicaset": rs.replicaset}
             labels |= {"owner_kind": rs.owner_kind, "owner_name": rs.owner_name}
             lines.append(
-                f"kube_replicaset_owner{_labels(labels | {'owner_is_controller': 'true'})} 1"
+                f"kube_replicaset_owner{labels_text(labels | {'owner_is_controller': 'true'})} 1"
             )
         for family, attribute in (
             ("istio_tcp_sent_bytes_total", "tcp_sent"),
@@ -64,15 +60,8 @@ class LiveWorkloads:
             lines.append(f"# TYPE {family} counter")
             for flow in self.flows:
                 for reporter in ("source", "destination"):
-                    labels = {
-                        "reporter": reporter,
-                        "source_workload": flow.source[1],
-                        "source_workload_namespace": flow.source[0],
-                        "destination_workload": flow.destination[1],
-                        "destination_workload_namespace": flow.destination[0],
-                    }
                     value = 1e9 + getattr(flow, attribute) * elapsed
-                    lines.append(f"{family}{_labels(labels)} {value:.0f}")
+                    lines.append(f"{family}{labels_text(ends(flow, reporter))} {value:.0f}")
         return ("\n".join(lines) + "\n").encode()
 
     def stop(self) -> None:
