@@ -18,7 +18,7 @@ from kubectl_nettraffic.inflight.replica_share import NodeBlocks, ReplicaShare
 from kubectl_nettraffic.kube.workloads import Workload
 from kubectl_nettraffic.measuring.measurement import Snapshot
 from kubectl_nettraffic.scoring.node_scores import NodeScore
-from kubectl_nettraffic.scoring.placement import Handicap
+from kubectl_nettraffic.scoring.placement import Handicap, Pull
 
 # A heap drops its superseded entries (a pass over it: 1.7 ms at 5,000
 # nodes) once its walks have passed a quarter of its length's worth of them
@@ -201,7 +201,7 @@ def own_heap(
     return CandidateHeap(layout, view, points)
 
 
-class ZonePull(Protocol):
+class ZonePull(Pull, Protocol):
     """A pull the same on every node of a zone but for a few nodes of its
     own (steering/peer_pull.py's PodPull)."""
 
@@ -209,13 +209,6 @@ class ZonePull(Protocol):
     def zone_of(self) -> Mapping[str, str]:
         """node -> zone, for the nodes that have one."""
         ...
-
-    @property
-    def most(self) -> float:
-        """The most points any node gains."""
-        ...
-
-    def points(self, score: NodeScore) -> float: ...
 
     def own_nodes(self, most: int) -> list[str]:
         """The nodes that gain more than their zone's, most first, at most ``most``."""

@@ -97,10 +97,11 @@ def shares_of(
     connections evenly over its endpoints, so the bytes between two
     workloads split evenly over the pairs of their pods."""
     own = conversations.places.get(workload, {})
+    own_pods = conversations.pods(workload)
     shares = []
     for peer, rate in conversations.peers.get(workload, ()):
         theirs = conversations.places.get(peer, {})
-        pairs = sum(own.values()) * sum(theirs.values())
+        pairs = own_pods * conversations.pods(peer)
         if not pairs:
             shares.append(PeerShare(peer, rate, 0.0, 0.0, 0.0, 1.0))
             continue

@@ -81,7 +81,7 @@ def plan_for(
     if not pairs:
         return None
     own = conversations.places.get(workload, {})
-    pods = max(1, sum(own.values()))
+    pods = max(1, conversations.pods(workload))
     local: dict[str, float] = {}
     in_zone: dict[str, float] = {}
     peers_on: dict[str, list[Workload]] = {}
@@ -92,7 +92,7 @@ def plan_for(
             continue  # no pod of it seen: nowhere to pull toward
         per_pod = rate / pods
         to_peers += per_pod
-        peer_pods = sum(places.values())
+        peer_pods = conversations.pods(peer)
         for node, count in places.items():
             share = per_pod * count / peer_pods
             local[node] = local.get(node, 0.0) + share

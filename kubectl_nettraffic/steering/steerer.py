@@ -174,6 +174,9 @@ class Steerer:
             score = round(p.score)  # in-flight load can take it below 0
             names.append(p.node)
             scores.append(f"{p.node}={0 if score < 0 else 100 if score > 100 else score}")
+        if pull is not None:
+            # What stays on the node never loads its link.
+            bandwidth = max(0.0, bandwidth - pull.local_bytes(names[0]))
         annotations = {
             PREFERRED_NODES: ",".join(names),
             SCORED_AT: self._derived_of(snapshot)[2],
@@ -182,13 +185,9 @@ class Steerer:
             BOOKED_BANDWIDTH: f"{bandwidth:.0f}",
             BANDWIDTH_SOURCE: bandwidth_source,
         }
-        if pull is not None:
-            pulled = pull.annotation(names)
-            if pulled:
-                annotations[PEER_PULL] = pulled
-            # What stays on the node never loads its link.
-            bandwidth = max(0.0, bandwidth - pull.local_bytes(names[0]))
-            annotations[BOOKED_BANDWIDTH] = f"{bandwidth:.0f}"
+        pulled = "" if pull is None else pull.annotation(names)
+        if pulled:
+            annotations[PEER_PULL] = pulled
         # Off by default: then the admission pays one attribute read for it.
         share = steering.prefer_no_eviction_below
         if share and light_for_every_link(
