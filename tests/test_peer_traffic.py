@@ -1,5 +1,6 @@
-"""Who talks to whom: pair traffic from Istio's metrics through a real
-Prometheus, matched to the learner's workloads; bad series counted, not fatal."""
+"""Who talks to whom: pair traffic from Istio's, Linkerd's and Beyla's
+metrics through a real Prometheus, matched to the learner's workloads; bad
+series counted, not fatal."""
 
 import math
 import time
@@ -11,7 +12,7 @@ from kubectl_nettraffic.config import settings_from_mapping
 from kubectl_nettraffic.kube.workloads import Workload
 from kubectl_nettraffic.learning.peer_traffic import peer_query, peers_from, read_peers
 from kubectl_nettraffic.sources.prometheus import PrometheusSource
-from tests.harness.flow_series import Flow, istio_lines
+from tests.harness.flow_series import Flow, beyla_lines, istio_lines, linkerd_lines
 
 END = float(int(time.time()) // 60 * 60)
 WEB = Workload("shop", "Deployment", "web")
@@ -28,6 +29,9 @@ FLOWS = [
     Flow(("shop", "web"), ("shop", "web"), tcp_sent=9e6),  # to itself
     Flow(("shop", "web"), ("other", "gone"), tcp_sent=7e6),  # not a workload the learner knows
 ]
+# Each workload's kind as Linkerd labels it and as Beyla names its owner.
+LINKERD_KINDS = {"web": "deployment", "api": "deployment", "db": "statefulset", "gone": "job"}
+BEYLA_OWNERS = {"web": "Deployment", "api": "Deployment", "db": "StatefulSet", "gone": "Pod"}
 
 
 def _settings(url: str, **peers):
@@ -38,13 +42,19 @@ def _settings(url: str, **peers):
 
 @pytest.fixture(scope="module")
 def prometheus():
-    server = prometheus_with_history([], END, more=list(istio_lines(FLOWS, END)))
+    lines = [
+        *istio_lines(FLOWS, END),
+        *linkerd_lines(FLOWS, END, LINKERD_KINDS),
+        *beyla_lines(FLOWS, END, BEYLA_OWNERS),
+    ]
+    server = prometheus_with_history([], END, more=lines)
     yield server
     server.stop()
 
 
 def _read(prometheus, **peers):
     settings = _settings(prometheus.url, **peers)
+    assert settings.peers.source in ("istio", "linkerd", "beyla")
     source = PrometheusSource(settings.prometheus, clock=lambda: END)
     return read_peers(source, settings.peers, settings.prometheus.window, KNOWN)
 
@@ -73,6 +83,22 @@ def test_the_destination_reporter_counts_the_same_flows_once(prometheus):
         theirs = by_destination.peers[workload]
         assert [peer for peer, _ in theirs] == [peer for peer, _ in peers]
         assert [rate for _, rate in theirs] == pytest.approx([rate for _, rate in peers], rel=1e-3)
+
+
+@pytest.mark.parametrize("source", ["linkerd", "beyla"])
+def test_linkerd_and_beyla_give_the_pairs_istio_gives(prometheus, source):
+    """The same flows as each exporter writes them: Linkerd's client proxy
+    (its outbound side to the server, not to its app; the server's inbound
+    side not at all), Beyla's requests and answers as two flows."""
+    by_istio = _read(prometheus)
+    report = _read(prometheus, source=source)
+    assert by_istio is not None and report is not None
+    assert report.peers.keys() == by_istio.peers.keys()
+    for workload, peers in by_istio.peers.items():
+        theirs = report.peers[workload]
+        assert [peer for peer, _ in theirs] == [peer for peer, _ in peers]
+        assert [rate for _, rate in theirs] == pytest.approx([rate for _, rate in peers], rel=1e-3)
+    assert set(report.ignored) == {"self", "unknown-workload"}
 
 
 def test_the_busiest_peers_are_kept_and_the_rest_counted(prometheus):

@@ -266,6 +266,16 @@ PEER_FIXES = {
         "the sidecars and ztunnel), check peers.reporter, or set peers.source: none; a "
         "pair's ends are matched to the workloads learning finds (learning.enabled)"
     ),
+    "linkerd": (
+        "have Prometheus scrape the proxies as linkerd-viz does (its scrape config turns "
+        "the linkerd.io/proxy-<kind> pod labels into deployment, statefulset, ...), or set "
+        "peers.source: none; a pair's ends are matched to the workloads learning finds"
+    ),
+    "beyla": (
+        "enable Beyla's network metrics with Kubernetes attributes (network.enable, "
+        "attributes.kubernetes.enable) and its Prometheus export, or set peers.source: none; "
+        "a pair's ends are matched to the workloads learning finds"
+    ),
     "query": "check peers.query and peers.labels (the four labels that name a pair's ends)",
 }
 

@@ -11,6 +11,19 @@ Sources (``peers.source``):
   ``source`` by default) so that nothing counts twice. Names as the proxy's
   stats filter writes them (istio/proxy,
   source/extensions/filters/http/istio_stats/istio_stats.cc);
+- ``linkerd``: ``tcp_write_bytes_total`` and ``tcp_read_bytes_total`` of
+  the outbound side's connection to the server (``direction="outbound"``,
+  ``peer="dst"``), by ``namespace`` and the workload kind's label
+  (``deployment``, ``statefulset``, ...) and their ``dst_`` twins. Names as
+  the proxy writes them (linkerd2-proxy, linkerd/app/core/src/metrics.rs,
+  ``prefix_labels("dst", ...)``) and linkerd-viz's scrape config maps the
+  injector's ``linkerd.io/proxy-<kind>`` pod labels (linkerd2,
+  viz/charts/linkerd-viz/templates/prometheus.yaml);
+- ``beyla``: Grafana Beyla's ``beyla_network_flow_bytes_total``, by
+  ``k8s_src_owner_name``, ``k8s_src_namespace``, ``k8s_dst_owner_name`` and
+  ``k8s_dst_namespace`` (grafana/beyla, pkg/export/attributes/metric.go and
+  names/attrs.go; OpenTelemetry's eBPF instrumentation writes the same with
+  ``obi_``, which ``peers.query`` covers);
 - ``query``: a query of the user's own (``peers.query``) whose series carry
   the four labels named by ``peers.labels``.
 
@@ -45,6 +58,33 @@ ISTIO_BYTES = (
 )
 ISTIO_LABELS = PeerLabelSettings()  # the defaults are Istio's names
 
+LINKERD_BYTES = ("tcp_write_bytes_total", "tcp_read_bytes_total")
+# The label a Linkerd series names its workload by, per kind, as linkerd2's
+# KindToL5DLabel (pkg/k8s) and viz's scrape config write it.
+LINKERD_KINDS = (
+    "deployment",
+    "statefulset",
+    "daemonset",
+    "replicaset",
+    "k8s_job",
+    "cronjob",
+    "replicationcontroller",
+)
+# Linkerd's kinds coalesced into one label per end (PromQL, in the query).
+LINKERD_LABELS = PeerLabelSettings(
+    source_workload="nettraffic_source_workload",
+    source_namespace="namespace",
+    destination_workload="nettraffic_destination_workload",
+    destination_namespace="dst_namespace",
+)
+BEYLA_BYTES = "beyla_network_flow_bytes_total"
+BEYLA_LABELS = PeerLabelSettings(
+    source_workload="k8s_src_owner_name",
+    source_namespace="k8s_src_namespace",
+    destination_workload="k8s_dst_owner_name",
+    destination_namespace="k8s_dst_namespace",
+)
+
 
 def _by(labels: PeerLabelSettings) -> str:
     return ", ".join(
@@ -57,22 +97,51 @@ def _by(labels: PeerLabelSettings) -> str:
     )
 
 
+def _tagged(rates: str, name: str) -> str:
+    # Each metric's rates tagged apart before they are joined with ``or``:
+    # rate() drops the name, and two metrics' series would share a label set.
+    return f'label_replace({rates}, "nettraffic_part", "{name}", "", "")'
+
+
+def _coalesced(vector: str, into: str, labels: Iterable[str]) -> str:
+    """``vector`` with ``into`` set from whichever of ``labels`` is set."""
+    for label in labels:
+        vector = f'label_replace({vector}, "{into}", "$1", "{label}", "(.+)")'
+    return vector
+
+
+def _linkerd_rates(name: str, window_text: str) -> str:
+    rates = f'rate({name}{{direction="outbound", peer="dst"}}[{window_text}])'
+    rates = _coalesced(rates, LINKERD_LABELS.source_workload, LINKERD_KINDS)
+    dst_kinds = [f"dst_{kind}" for kind in LINKERD_KINDS]
+    return _coalesced(rates, LINKERD_LABELS.destination_workload, dst_kinds)
+
+
 def peer_query(settings: PeerSettings, window: float) -> str | None:
     """Every pair's bytes/s, both directions, in one instant query; None
     without a source."""
+    window_text = promql_duration(window)
     if settings.source == "istio":
-        # Each metric's rates tagged apart before they are joined: rate()
-        # drops the name, and two metrics' series would share a label set.
-        window_text = promql_duration(window)
-        parts = [
-            f'label_replace(rate({name}{{reporter="{settings.reporter}"}}[{window_text}]),'
-            f' "nettraffic_part", "{name}", "", "")'
-            for name in ISTIO_BYTES
-        ]
+        selector = f'{{reporter="{settings.reporter}"}}'
+        parts = [_tagged(f"rate({name}{selector}[{window_text}])", name) for name in ISTIO_BYTES]
         return f"sum by ({_by(ISTIO_LABELS)}) ({' or '.join(parts)})"
+    if settings.source == "linkerd":
+        parts = [_tagged(_linkerd_rates(name, window_text), name) for name in LINKERD_BYTES]
+        return f"sum by ({_by(LINKERD_LABELS)}) ({' or '.join(parts)})"
+    if settings.source == "beyla":
+        return f"sum by ({_by(BEYLA_LABELS)}) (rate({BEYLA_BYTES}[{window_text}]))"
     if settings.source == "query" and settings.query:
         return settings.query
     return None
+
+
+def labels_of(settings: PeerSettings) -> PeerLabelSettings:
+    """The labels naming a pair's ends in the source's query."""
+    return {
+        "linkerd": LINKERD_LABELS,
+        "beyla": BEYLA_LABELS,
+        "query": settings.labels,
+    }.get(settings.source, ISTIO_LABELS)
 
 
 @dataclass
@@ -156,9 +225,8 @@ def read_peers(
     query = peer_query(settings, window)
     if query is None:
         return None
-    labels = settings.labels if settings.source == "query" else ISTIO_LABELS
     result = source.query_vector(query, at=at)
-    return peers_from(result, known, settings.max_per_workload, labels)
+    return peers_from(result, known, settings.max_per_workload, labels_of(settings))
 
 
 class PeerTrafficSource:

@@ -1,6 +1,8 @@
-"""Istio's standard metrics as a sidecar exports them, as OpenMetrics lines
-for promtool's backfill (harness/prometheus.py): one flow between two
-workloads, reported by both ends' proxies."""
+"""Flow metrics as the meshes and eBPF exporters write them, as OpenMetrics
+lines for promtool's backfill (harness/prometheus.py): Istio's (one flow
+reported by both ends' proxies), Linkerd's (the client's and the server's
+proxy, each side of each proxy) and Grafana Beyla's (each packet direction,
+seen by the node agents)."""
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -31,8 +33,19 @@ def ends(flow: Flow, reporter: str) -> dict[str, str]:
     }
 
 
+def _times(end: float, duration: float) -> list[float]:
+    return [end - duration + i * STEP for i in range(int(duration // STEP) + 1)]
+
+
+def _counter(flow: Flow, rate: float, t: float, start: float, end: float) -> float:
+    """A counter growing at ``rate``, restarted ``flow.reset_at`` before the end."""
+    if flow.reset_at is not None and t > end - flow.reset_at:
+        return rate * (t - (end - flow.reset_at))
+    return 1e9 + rate * (t - start)
+
+
 def istio_lines(flows: Sequence[Flow], end: float, duration: float = 600) -> Iterator[str]:
-    times = [end - duration + i * STEP for i in range(int(duration // STEP) + 1)]
+    times = _times(end, duration)
     families = (
         ("istio_tcp_sent_bytes", "counter", "_total", "tcp_sent", "tcp"),
         ("istio_tcp_received_bytes", "counter", "_total", "tcp_received", "tcp"),
@@ -51,10 +64,81 @@ def istio_lines(flows: Sequence[Flow], end: float, duration: float = 600) -> Ite
                     "connection_security_policy": "mutual_tls",
                 }
                 for t in times:
-                    if flow.reset_at is not None and t > end - flow.reset_at:
-                        value = rate * (t - (end - flow.reset_at))
-                    else:
-                        value = 1e9 + rate * (t - times[0])
+                    value = _counter(flow, rate, t, times[0], end)
                     yield f"{family}{suffix}{labels_text(labels)} {value:.3f} {t:.3f}"
                     if kind == "summary":
                         yield f"{family}_count{labels_text(labels)} {t - times[0]:.0f} {t:.3f}"
+
+
+def _linkerd_kind(kind: str) -> str:
+    # The label Linkerd names a kind by (linkerd2 pkg/k8s KindToL5DLabel).
+    return "k8s_job" if kind == "job" else kind
+
+
+def linkerd_lines(
+    flows: Sequence[Flow], end: float, kinds: dict[str, str], duration: float = 600
+) -> Iterator[str]:
+    """Each flow's bytes as both proxies count them: the client's outbound
+    side to the server (``peer="dst"``, the server named by ``dst_`` labels)
+    and to its app (``peer="src"``), and the server's inbound side. A flow's
+    TCP and HTTP bytes together, each flow to its own server address;
+    ``kinds``: workload -> its kind's label."""
+    times = _times(end, duration)
+    for family, client_sends in (("tcp_write_bytes", True), ("tcp_read_bytes", False)):
+        yield f"# TYPE {family} counter"
+        for number, flow in enumerate(flows):
+            sent = flow.tcp_received + flow.http_request  # client -> server
+            answered = flow.tcp_sent + flow.http_response
+            (src_ns, src), (dst_ns, dst) = flow.source, flow.destination
+            client = {"namespace": src_ns, _linkerd_kind(kinds[src]): src, "tls": "true"}
+            server = {"namespace": dst_ns, _linkerd_kind(kinds[dst]): dst, "tls": "true"}
+            to_server = {
+                "target_addr": f"10.0.0.{number + 1}:8080",
+                "dst_namespace": dst_ns,
+                "dst_" + _linkerd_kind(kinds[dst]): dst,
+            }
+            series = (
+                (client | {"direction": "outbound", "peer": "dst"} | to_server, client_sends),
+                (client | {"direction": "outbound", "peer": "src"}, not client_sends),
+                (server | {"direction": "inbound", "peer": "src"}, not client_sends),
+            )
+            for labels, sends in series:
+                rate = sent if sends else answered
+                for t in times:
+                    value = _counter(flow, rate, t, times[0], end)
+                    yield f"{family}_total{labels_text(labels)} {value:.3f} {t:.3f}"
+
+
+def beyla_lines(
+    flows: Sequence[Flow], end: float, owners: dict[str, str], duration: float = 600
+) -> Iterator[str]:
+    """Each flow's packets both ways, as one Beyla agent reports them with its
+    default attributes: the requests from client to server, the answers from
+    server to client; flows between the same two workloads in one series,
+    as the agent aggregates them. ``owners``: workload -> its owner type."""
+    times = _times(end, duration)
+    rates: dict[tuple[tuple[str, str], tuple[str, str], str], tuple[Flow, float]] = {}
+    for flow in flows:
+        for key, rate in (
+            ((flow.source, flow.destination, "request"), flow.tcp_received + flow.http_request),
+            ((flow.destination, flow.source, "response"), flow.tcp_sent + flow.http_response),
+        ):
+            first, before = rates.get(key, (flow, 0.0))
+            rates[key] = (first, before + rate)
+    yield "# TYPE beyla_network_flow_bytes counter"
+    for ((src_ns, src), (dst_ns, dst), direction), (flow, rate) in rates.items():
+        if not rate:
+            continue  # no packets that way, no series
+        labels = {
+            "k8s_src_owner_name": src,
+            "k8s_src_owner_type": owners[src],
+            "k8s_src_namespace": src_ns,
+            "k8s_dst_owner_name": dst,
+            "k8s_dst_owner_type": owners[dst],
+            "k8s_dst_namespace": dst_ns,
+            "k8s_cluster_name": "test",
+            "direction": direction,
+        }
+        for t in times:
+            value = _counter(flow, rate, t, times[0], end)
+            yield f"beyla_network_flow_bytes_total{labels_text(labels)} {value:.3f} {t:.3f}"
