@@ -137,6 +137,7 @@ class Network:
         self.link_bits = link_bits
         self.kernel_tcp_bursts = kernel_tcp_bursts
         self.nodes: list[TestbedNode] = []
+        self.pod_addresses: dict[str, str] = {}  # a pod's namespace -> its address
         self._pod_count = 0
         remove_leftovers()
         try:
@@ -220,11 +221,22 @@ class Network:
         # On-link default: the node's end answers ARP for whatever it routes.
         run("ip", "route", "add", "default", "dev", "eth0", namespace=namespace)
         self._size_tcp_bursts(namespace)
+        self.pod_addresses[namespace] = address
         return namespace
+
+    def route_pods_between_nodes(self) -> None:
+        """Each node routes the other nodes' pod subnets through them, as a
+        CNI does, so pods on two nodes talk over both nodes' links."""
+        for node in self.nodes:
+            for other in self.nodes:
+                if other is not node:
+                    subnet = f"{other.pod_subnet}.0/24"
+                    run("ip", "route", "add", subnet, "via", other.address, namespace=node.namespace)
 
     def remove_pod(self, namespace: str) -> None:
         """Delete the pod's namespace: its veth, and the node's route to it, go with it."""
         run("ip", "netns", "del", namespace, check=False)
+        self.pod_addresses.pop(namespace, None)
 
     def close(self) -> None:
         remove_leftovers()

@@ -107,6 +107,7 @@ class PodSeries:
     created: float
     receive_bytes: int
     transmit_bytes: int
+    node: str = ""  # kube_pod_info's node, when the learner is to know it
 
 
 class PodMetrics:
@@ -148,7 +149,11 @@ class PodMetrics:
                 "kube_pod_info",
                 "gauge",
                 [
-                    (f'namespace="{p.namespace}",pod="{p.pod}",host_network="false"', 1)
+                    (
+                        f'namespace="{p.namespace}",pod="{p.pod}",host_network="false"'
+                        + (f',node="{p.node}"' if p.node else ""),
+                        1,
+                    )
                     for p in pods
                 ],
             )

@@ -1,0 +1,568 @@
+"""Talkers placed together, judged on real packets: services and their
+clients over TCP on an emulated cluster in three zones.
+
+Six nodes are network namespaces (bench/testbed/network.py), two in each of
+three zones; a packet a node sends to a pod in another zone waits
+``ZONE_DELAY_MS`` first: the node routes the other zones' pod subnets into
+a tun device whose reader (bench/testbed/zone_delay.c, compiled at the
+start) hands each packet back that much later, and a policy rule sends
+what comes back out of it over the node's link. A round trip between zones
+is 1 ms longer, as between availability zones (0.5-2 ms). (This kernel has
+no netem.) Each run draws its services anew: three
+servers of one or two pods, four client workloads of two or three pods,
+each calling one server (bench/testbed/conversation.py: a connection to
+each of the server's pods, requests round-robin over them, as kube-proxy
+spreads connections over every endpoint whatever its zone). The clients'
+byte counts are exported as an Istio sidecar names them
+(``istio_tcp_sent_bytes_total`` / ``istio_tcp_received_bytes_total``,
+``reporter="source"``) and scraped by a real Prometheus with the nodes'
+node_exporter and the pods' cAdvisor and kube-state-metrics series.
+
+A run: the servers and a first rollout of the clients are placed by the
+scheduler stand-in alone (bench/testbed/cluster.py: kube-scheduler's default
+profile as bench/scheduler_model.py models it) and talk for a while; then
+the clients are rolled out again under each placement in turn:
+
+- ``default``: the scheduler stand-in alone;
+- ``nettraffic``: the real webhook (gunicorn over TLS), no flow source;
+- ``nettraffic-peers``: the real webhook with ``peers.source: istio``, once
+  its learner has read the pairs; its tier label writer copies the zones.
+
+Each rollout's pods run ``hold`` seconds, and the figures come from those
+seconds: the clients' request round trips (p99 pooled, and each client
+pod's own p99), and of the bytes between clients and servers, the share
+that crossed a node link and the share that crossed zones. Needs root;
+everything it creates is removed at the end, also on failure.
+"""
+
+import contextlib
+import json
+import os
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from bench.report import bench_parser, write_section
+from bench.testbed.cluster import ControlPlane, PlacedPod, Placement, node_object
+from bench.testbed.conversation import read_rtts
+from bench.testbed.network import Network, TestbedNode, remove_leftovers, run
+from bench.testbed.observe import NodeExporters, PodMetrics, PodSeries
+from bench.testbed.run import why_unavailable
+from bench.testbed.workload import Arrival, PodProcess, _in_namespace
+from harness.exporter import serve_metrics
+from harness.fakeapi import FakeKubeAPI
+from harness.prometheus import PrometheusServer
+from harness.webhook import WebhookProcess
+from kubectl_nettraffic.kube.nodes import ZONE_COPY_LABEL, ZONE_LABEL
+
+ZONES = ("zone-a", "zone-b", "zone-c")
+NODES = 6
+ZONE_DELAY_MS = 0.5  # each way
+LINK_BITS = 1e9  # no link is near full here: the figures are about distance
+SERVER_PORT = 8080
+REQUESTS_PER_SECOND = 100
+RESPONSE_BYTES = 8000
+POLICIES = ("default", "nettraffic", "nettraffic-peers")
+NAMESPACE = "default"
+
+
+@dataclass(frozen=True)
+class Services:
+    """One run's draw: each server's pods, each client workload's server and pods."""
+
+    servers: dict[str, int]
+    clients: dict[str, tuple[str, int]]
+
+    @staticmethod
+    def draw(rng: random.Random) -> "Services":
+        servers = {f"server-{i}": rng.randint(1, 2) for i in range(1, 4)}
+        clients = {
+            f"client-{i}": (rng.choice(sorted(servers)), rng.randint(2, 3)) for i in range(1, 5)
+        }
+        return Services(servers, clients)
+
+
+@dataclass
+class Figures:
+    """What one placement's clients felt and sent over ``hold`` seconds."""
+
+    policy: str
+    p99_ms: float  # pooled over every client pod
+    pod_p99s_ms: list[float]
+    cross_zone: float  # share of the clients' bytes to and from servers
+    inter_node: float
+    bytes_per_second: float
+    placements: dict[str, str] = field(default_factory=dict)  # pod -> node
+    webhook_failures: int = 0
+
+
+def zone_of(node: TestbedNode) -> str:
+    return ZONES[(node.index - 1) % len(ZONES)]
+
+
+class PeerTestbed:
+    """The emulated cluster of one run; a context manager that always tears down."""
+
+    def __init__(self, seed: int, hold: float, log: Callable[[str], None] = print) -> None:
+        self.seed, self.hold, self.log = seed, hold, log
+        self.rng = random.Random(seed)
+        self.services = Services.draw(self.rng)
+        self.workdir = tempfile.mkdtemp(prefix="nt-peer-testbed-")
+        self._parts: list[Callable[[], None]] = []
+        self._controls: list[ControlPlane] = []
+        self._counters: dict[str, tuple[int, int]] = {}
+        self._stopping = threading.Event()
+
+    def __enter__(self) -> "PeerTestbed":
+        why = why_unavailable()
+        if why is not None:
+            raise RuntimeError(f"cannot build the testbed: {why}")
+        try:
+            self._build()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._stopping.set()
+        for control in self._controls:
+            with contextlib.suppress(Exception):
+                control.stop()
+        for stop in reversed(self._parts):
+            try:
+                stop()
+            except Exception as error:  # the rest must still go
+                self.log(f"teardown: {error}")
+        remove_leftovers()
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+    # ------------------------------------------------------------ building
+
+    def _build(self) -> None:
+        names = [f"tb-node-{i}" for i in range(1, NODES + 1)]
+        self.network = Network(names, int(LINK_BITS))
+        self._parts.append(self.network.close)
+        self.network.route_pods_between_nodes()
+        self._delay_between_zones()
+        self.exporters = NodeExporters(self.network.nodes, LINK_BITS, self.workdir)
+        self._parts.append(self.exporters.stop)
+        self.pod_metrics = PodMetrics(self._pod_series)
+        self._parts.append(self.pod_metrics.stop)
+        self.mesh = serve_metrics(lambda: self._istio_series().encode())
+        self._parts.append(self.mesh.shutdown)
+        self._parts.append(self.mesh.server_close)
+        self.prometheus = PrometheusServer(
+            scrape_interval="2s",
+            scrape_configs=[
+                {
+                    "job_name": "node-exporter",
+                    "static_configs": [{"targets": self.exporters.targets}],
+                },
+                {
+                    "job_name": "kubelet",
+                    "honor_labels": True,
+                    "static_configs": [{"targets": [self.pod_metrics.target]}],
+                },
+                {
+                    "job_name": "istio-sidecars",
+                    "honor_labels": True,
+                    "static_configs": [{"targets": [f"127.0.0.1:{self.mesh.server_address[1]}"]}],
+                },
+            ],
+        )
+        self._parts.append(self.prometheus.stop)
+        self.api = FakeKubeAPI()
+        self._parts.append(self.api.stop)
+        for testbed_node in self.network.nodes:
+            obj = node_object(testbed_node)
+            obj["metadata"]["labels"][ZONE_LABEL] = zone_of(testbed_node)
+            self.api.put(obj)
+        self.api.put({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
+        self.kubeconfig = self.api.kubeconfig(os.path.join(self.workdir, "kubeconfig"))
+        sampler = threading.Thread(target=self._sample, daemon=True)
+        sampler.start()
+
+    def _config(self, peers: bool) -> dict[str, Any]:
+        return {
+            "kubeconfig": self.kubeconfig,
+            "prometheus": {"url": self.prometheus.url, "window": "10s"},
+            "metricsServer": {"enabled": False},
+            "scoring": {"mode": "link-utilization"},
+            "refresh": {"interval": "2s", "maxStaleness": "30s"},
+            "steering": {"podStartup": "2s"},
+            "learning": {"interval": "5s"},
+            "peers": {"source": "istio" if peers else "none"},
+        }
+
+    # ------------------------------------------------------------ observing
+
+    def _pods(self) -> list[PlacedPod]:
+        return [p for control in self._controls for p in list(control.pods)]
+
+    def _sample(self) -> None:
+        while not self._stopping.wait(1.0):
+            for placed in self._pods():
+                if placed.process is not None and not placed.process.exited():
+                    counters = placed.process.counters()
+                    if counters is not None:
+                        self._counters[placed.name] = counters
+
+    def _pod_series(self) -> list[PodSeries]:
+        series = []
+        for placed in self._pods():
+            counters = self._counters.get(placed.name)
+            if placed.process is None or counters is None or placed.process.exited():
+                continue
+            arrival = placed.arrival
+            series.append(
+                PodSeries(
+                    NAMESPACE,
+                    placed.name,
+                    f"{arrival.workload}-{arrival.template_hash}",
+                    arrival.workload,
+                    placed.created,
+                    counters[0],
+                    counters[1],
+                    node=placed.node or "",
+                )
+            )
+        return series
+
+    def _bytes_of(self, placed: PlacedPod) -> dict[str, list[int]]:
+        try:
+            with open(os.path.join(self.workdir, placed.name + ".bytes.json")) as handle:
+                return json.load(handle)  # type: ignore[no-any-return]
+        except (FileNotFoundError, ValueError):
+            return {}
+
+    def _istio_series(self) -> str:
+        """Each running client pod's sidecar counters, as Istio names them:
+        received is what the client sent, sent what the server answered."""
+        lines = [
+            "# TYPE istio_tcp_sent_bytes_total counter",
+            "# TYPE istio_tcp_received_bytes_total counter",
+        ]
+        for placed in self._pods():
+            if placed.arrival.kind != "client" or placed.process is None:
+                continue
+            server = self.services.clients[placed.arrival.workload][0]
+            sent = received = 0
+            for to_server, from_server in self._bytes_of(placed).values():
+                received, sent = received + to_server, sent + from_server
+            labels = (
+                f'reporter="source",source_workload="{placed.arrival.workload}",'
+                f'source_workload_namespace="{NAMESPACE}",destination_workload="{server}",'
+                f'destination_workload_namespace="{NAMESPACE}",request_protocol="tcp",'
+                f'pod="{placed.name}"'
+            )
+            lines.append(f"istio_tcp_sent_bytes_total{{{labels}}} {sent}")
+            lines.append(f"istio_tcp_received_bytes_total{{{labels}}} {received}")
+        return "\n".join(lines) + "\n"
+
+    # ------------------------------------------------------------ pods
+
+    def _delay_between_zones(self) -> None:
+        binary = os.path.join(self.workdir, "zone_delay")
+        source = os.path.join(os.path.dirname(__file__), "testbed", "zone_delay.c")
+        subprocess.run(["gcc", "-O2", "-o", binary, source], check=True)
+        for node in self.network.nodes:
+            tun = f"tunlz{node.index}"  # tunl.*: left out of node traffic by default
+            ns = node.namespace
+            run("ip", "tuntap", "add", "dev", tun, "mode", "tun", namespace=ns)
+            run("ip", "link", "set", tun, "up", namespace=ns)
+            for key in ("all", "default", tun):
+                run("sysctl", "-qw", f"net.ipv4.conf.{key}.rp_filter=0", namespace=ns)
+            for other in self.network.nodes:
+                if zone_of(other) == zone_of(node):
+                    continue
+                subnet = f"{other.pod_subnet}.0/24"
+                run("ip", "route", "replace", subnet, "dev", tun, namespace=ns)
+                run(
+                    "ip", "route", "add", subnet, "via", other.address, "table", "100", namespace=ns
+                )
+            run("ip", "rule", "add", "iif", tun, "lookup", "100", "pref", "100", namespace=ns)
+            log = os.path.join(self.workdir, f"zone-delay-{node.index}.log")
+            delay_us = str(int(ZONE_DELAY_MS * 1000))
+            process = _in_namespace(ns, [binary, tun, delay_us], log)
+            self._parts.append(lambda process=process: _stop(process))
+
+    def _start(self, placed: PlacedPod, namespace: str) -> PodProcess:
+        log = os.path.join(self.workdir, placed.name + ".log")
+        python = [sys.executable, "-m", "bench.testbed.conversation"]
+        if placed.arrival.kind == "server":
+            argv = [*python, "server", str(SERVER_PORT), str(RESPONSE_BYTES)]
+        else:
+            server = self.services.clients[placed.arrival.workload][0]
+            endpoints = [
+                f"{self.network.pod_addresses[p.namespace]}:{SERVER_PORT}"
+                for p in self.servers.pods
+                if p.arrival.workload == server and p.namespace is not None
+            ]
+            out = os.path.join(self.workdir, placed.name)
+            argv = [
+                *python,
+                "client",
+                out,
+                str(REQUESTS_PER_SECOND),
+                str(RESPONSE_BYTES),
+                *endpoints,
+            ]
+        return PodProcess(_in_namespace(namespace, argv, log), log)
+
+    def _control(self, policy: str, webhook: WebhookProcess | None) -> ControlPlane:
+        placement = Placement(
+            "default" if policy == "warm-up" else policy,
+            self.network.nodes,
+            LINK_BITS,
+            self.rng.randrange(2**31),
+        )
+        for placed in self._pods():  # what runs already, as the scheduler's cache holds it
+            if placed.node is not None:
+                index = next(n.index - 1 for n in self.network.nodes if n.name == placed.node)
+                placement.state.bind(
+                    index, placed.arrival.workload, placed.arrival.cpu, placed.arrival.memory
+                )
+        control = ControlPlane(
+            self.api,
+            self.network,
+            placement,
+            self._start,
+            (webhook.url, webhook.session) if webhook is not None else None,
+            (0.05, 0.25),
+            random.Random(self.rng.random()),
+        )
+        self._controls.append(control)
+        return control
+
+    def _create(
+        self, control: ControlPlane, pods: Sequence[tuple[str, str]], spread: float
+    ) -> None:
+        """Create ``pods`` ((workload, kind)) at drawn times over ``spread``
+        seconds; return once every one runs."""
+        times = sorted(self.rng.uniform(0, spread) for _ in pods)
+        order = list(pods)
+        self.rng.shuffle(order)
+        started = time.time()
+        for at, (workload, kind) in zip(times, order, strict=True):
+            time.sleep(max(0.0, started + at - time.time()))
+            control.create(Arrival(at, workload, kind, 0.0, cpu=0.25))
+        deadline = time.time() + 60
+        while any(p.process is None for p in control.pods) and time.time() < deadline:
+            time.sleep(0.2)
+
+    def _retire(self, control: ControlPlane) -> None:
+        control.stop()
+        self._controls.remove(control)
+
+    # ------------------------------------------------------------ the run
+
+    def _client_pods(self) -> list[tuple[str, str]]:
+        return [
+            (workload, "client")
+            for workload, (_, replicas) in self.services.clients.items()
+            for _ in range(replicas)
+        ]
+
+    def run(self, policies: Sequence[str] = POLICIES) -> list[Figures]:
+        servers = [
+            (w, "server") for w, replicas in self.services.servers.items() for _ in range(replicas)
+        ]
+        self.log(
+            f"run {self.seed}: servers {self.services.servers}, clients {self.services.clients}"
+        )
+        self.servers = self._control("warm-up", None)
+        self._create(self.servers, servers, 2.0)
+        current = self._control("warm-up", None)
+        self._create(current, self._client_pods(), 3.0)
+        results = []
+        for policy in policies:
+            webhook = None
+            if policy.startswith("nettraffic"):
+                webhook = WebhookProcess(self._config(peers=policy == "nettraffic-peers"))
+            try:
+                if policy == "nettraffic-peers" and webhook is not None:
+                    self._wait_for_peers(webhook)
+                self.log(f"run {self.seed}: {policy} rolls the clients out")
+                rolled = self._control(policy, webhook)
+                self._create(rolled, self._client_pods(), 5.0)
+                self._retire(current)
+                current = rolled
+                results.append(self._measure(policy, rolled))
+            finally:
+                if webhook is not None:
+                    webhook.stop()
+        return results
+
+    def _wait_for_peers(self, webhook: WebhookProcess, timeout: float = 90.0) -> None:
+        """Until the learner has read every client's server and the zones are copied."""
+        clients = set(self.services.clients)
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            rows = webhook.session.get(webhook.url + "/workloads", timeout=5).json()["workloads"]
+            talking = {row["name"] for row in rows if row.get("peers")}
+            nodes = [
+                self.api.get(("api/v1", None, "nodes"), n.name) or {} for n in self.network.nodes
+            ]
+            copied = all(
+                ZONE_COPY_LABEL in (n.get("metadata", {}).get("labels") or {}) for n in nodes
+            )
+            if clients <= talking and copied:
+                return
+            time.sleep(1.0)
+        raise RuntimeError(
+            f"the webhook learned no pairs for {sorted(clients)} within {timeout:g} s"
+        )
+
+    def _measure(self, policy: str, control: ControlPlane) -> Figures:
+        clients = [p for p in control.pods if p.process is not None]
+        start_counts = {p.name: self._bytes_of(p) for p in clients}
+        started = time.time()
+        time.sleep(self.hold)
+        ended = time.time()
+        end_counts = {p.name: self._bytes_of(p) for p in clients}
+        node_of = {p.name: p.node for p in self._pods()}
+        zone_by_node = {n.name: zone_of(n) for n in self.network.nodes}
+        server_node = {
+            f"{self.network.pod_addresses[p.namespace]}:{SERVER_PORT}": p.node
+            for p in self.servers.pods
+            if p.namespace is not None
+        }
+        total = cross_zone = inter_node = 0.0
+        pooled: list[float] = []
+        pod_p99s = []
+        for placed in clients:
+            for endpoint, (sent, received) in end_counts[placed.name].items():
+                before = start_counts[placed.name].get(endpoint, [0, 0])
+                moved = sent - before[0] + received - before[1]
+                total += moved
+                there = server_node.get(endpoint)
+                if there != placed.node:
+                    inter_node += moved
+                if there is None or zone_by_node[there] != zone_by_node[placed.node or ""]:
+                    cross_zone += moved
+            rtts = [
+                rtt
+                for at, rtt in read_rtts(os.path.join(self.workdir, placed.name + ".rtt"))
+                if started <= at <= ended
+            ]
+            if rtts:
+                pooled += rtts
+                pod_p99s.append(_p99(rtts) * 1e3)
+        return Figures(
+            policy,
+            _p99(pooled) * 1e3 if pooled else float("nan"),
+            pod_p99s,
+            cross_zone / total if total else float("nan"),
+            inter_node / total if total else float("nan"),
+            total / (ended - started),
+            {p.name: p.node or "" for p in clients}
+            | {p.name: node_of.get(p.name) or "" for p in self.servers.pods},
+            control.webhook_failures,
+        )
+
+
+def _stop(process: "subprocess.Popen[bytes]") -> None:
+    process.terminate()
+    try:
+        process.wait(5)
+    except subprocess.TimeoutExpired:
+        process.kill()
+
+
+def _p99(values: Sequence[float]) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))]
+
+
+def _row(run: int, figures: Figures) -> str:
+    pods = sorted(figures.pod_p99s_ms)
+    median_pod = statistics.median(pods) if pods else float("nan")
+    worst_pod = pods[-1] if pods else float("nan")
+    return (
+        f"| {run} | {figures.policy} | {figures.p99_ms:.2f} | {median_pod:.2f} | {worst_pod:.2f}"
+        f" | {figures.inter_node:.0%} | {figures.cross_zone:.0%}"
+        f" | {figures.bytes_per_second / 1e6:.2f} | {figures.webhook_failures} |"
+    )
+
+
+def report(runs: list[list[Figures]], hold: float) -> str:
+    lines = [
+        f"{NODES} nodes in {len(ZONES)} zones, {ZONE_DELAY_MS * 2:g} ms more round trip between"
+        f" zones; each run draws 3 servers of 1-2 pods and 4 client workloads of 2-3 pods, each"
+        f" calling one server {REQUESTS_PER_SECOND} times a second for {RESPONSE_BYTES:,} bytes;"
+        f" each placement's rollout of the clients is measured over {hold:g} s."
+        " bench/peer_testbed.py says how the testbed is built.",
+        "",
+        "| run | placement | p99 ms (pooled) | p99 ms (median pod) | p99 ms (worst pod)"
+        " | bytes across nodes | bytes across zones | MB/s | webhook failures |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for number, figures in enumerate(runs, start=1):
+        lines += [_row(number, f) for f in figures]
+    lines += ["", "Against the default scheduler in the same run (peers / default):", ""]
+    lines += ["| measure | median | worst | goal | met in every run |", "|---|---|---|---|---|"]
+    for name, measure, goal in (
+        ("request p99 (pooled)", lambda f: f.p99_ms, 0.63),
+        ("bytes across zones", lambda f: f.cross_zone, 0.40),
+        ("bytes across nodes", lambda f: f.inter_node, None),
+    ):
+        ratios = []
+        for figures in runs:
+            by = {f.policy: f for f in figures}
+            if "default" in by and "nettraffic-peers" in by and measure(by["default"]) > 0:
+                ratios.append(measure(by["nettraffic-peers"]) / measure(by["default"]))
+        if not ratios:
+            continue
+        met = "-" if goal is None else ("yes" if max(ratios) <= goal else "**no**")
+        goal_text = "-" if goal is None else f"at most {goal:.0%}"
+        lines.append(
+            f"| {name} | {statistics.median(ratios):.0%} | {max(ratios):.0%} | {goal_text} | {met} |"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = bench_parser(__doc__)
+    parser.add_argument("--runs", type=int, default=5, help="runs, each its own draw (default 5)")
+    parser.add_argument("--hold", type=float, default=30.0, help="seconds each rollout is measured")
+    parser.add_argument(
+        "--seed", type=int, default=None, help="the first run's seed (default: drawn)"
+    )
+    args = parser.parse_args(argv)
+    why = why_unavailable()
+    if why is not None:
+        print(f"peer testbed unavailable: {why}")
+        return 1
+    first = args.seed if args.seed is not None else random.SystemRandom().randrange(10**8)
+    runs = []
+    for seed in range(first, first + args.runs):
+        with PeerTestbed(seed, args.hold) as testbed:
+            runs.append(testbed.run())
+        print(report(runs, args.hold), flush=True)
+    body = report(runs, args.hold)
+    print(body)
+    if not args.no_write:
+        command = f"python -m bench.peer_testbed --runs {args.runs} --hold {args.hold:g}"
+        write_section(
+            "peer-testbed",
+            f"Talkers together on real packets (seeds {first}..{first + args.runs - 1})",
+            command,
+            body,
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
