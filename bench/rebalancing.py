@@ -4,10 +4,11 @@ descheduler acting on the chart's recording rule and policy.
     python -m bench.rebalancing            # writes docs/benchmarks.md's section + PNG
     python -m bench.rebalancing --quick    # fewer seeds, 50 nodes only
     python -m bench.rebalancing --tune     # the defaults' sweep, on seeds of its own
+    python -m bench.rebalancing --seed N   # the rows' seeds from N (default: drawn)
 
 Per seed: pods are placed as well as placement can (each on the link it
 fills least), then run for two hours while a share of them grow several-fold
-at random times; nodes are measured every 15 s over a 2 m rate window. Each
+at random times spread over the run; nodes are measured every 15 s over a 2 m rate window. Each
 scenario runs four ways on the same seeds: no loop; the descheduler with
 kube-scheduler alone placing the replacements; the descheduler with the
 webhook steering them; and the webhook also marking light pods
@@ -17,7 +18,9 @@ which the rebalance plan runs too), run by bench/rebalancing_simulation.py.
 """
 
 import itertools
+import math
 import os
+import random
 import statistics
 import time
 from collections.abc import Sequence
@@ -66,8 +69,7 @@ MODES: list[tuple[str, Loop | None]] = [
         Loop(DEFAULTS, prefer_no_eviction_below=LIGHT_SHARE),
     ),
 ]
-PUBLISHED_SEEDS = 0  # the rows' seeds start here; the sweep's are disjoint
-TUNING_SEEDS = range(100, 106)
+TUNING_SEEDS = range(100, 106)  # the sweep's; the rows' are drawn past them
 
 
 @dataclass(frozen=True)
@@ -75,7 +77,10 @@ class Row:
     name: str
     scenario: DriftScenario
     policy: LoopPolicy = DEFAULTS
-    goal_fewer: float = 8.0  # with drift: at least this many times fewer hot node-minutes
+    # With drift: the webhook steering the replacements has at least this many
+    # times fewer hot node-minutes than kube-scheduler alone placing them,
+    # both behind the same descheduler: what the webhook itself adds.
+    goal_fewer: float = 2.0
 
 
 ROWS = [
@@ -98,22 +103,40 @@ def with_policy(loop: Loop | None, policy: LoopPolicy) -> Loop | None:
     return replace(loop, policy=policy) if loop else None
 
 
-def verdict(row: Row, mode: Loop | None, runs: Sequence[LoopRun], baseline: float) -> str:
-    """The row's goals judged by its figures: every loop keeps to
-    evictionsPerNode and, without drift, evicts nothing; the default (the
-    webhook steering, nothing marked) has goal_fewer times fewer hot
-    node-minutes. The other placements are compared, with no goal of that kind."""
+def verdict(row: Row, mode: Loop | None, runs: Sequence[LoopRun], alone: float) -> str:
+    """The row's goals judged by its figures: without drift, no loop evicts;
+    with drift, the default (the webhook steering, nothing marked) has
+    goal_fewer times fewer hot node-minutes than the descheduler with
+    kube-scheduler alone (``alone``). The other placements are compared,
+    with no goal of that kind."""
     if mode is None:
         return "-"
-    most = max(r.most_evictions_per_node_in_a_cycle for r in runs)
-    if most > row.policy.thresholds.evictions_per_node:
-        return "no"
     if row.scenario.drift_share == 0:
         return "yes" if sum(r.evictions for r in runs) == 0 else "no"
     if not mode.webhook or mode.prefer_no_eviction_below:
         return "- (compared)"
     hot = sum(r.hot_node_minutes for r in runs)
-    return "yes" if not hot or baseline / hot >= row.goal_fewer else "no"
+    if not alone:
+        return "yes" if not hot else "no"
+    return "yes" if not hot or alone / hot >= row.goal_fewer else "no"
+
+
+def _times_fewer(before: float, after: float) -> str:
+    if not before:
+        return "-"
+    return f"{before / after:.1f}x" if after else "all"
+
+
+def per_seed(alone: Sequence[LoopRun], steered: Sequence[LoopRun]) -> str:
+    """The webhook's own ratio seed by seed: median and worst."""
+    ratios = [
+        a.hot_node_minutes / s.hot_node_minutes if s.hot_node_minutes else math.inf
+        for a, s in zip(alone, steered, strict=True)
+        if a.hot_node_minutes
+    ]
+    if not ratios:
+        return "-"
+    return f"{statistics.median(ratios):.1f}x / {min(ratios):.1f}x"
 
 
 def plot(runs: dict[str, LoopRun], path: str, title: str) -> None:
@@ -144,8 +167,8 @@ def tune() -> list[str]:
     scenario = replace(DRIFT, nodes=50)
     baseline = sum(simulate(scenario, None, seed).hot_node_minutes for seed in TUNING_SEEDS)
     lines = [
-        f"Seeds {TUNING_SEEDS.start}-{TUNING_SEEDS.stop - 1} (the published rows use "
-        f"{PUBLISHED_SEEDS}-5): 50 nodes, 15% of pods grow 3-6x; no loop: {baseline:,.0f} hot "
+        f"Seeds {TUNING_SEEDS.start}-{TUNING_SEEDS.stop - 1} (the published rows draw theirs "
+        "past these): 50 nodes, 15% of pods grow 3-6x; no loop: {baseline:,.0f} hot "
         "node-minutes.",
         "",
         "| lowThreshold | highThreshold | interval | hot node-minutes | fewer | evictions |",
@@ -172,22 +195,29 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--tune", action="store_true", help="the defaults' sweep only; writes nothing"
     )
+    parser.add_argument(
+        "--seed", type=int, default=None, help="the rows' first seed (default: drawn anew)"
+    )
     args = parser.parse_args(argv)
     if args.tune:
         print("\n".join(tune()))
         return 0
+    first_seed = args.seed
+    if first_seed is None:
+        first_seed = random.SystemRandom().randrange(TUNING_SEEDS.stop, 10**8)
     started = time.time()
     lines = [
-        "| scenario | placement of replacements | hot node-minutes | fewer than no loop | evictions | heavy victims | most evictions on one node in one cycle | goal |",
-        "|---|---|---|---|---|---|---|---|",
+        "| scenario | placement of replacements | hot node-minutes | fewer than the descheduler with kube-scheduler alone (all seeds; median / worst seed) | fewer than no loop | evictions | heavy victims | most evictions on one node in one cycle | goal |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     utilisation: list[str] = []
     for row in ROWS:
         if args.quick and row.scenario.nodes > 50:
             continue
         count = 2 if args.quick else (6 if row.scenario.nodes <= 50 else 3)
-        seeds = range(PUBLISHED_SEEDS, PUBLISHED_SEEDS + count)
-        baseline = 0.0
+        seeds = range(first_seed, first_seed + count)
+        baseline = alone = 0.0
+        alone_runs: list[LoopRun] = []
         plotted: dict[str, LoopRun] = {}
         for label, mode in MODES:
             loop = with_policy(mode, row.policy)
@@ -198,34 +228,34 @@ def main(argv: list[str] | None = None) -> int:
                 utilisation.append(
                     f"{row.name}: mean link utilisation {statistics.mean(r.mean_utilisation for r in runs):.0%}"
                 )
-            fewer = (
-                "-"
-                if loop is None or not baseline
-                else (f"{baseline / hot:.1f}x" if hot else "all")
-            )
+            elif not loop.webhook:
+                alone, alone_runs = hot, runs
+            own = "-"
+            if loop is not None and loop.webhook:
+                own = f"{_times_fewer(alone, hot)} ({per_seed(alone_runs, runs)})"
+            fewer = "-" if loop is None else _times_fewer(baseline, hot)
             lines.append(
-                f"| {row.name} ({count} seeds) | {label} | {hot:,.0f} | {fewer} | "
+                f"| {row.name} ({count} seeds) | {label} | {hot:,.0f} | {own} | {fewer} | "
                 f"{sum(r.evictions for r in runs)} | {sum(r.heavy_victims for r in runs)} | "
                 f"{max(r.most_evictions_per_node_in_a_cycle for r in runs)} | "
-                f"{verdict(row, loop, runs, baseline)} |"
+                f"{verdict(row, loop, runs, alone)} |"
             )
             print(lines[-1], flush=True)
             plotted[label] = runs[0]
         if row is ROWS[1] and not args.quick:
             os.makedirs("docs/img", exist_ok=True)
-            plot(
-                plotted, "docs/img/rebalancing-500-nodes.png", f"{row.name}, seed {PUBLISHED_SEEDS}"
-            )
+            plot(plotted, "docs/img/rebalancing-500-nodes.png", f"{row.name}, seed {first_seed}")
     elapsed = time.time() - started
     goals = (
-        "Goals, judged by the figures: with drift, the descheduler with the webhook (the "
-        "default) has at least 8x fewer hot node-minutes than no loop; no cycle evicts more "
-        "than evictionsPerNode pods from a node; without drift, no eviction. The other "
-        "placements are there to compare: what the webhook adds over kube-scheduler alone, "
-        f"and what marking light pods (steering.preferNoEvictionBelow {LIGHT_SHARE:g}) changes. "
-        "Where a fifth of the pods grow 4-8x, most nodes sit above the low threshold, so "
-        "LowNodeUtilization often finds no node to move pods to: more links, not "
-        "rebalancing, is the fix there."
+        "Goals, judged by the figures: with drift, the webhook steering the replacements (the "
+        "default) leaves at least 2x fewer hot node-minutes than kube-scheduler alone placing "
+        "them behind the same descheduler: the webhook's own contribution, the headline; "
+        "without drift, no eviction. Against no loop at all the figure is the descheduler's "
+        "and the webhook's together. The descheduler's own limit (evictionsPerNode) is shown "
+        "beside them, not judged: the model applies it. Marking light pods "
+        f"(steering.preferNoEvictionBelow {LIGHT_SHARE:g}) is there to compare. Where a fifth of "
+        "the pods grow 4-8x, most nodes sit above the low threshold, so LowNodeUtilization often "
+        "finds no node to move pods to: more links, not rebalancing, is the fix there."
     )
     body = "\n".join(
         [MODEL_NOTE, "", *lines, "", goals, "", "; ".join(utilisation) + ".", "",
@@ -236,7 +266,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_write and not args.quick:
         write_section(
             "rebalancing",
-            "Rebalancing nodes that turn hot after placement",
+            f"Rebalancing nodes that turn hot after placement (seeds from {first_seed})",
             "python -m bench.rebalancing",
             body,
         )

@@ -56,7 +56,9 @@ class DriftScenario:
     pod_median: float = 60e6  # bytes/s, before any drift
     drift_share: float = 0.15  # pods whose traffic grows; 0: no drift
     drift_factor: tuple[float, float] = (3.0, 6.0)
-    drift_between: tuple[float, float] = (300.0, 3600.0)  # seconds after the start
+    # Seconds after the start: over the whole run but its last five minutes,
+    # so the loop meets drift at every point of it, not only in a first hour.
+    drift_between: tuple[float, float] = (300.0, 6900.0)
     duration: float = 7200.0
 
 
