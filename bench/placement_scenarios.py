@@ -49,12 +49,20 @@ class Scenario:
     binding_delay: float = 0.0
     # The rows of heavy pods: the row's kind, without its replicas and delay.
     heavy: str = ""
+    # Every other replica's watch shows a pod stored the instant it is
+    # admitted (no create call, no watch latency): the limit of any watch.
+    shown_at_admission: bool = False
 
 
 Seeds = Sequence[int]
 # The name's ending of a scenario's twin with every pod annotated with its
 # workload's mean traffic.
 LIMIT_TWIN = ", pods annotated with their workload's mean"
+# The name's ending of the rows whose replicas see each pod the instant
+# another admits it (Scenario.shown_at_admission).
+SHOWN_AT_ADMISSION = ", every replica shown each pod at admission"
+# The row whose (d) is also run knowing only each workload's mean.
+MEAN_ORACLE_ROW = "50 nodes, heavy new workloads among light pods already learned"
 # The binding delays of the heavy rows (seconds from admission until the
 # watches show the pod bound): at once, then as a control plane shows them.
 BINDING_DELAYS = (0.0, 0.15, 0.5, 1.0, 2.0)
@@ -231,10 +239,32 @@ def all_scenarios(
         for name, fields in heavy_new.items()
         for replicas in (1, 2, 3)
     ]
+    # The replicas' limit: the rows with 2 and 3 replicas at 500 ms as if
+    # every replica saw each pod the instant another admitted it.
+    shown = [
+        (
+            Scenario(
+                f"50 nodes, {name}, {replicas} replicas{delay_name(0.5)}{SHOWN_AT_ADMISSION}",
+                50,
+                replicas=replicas,
+                binding_delay=0.5,
+                heavy=f"50 nodes, {name}{SHOWN_AT_ADMISSION}",
+                shown_at_admission=True,
+                **heavy_new[name],
+            ),
+            seeds_unknown,
+        )
+        for name, replicas in (
+            ("heavy new workloads, empty cluster", 3),
+            ("heavy new workloads, empty cluster, installed after 1 burst", 2),
+            ("heavy new workloads, empty cluster, installed after 1 burst", 3),
+        )
+    ]
     return [
         *main_scenarios,
         *limit_scenarios,
         *learning_scenarios,
         *unknown_scenarios,
         *workload_mean,
+        *shown,
     ]

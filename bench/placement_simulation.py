@@ -32,13 +32,17 @@ from kubectl_nettraffic.learning.pod_traffic import PodTrafficReport
 from kubectl_nettraffic.learning.workload_bandwidth import PodSample
 from kubectl_nettraffic.measuring.measurement import Measurer
 from kubectl_nettraffic.scoring.readings import NodeTraffic
-from kubectl_nettraffic.scoring.tiers import TIER_WEIGHTS, assign_tiers, tier_changes
+from kubectl_nettraffic.scoring.tiers import TIER_LABEL, assign_tiers, tier_changes
+from kubectl_nettraffic.scoring.tiers import TIERS as TIER_COUNT
 from kubectl_nettraffic.serving import serving_parts
 from kubectl_nettraffic.sources.prometheus import TrafficReport
 
 WINDOW = 120.0
 REFRESH = 15.0
-STARTUP = 10.0
+# What a pod really takes from admission until it sends: image pull and
+# container start, drawn uniform over 2-30 s, apart from what the product
+# assumes (steering.podStartup, left at its default of 10 s).
+START_DELAY = (2.0, 30.0)
 HOT = 0.8
 POD_CPU, POD_MEMORY = 0.5, 1.0  # cores, GiB requested by every simulated pod
 # Runs one scenario's seeds: map, or a process pool's imap.
@@ -46,6 +50,11 @@ SeedMapper = Callable[
     [Callable[[int], tuple["Run", np.ndarray]], Iterable[int]], Iterator[tuple["Run", np.ndarray]]
 ]
 STRATEGIES = ("default", "tutorial", "nettraffic", "tiers", "oracle")
+# The oracle that knows each pod's workload's mean traffic, not the pod's
+# own: what any figure per workload leaves (run for the limit rows).
+ORACLE_MEAN = "oracle-mean"
+# The tier label's values, coded 1.. in this order (0: no label).
+TIERS = tuple(str(tier) for tier in range(1, TIER_COUNT + 1))
 STEERED = ("nettraffic", "tiers")
 
 
@@ -53,8 +62,39 @@ STEERED = ("nettraffic", "tiers")
 class Placed:
     node: int
     traffic: float
-    start: float
+    start: float  # when it starts sending
     workload: Workload | None = None
+    created: float = 0.0  # its admission
+
+
+def scheduled_terms(
+    pod: dict[str, Any], index: dict[str, int], tier_codes: np.ndarray
+) -> tuple[dict[int, int], np.ndarray]:
+    """What kube-scheduler's NodeAffinity reads from the pod as admitted
+    (the webhook's patch applied): each node's weight from the one-node
+    terms, and from the terms on the traffic-tier label as the nodes carry
+    it now (``tier_codes``: 0 for none, else 1 + its place in TIERS)."""
+    affinity = (pod.get("spec") or {}).get("affinity") or {}
+    terms = (affinity.get("nodeAffinity") or {}).get(
+        "preferredDuringSchedulingIgnoredDuringExecution"
+    ) or []
+    preferred: dict[int, int] = {}
+    by_code = np.zeros(len(TIERS) + 1, dtype=np.int64)
+    for term in terms:
+        weight, preference = int(term["weight"]), term["preference"]
+        fields = preference.get("matchFields") or []
+        expressions = preference.get("matchExpressions") or []
+        if len(fields) == 1 and not expressions and fields[0]["key"] == "metadata.name":
+            assert fields[0]["operator"] == "In", term
+            for name in fields[0]["values"]:
+                preferred[index[name]] = preferred.get(index[name], 0) + weight
+        elif len(expressions) == 1 and not fields and expressions[0]["key"] == TIER_LABEL:
+            assert expressions[0]["operator"] == "In", term
+            for tier in expressions[0]["values"]:
+                by_code[1 + TIERS.index(tier)] += weight
+        else:
+            raise ValueError(f"the scheduler model reads no such term: {term}")
+    return preferred, by_code[tier_codes]
 
 
 @dataclass
@@ -105,17 +145,17 @@ class MeasuredTraffic:
             values[placed.node] += placed.traffic * overlap / WINDOW
         return values
 
-    def pod_rates(self, at: float) -> PodTrafficReport:
+    def pod_rates(self, at: float, startup: float) -> PodTrafficReport:
         """What the learner's query would answer: each started pod's rate()
         over the window, with its workload, and the creation time of each
-        pod created within the window and podStartup."""
+        pod created within the window and ``startup`` (steering.podStartup)."""
         samples = []
         for index, placed in enumerate(self.placements):
             # A pod that started within the window shows the share it has sent.
             visible = at - placed.start
             if visible > 0:
                 rate = placed.traffic * min(1.0, visible / WINDOW)
-                created = placed.start - STARTUP
+                created = placed.created
                 samples.append(
                     PodSample(
                         "default",
@@ -123,7 +163,7 @@ class MeasuredTraffic:
                         rate * 0.8,
                         rate * 0.2,
                         placed.workload,
-                        created if at - created < WINDOW + STARTUP else None,
+                        created if at - created < WINDOW + startup else None,
                     )
                 )
         return PodTrafficReport(tuple(samples), (), 0, at)
@@ -173,20 +213,20 @@ def simulate(scenario: Scenario, strategy: str, seed: int) -> tuple[Run, np.ndar
             "prometheus": {"url": "http://sim"},
             "metricsServer": {"enabled": False},
             "steering": {
-                "podStartup": f"{STARTUP:g}s",
                 "preferredNodes": scenario.preferred_nodes,
                 "trafficTiers": strategy == "tiers",
             },
             "scoring": {"mode": scenario.scoring_mode},
         }
     )
+    startup = settings.steering.pod_startup
     # The learner, answered from the simulation's own pods.
     learning = (
         BandwidthLearning(
             settings,
             SimulatedPodTraffic(
-                lambda: source.pod_rates(now[0]),
-                lambda: {f"pod-{i}": p.start - STARTUP for i, p in enumerate(source.placements)},
+                lambda: source.pod_rates(now[0], startup),
+                lambda: {f"pod-{i}": p.created for i, p in enumerate(source.placements)},
                 settings.learning.young_workload_age,
             ),
         )
@@ -209,7 +249,7 @@ def simulate(scenario: Scenario, strategy: str, seed: int) -> tuple[Run, np.ndar
     board = serving.scoreboard
     # Each replica's binding watch, fed the steered pods' events as the API
     # server would stream them (bench/control_plane.py has their timing).
-    horizon = STARTUP + WINDOW
+    horizon = startup + WINDOW
     watches = [
         BindingWatch(
             None,  # type: ignore[arg-type]
@@ -228,57 +268,91 @@ def simulate(scenario: Scenario, strategy: str, seed: int) -> tuple[Run, np.ndar
     binding_rng = np.random.default_rng(seed + 60_000)
     latency_rng = np.random.default_rng(seed + 70_000)
     replica_rng = np.random.default_rng(seed + 40_000)
+    start_rng = np.random.default_rng(seed + 80_000)  # each pod's real start delay
     committed = background.copy()
     scheduler = KubeScheduler(state, tie_rng)
     run = Run()
-    next_refresh = float(rng.uniform(0, REFRESH))
+    # Each replica refreshes on its own clock (the first, the leader, also
+    # learns and labels): refresh.interval apart, from its own offset.
+    offset_rng = np.random.default_rng(seed + 90_000)
+    next_refresh = [float(rng.uniform(0, REFRESH))]
+    next_refresh += [float(offset_rng.uniform(0, REFRESH)) for _ in webhooks[1:]]
     lowest: int | None = None  # the tutorial's pick at the last refresh
     next_learning = 0.0
-    # The traffic-tier labels as the leader writes them at each refresh
-    # (kubectl_nettraffic/scoring/tiers.py), and each node's weight from the tier terms.
-    tiers: dict[str, str] = {}
-    label_weights = np.zeros(scenario.nodes, dtype=np.int64)
+    # The traffic-tier labels: what the leader assigns at each refresh
+    # (kubectl_nettraffic/scoring/tiers.py), and what the nodes carry, written
+    # in node order at tierLabels.writesPerSecond (tier_labels.py paces its
+    # PATCHes so), the rest waiting for the next second.
+    assigned: dict[str, str] = {}
+    written: dict[str, str] = {}
+    unwritten: list[tuple[str, str | None]] = []
+    tier_codes = np.zeros(scenario.nodes, dtype=np.int64)
+    write_rate = settings.tier_labels.writes_per_second
+    writer_clock = 0.0
+    first_labelling = 0  # the first labelling's writes, not counted as changes
     labelled_at: float | None = None
     installed = False
 
-    def refresh() -> None:
-        nonlocal next_learning, lowest, tiers, labelled_at
-        if installed and learning is not None and next_refresh >= next_learning:
-            learning.update()  # learning.interval apart, as in the webhook
-            next_learning = next_refresh + settings.learning.interval
-        outcome = measurer.measure()
-        for webhook in webhooks:  # each replica measures the same Prometheus
-            webhook.scoreboard.record(outcome)
-        lowest = int(np.argmin(source.measured(next_refresh)))
-        if installed and strategy == "tiers" and board.snapshot is not None:
-            assigned = assign_tiers(board.snapshot.candidates, tiers)
-            if labelled_at is None:
-                labelled_at = next_refresh
+    def write_labels(to: float) -> None:
+        nonlocal writer_clock, first_labelling
+        if not unwritten:
+            writer_clock = to
+            return
+        count = min(len(unwritten), int((to - writer_clock) * write_rate))
+        for name, tier in unwritten[:count]:
+            if tier is None:
+                written.pop(name, None)
             else:
-                run.label_writes += len(tier_changes(assigned, tiers))
-                run.labelled_minutes = (next_refresh - labelled_at) / 60
-            tiers = assigned
-            for name, tier in tiers.items():
-                label_weights[index[name]] = TIER_WEIGHTS.get(tier, 0)
+                written[name] = tier
+            tier_codes[index[name]] = 0 if tier is None else 1 + TIERS.index(tier)
+            if first_labelling:
+                first_labelling -= 1
+            else:
+                run.label_writes += 1
+        del unwritten[:count]
+        writer_clock += count / write_rate
+
+    def refresh(replica: int) -> None:
+        nonlocal next_learning, lowest, assigned, labelled_at, first_labelling
+        at = next_refresh[replica]
+        if replica > 0:
+            webhooks[replica].scoreboard.record(measurer.measure())
+            return
+        if installed and learning is not None and at >= next_learning:
+            learning.update()  # learning.interval apart, as in the webhook
+            next_learning = at + settings.learning.interval
+        board.record(measurer.measure())
+        lowest = int(np.argmin(source.measured(at)))
+        if installed and strategy == "tiers" and board.snapshot is not None:
+            write_labels(at)
+            assigned = assign_tiers(board.snapshot.candidates, written)
+            unwritten[:] = sorted(tier_changes(assigned, written).items())
+            if labelled_at is None:
+                labelled_at, first_labelling = at, len(unwritten)
+            else:
+                run.labelled_minutes = (at - labelled_at) / 60
 
     def advance(to: float) -> None:
         """Refreshes and watch events due by ``to``, in time order."""
-        nonlocal next_refresh
         while True:
             due = events[0][0] if events else math.inf
-            if min(next_refresh, due) > to:
+            replica = int(np.argmin(next_refresh))
+            if min(next_refresh[replica], due) > to:
                 break
-            if next_refresh <= due:
-                now[0] = next_refresh
-                refresh()
-                next_refresh += REFRESH
+            if next_refresh[replica] <= due:
+                now[0] = next_refresh[replica]
+                refresh(replica)
+                next_refresh[replica] += REFRESH
             else:
                 now[0], _, watch, line = heapq.heappop(events)
                 watches[watch].receive(line)
         now[0] = to
+        write_labels(to)
 
-    def stream(pod: dict[str, Any], times: PodTimes, bound: str) -> None:
-        """The pod's two events (stored, then bound) to every replica's watch."""
+    def stream(pod: dict[str, Any], times: PodTimes, bound: str, admitted_by: int) -> None:
+        """The pod's two events (stored, then bound) to every replica's watch;
+        with ``scenario.shown_at_admission`` the other replicas see it stored
+        the instant it is admitted (the limit of any watch)."""
         pod["metadata"]["creationTimestamp"] = time.strftime(
             "%Y-%m-%dT%H:%M:%SZ", time.gmtime(int(times.created))
         )
@@ -288,6 +362,8 @@ def simulate(scenario: Scenario, strategy: str, seed: int) -> tuple[Run, np.ndar
         for watch in range(len(watches)):
             for at, line in ((times.created, added), (times.bound, modified)):
                 due = at + watch_latency(scenario.binding_delay, latency_rng)
+                if scenario.shown_at_admission and line is added and watch != admitted_by:
+                    due = times.admitted
                 heapq.heappush(events, (due, next(sequence), watch, line))
 
     seen: set[str] = set()
@@ -323,8 +399,11 @@ def simulate(scenario: Scenario, strategy: str, seed: int) -> tuple[Run, np.ndar
         timeline = scale_up(replicas, burst_start, scenario.binding_delay, timing_rng, binding_rng)
         for j, times in enumerate(timeline):
             advance(times.admitted)
+            start_delay = float(start_rng.uniform(*START_DELAY))
             preferred: dict[int, int] = {}
+            label_weights: np.ndarray | None = None
             booking = 0
+            admitted_by = 0
             if acting == "tutorial" and lowest is not None:
                 preferred = {lowest: 100}
             elif acting in STEERED:
@@ -341,35 +420,34 @@ def simulate(scenario: Scenario, strategy: str, seed: int) -> tuple[Run, np.ndar
                     annotations=annotations or None,
                 )
                 if len(webhooks) > 1:
-                    serving = webhooks[int(replica_rng.integers(len(webhooks)))]
+                    admitted_by = int(replica_rng.integers(len(webhooks)))
+                    serving = webhooks[admitted_by]
                 decision = serving.steerer.decide(admitted, None, dry_run=False)
-                preferred = {index[p.node]: p.weight for p in decision.preferences}
+                if decision.patch is not None:
+                    admitted = jsonpatch.apply_patch(admitted, decision.patch)
+                # What kube-scheduler reads: the pod as the API server stores it.
+                preferred, label_weights = scheduled_terms(admitted, index, tier_codes)
                 booking = decision.booking_key
             if preferred:
                 first = max(preferred, key=lambda i: preferred[i])
                 firsts[first] = firsts.get(first, 0) + 1
             chosen: int | None
-            if acting == "oracle":
-                # The least-utilised link, the pod included, among the nodes it fits on.
+            if acting in ("oracle", ORACLE_MEAN):
+                # The least-utilised link, the pod included, among the nodes it
+                # fits on; knowing the pod's traffic, or only its workload's mean.
+                known = traffic[j] if acting == "oracle" else mean
                 fits = np.flatnonzero(state.fits(POD_CPU, POD_MEMORY))
-                after = (committed[fits] + traffic[j]) / links[fits]
+                after = (committed[fits] + known) / links[fits]
                 chosen = int(fits[np.argmin(after)]) if len(fits) else None
                 if chosen is not None:
                     state.bind(chosen, workload, POD_CPU, POD_MEMORY)
             else:
-                chosen = scheduler.schedule(
-                    workload,
-                    POD_CPU,
-                    POD_MEMORY,
-                    preferred,
-                    label_weights if acting == "tiers" else None,
-                )
+                chosen = scheduler.schedule(workload, POD_CPU, POD_MEMORY, preferred, label_weights)
                 if booking and chosen is not None and decision.patch is not None:
                     # steering.followBindings: every replica's watch sees it stored, then bound.
-                    pod = jsonpatch.apply_patch(admitted, decision.patch)
                     order += 1
-                    pod["metadata"]["name"] = f"{workload}-{template_hash}-{order:05d}"
-                    stream(pod, times, names[chosen])
+                    admitted["metadata"]["name"] = f"{workload}-{template_hash}-{order:05d}"
+                    stream(admitted, times, names[chosen], admitted_by)
                 if preferred:
                     run.steered += 1
                     run.preferred_scored += bool(set(preferred) & set(scheduler.last_scored))
@@ -384,8 +462,9 @@ def simulate(scenario: Scenario, strategy: str, seed: int) -> tuple[Run, np.ndar
                 chosen,
                 float(traffic[j]),
                 # Pods that ran before the install have sent for a whole window.
-                times.admitted + STARTUP if installed else -WINDOW,
+                times.admitted + start_delay if installed else -WINDOW,
                 Workload("default", "Deployment", workload),
+                times.admitted if installed else -WINDOW - startup,
             )
             source.placements.append(placed)
             if not installed:
