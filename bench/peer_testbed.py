@@ -34,6 +34,14 @@ the clients are rolled out again under each placement in turn:
   zone has too few nodes for it the product does better: its figure is the
   floor the connections' even spread sets, not a bound on the product.
 
+With ``--prefer-same-zone`` the servers' Services carry
+``trafficDistribution: PreferSameZone``: a client connects only to the
+server pods in its own zone when there are any, else to all of them, as
+kube-proxy picks endpoints by their zone hints (kubernetes
+pkg/proxy/topology.go, ``topologyModeFromHints`` and
+``availableForTopology``, at 008b3652; the EndpointSlice controller hints
+each endpoint with its own zone for PreferSameZone).
+
 Each rollout's pods run ``hold`` seconds, and the figures come from those
 seconds: the clients' request round trips (p99 pooled, and each client
 pod's own p99), and of the bytes between clients and servers, the share
@@ -153,8 +161,15 @@ def _zone_named(nodes: Sequence[TestbedNode], name: str | None) -> str:
 class PeerTestbed:
     """The emulated cluster of one run; a context manager that always tears down."""
 
-    def __init__(self, seed: int, hold: float, log: Callable[[str], None] = print) -> None:
+    def __init__(
+        self,
+        seed: int,
+        hold: float,
+        prefer_same_zone: bool = False,
+        log: Callable[[str], None] = print,
+    ) -> None:
         self.seed, self.hold, self.log = seed, hold, log
+        self.prefer_same_zone = prefer_same_zone
         self.rng = random.Random(seed)
         self.services = Services.draw(self.rng)
         self.workdir = tempfile.mkdtemp(prefix="nt-peer-testbed-")
@@ -346,12 +361,7 @@ class PeerTestbed:
         if placed.arrival.kind == "server":
             argv = [*python, "server", str(SERVER_PORT), str(RESPONSE_BYTES)]
         else:
-            server = self.services.clients[placed.arrival.workload][0]
-            endpoints = [
-                f"{self.network.pod_addresses[p.namespace]}:{SERVER_PORT}"
-                for p in self.servers.pods
-                if p.arrival.workload == server and p.namespace is not None
-            ]
+            endpoints = self._endpoints(placed)
             out = os.path.join(self.workdir, placed.name)
             argv = [
                 *python,
@@ -362,6 +372,19 @@ class PeerTestbed:
                 *endpoints,
             ]
         return PodProcess(_in_namespace(namespace, argv, log), log)
+
+    def _endpoints(self, client: PlacedPod) -> list[str]:
+        """The server pods a client connects to: all of them, or with
+        PreferSameZone those in its zone when there are any."""
+        server = self.services.clients[client.arrival.workload][0]
+        pods = [p for p in self.servers.pods if p.arrival.workload == server and p.namespace]
+        if self.prefer_same_zone:
+            zone_of_node = {n.name: zone_of(n) for n in self.network.nodes}
+            near = [
+                p for p in pods if zone_of_node[p.node or ""] == zone_of_node[client.node or ""]
+            ]
+            pods = near or pods
+        return [f"{self.network.pod_addresses[p.namespace or '']}:{SERVER_PORT}" for p in pods]
 
     def _control(self, policy: str, webhook: WebhookProcess | None) -> ControlPlane:
         seed = self.rng.randrange(2**31)
@@ -543,13 +566,18 @@ def _row(run: int, figures: Figures) -> str:
     )
 
 
-def report(runs: list[list[Figures]], hold: float) -> str:
+def report(runs: list[list[Figures]], hold: float, prefer_same_zone: bool = False) -> str:
     lines = [
         f"{NODES} nodes in {len(ZONES)} zones, {ZONE_DELAY_MS * 2:g} ms more round trip between"
         f" zones; each run draws 3 servers of 1-2 pods and 4 client workloads of 2-3 pods, each"
         f" calling one server {REQUESTS_PER_SECOND} times a second for {RESPONSE_BYTES:,} bytes;"
         f" each placement's rollout of the clients is measured over {hold:g} s."
-        " bench/peer_testbed.py says how the testbed is built.",
+        + (
+            " The Services carry trafficDistribution: PreferSameZone."
+            if prefer_same_zone
+            else " The Services spread connections over every server pod."
+        )
+        + " bench/peer_testbed.py says how the testbed is built.",
         "",
         "| run | placement | p99 ms (pooled) | p99 ms (median pod) | p99 ms (worst pod)"
         " | bytes across nodes | bytes across zones | MB/s | webhook failures |",
@@ -588,8 +616,14 @@ def report(runs: list[list[Figures]], hold: float) -> str:
             "Bytes across zones with peers, against the oracle's in the same run: median"
             f" {statistics.median(gaps) * 100:+.0f} points, worst {max(gaps) * 100:+.0f} points"
             " (below zero: the product packed more of a workload on one node than the oracle's"
-            " spread allows). Neither goes below the share that a client's connections to"
-            " server pods in other zones carry: with a server's pods in two zones, half.",
+            " spread allows)."
+            + (
+                " With PreferSameZone a client in a zone that holds one of its server's pods"
+                " sends nothing across zones."
+                if prefer_same_zone
+                else " Neither goes below the share that a client's connections to server pods"
+                " in other zones carry: with a server's pods in two zones, half."
+            ),
         ]
     return "\n".join(lines)
 
@@ -601,6 +635,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--seed", type=int, default=None, help="the first run's seed (default: drawn)"
     )
+    parser.add_argument(
+        "--prefer-same-zone",
+        action="store_true",
+        help="the Services carry trafficDistribution: PreferSameZone",
+    )
     args = parser.parse_args(argv)
     why = why_unavailable()
     if why is not None:
@@ -609,16 +648,18 @@ def main(argv: list[str] | None = None) -> int:
     first = args.seed if args.seed is not None else random.SystemRandom().randrange(10**8)
     runs = []
     for seed in range(first, first + args.runs):
-        with PeerTestbed(seed, args.hold) as testbed:
+        with PeerTestbed(seed, args.hold, args.prefer_same_zone) as testbed:
             runs.append(testbed.run())
-        print(report(runs, args.hold), flush=True)
-    body = report(runs, args.hold)
+        print(report(runs, args.hold, args.prefer_same_zone), flush=True)
+    body = report(runs, args.hold, args.prefer_same_zone)
     print(body)
     if not args.no_write:
-        command = f"python -m bench.peer_testbed --runs {args.runs} --hold {args.hold:g}"
+        flag = " --prefer-same-zone" if args.prefer_same_zone else ""
+        command = f"python -m bench.peer_testbed --runs {args.runs} --hold {args.hold:g}{flag}"
         write_section(
-            "peer-testbed",
-            f"Talkers together on real packets (seeds {first}..{first + args.runs - 1})",
+            "peer-testbed" + ("-prefer-same-zone" if args.prefer_same_zone else ""),
+            f"Talkers together on real packets{', PreferSameZone' if flag else ''}"
+            f" (seeds {first}..{first + args.runs - 1})",
             command,
             body,
         )
