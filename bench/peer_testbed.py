@@ -3,12 +3,10 @@ clients over TCP on an emulated cluster in three zones.
 
 Six nodes are network namespaces (bench/testbed/network.py), two in each of
 three zones; a packet a node sends to a pod in another zone waits
-``ZONE_DELAY_MS`` first: the node routes the other zones' pod subnets into
-a tun device whose reader (bench/testbed/zone_delay.c, compiled at the
-start) hands each packet back that much later, and a policy rule sends
-what comes back out of it over the node's link. A round trip between zones
-is 1 ms longer, as between availability zones (0.5-2 ms). (This kernel has
-no netem.) Each run draws its services anew: three
+``ZONE_DELAY_MS`` first (bench/testbed/zones.py: a tun device and a reader
+that hands each packet back that much later; this kernel has no netem). A
+round trip between zones is 1 ms longer, as between availability zones
+(0.5-2 ms). Each run draws its services anew: three
 servers of one or two pods, four client workloads of two or three pods,
 each calling one server (bench/testbed/conversation.py: a connection to
 each of the server's pods, requests round-robin over them, as kube-proxy
@@ -55,7 +53,6 @@ import os
 import random
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -67,17 +64,18 @@ from typing import Any
 from bench.report import bench_parser, write_section
 from bench.testbed.cluster import ControlPlane, PlacedPod, Placement, node_object
 from bench.testbed.conversation import read_rtts
-from bench.testbed.network import Network, TestbedNode, remove_leftovers, run
+from bench.testbed.network import Network, TestbedNode, remove_leftovers
 from bench.testbed.observe import NodeExporters, PodMetrics, PodSeries
-from bench.testbed.run import why_unavailable
+from bench.testbed.run import why_unavailable as why_no_testbed
 from bench.testbed.workload import Arrival, PodProcess, _in_namespace
+from bench.testbed.zones import ZONES, delay_between_zones, why_no_zones, zone_of
+from bench.testbed.zones import stop as stop_process
 from harness.exporter import serve_metrics
 from harness.fakeapi import FakeKubeAPI
 from harness.prometheus import PrometheusServer
 from harness.webhook import WebhookProcess
 from kubectl_nettraffic.kube.nodes import ZONE_COPY_LABEL, ZONE_LABEL
 
-ZONES = ("zone-a", "zone-b", "zone-c")
 NODES = 6
 ZONE_DELAY_MS = 0.5  # each way
 LINK_BITS = 1e9  # no link is near full here: the figures are about distance
@@ -116,10 +114,6 @@ class Figures:
     bytes_per_second: float
     placements: dict[str, str] = field(default_factory=dict)  # pod -> node
     webhook_failures: int = 0
-
-
-def zone_of(node: TestbedNode) -> str:
-    return ZONES[(node.index - 1) % len(ZONES)]
 
 
 class NearestServers(Placement):
@@ -212,7 +206,8 @@ class PeerTestbed:
         self.network = Network(names, int(LINK_BITS))
         self._parts.append(self.network.close)
         self.network.route_pods_between_nodes()
-        self._delay_between_zones()
+        for process in delay_between_zones(self.network, ZONE_DELAY_MS, self.workdir):
+            self._parts.append(lambda process=process: stop_process(process))
         self.exporters = NodeExporters(self.network.nodes, LINK_BITS, self.workdir)
         self._parts.append(self.exporters.stop)
         self.pod_metrics = PodMetrics(self._pod_series)
@@ -329,31 +324,6 @@ class PeerTestbed:
         return "\n".join(lines) + "\n"
 
     # ------------------------------------------------------------ pods
-
-    def _delay_between_zones(self) -> None:
-        binary = os.path.join(self.workdir, "zone_delay")
-        source = os.path.join(os.path.dirname(__file__), "testbed", "zone_delay.c")
-        subprocess.run(["gcc", "-O2", "-o", binary, source], check=True)
-        for node in self.network.nodes:
-            tun = f"tunlz{node.index}"  # tunl.*: left out of node traffic by default
-            ns = node.namespace
-            run("ip", "tuntap", "add", "dev", tun, "mode", "tun", namespace=ns)
-            run("ip", "link", "set", tun, "up", namespace=ns)
-            for key in ("all", "default", tun):
-                run("sysctl", "-qw", f"net.ipv4.conf.{key}.rp_filter=0", namespace=ns)
-            for other in self.network.nodes:
-                if zone_of(other) == zone_of(node):
-                    continue
-                subnet = f"{other.pod_subnet}.0/24"
-                run("ip", "route", "replace", subnet, "dev", tun, namespace=ns)
-                run(
-                    "ip", "route", "add", subnet, "via", other.address, "table", "100", namespace=ns
-                )
-            run("ip", "rule", "add", "iif", tun, "lookup", "100", "pref", "100", namespace=ns)
-            log = os.path.join(self.workdir, f"zone-delay-{node.index}.log")
-            delay_us = str(int(ZONE_DELAY_MS * 1000))
-            process = _in_namespace(ns, [binary, tun, delay_us], log)
-            self._parts.append(lambda process=process: _stop(process))
 
     def _start(self, placed: PlacedPod, namespace: str) -> PodProcess:
         log = os.path.join(self.workdir, placed.name + ".log")
@@ -538,12 +508,9 @@ class PeerTestbed:
         )
 
 
-def _stop(process: "subprocess.Popen[bytes]") -> None:
-    process.terminate()
-    try:
-        process.wait(5)
-    except subprocess.TimeoutExpired:
-        process.kill()
+def why_unavailable() -> str | None:
+    """None when this machine can run the peer testbed, else what is missing."""
+    return why_no_testbed() or why_no_zones()
 
 
 def _p99(values: Sequence[float]) -> float:

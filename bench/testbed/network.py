@@ -231,7 +231,9 @@ class Network:
             for other in self.nodes:
                 if other is not node:
                     subnet = f"{other.pod_subnet}.0/24"
-                    run("ip", "route", "add", subnet, "via", other.address, namespace=node.namespace)
+                    run(
+                        "ip", "route", "add", subnet, "via", other.address, namespace=node.namespace
+                    )
 
     def remove_pod(self, namespace: str) -> None:
         """Delete the pod's namespace: its veth, and the node's route to it, go with it."""

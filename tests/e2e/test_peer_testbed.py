@@ -1,0 +1,90 @@
+"""The peer testbed's parts on real packets (bench/peer_testbed.py): the
+distance between zones (bench/testbed/zones.py) and the service and client
+whose byte counts stand in for a mesh sidecar's
+(bench/testbed/conversation.py)."""
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+import pytest
+
+from bench.peer_testbed import RESPONSE_BYTES, SERVER_PORT, why_unavailable
+from bench.testbed.conversation import REQUEST_BYTES, read_rtts
+from bench.testbed.network import Network
+from bench.testbed.run import leftovers
+from bench.testbed.workload import PodProcess, _in_namespace
+from bench.testbed.zones import delay_between_zones, stop, zone_of
+
+DELAY_MS = 0.5
+CONVERSATION = [sys.executable, "-m", "bench.testbed.conversation"]
+
+
+@pytest.fixture(scope="module")
+def zoned(tmp_path_factory):
+    why = why_unavailable()
+    if why is not None:
+        pytest.skip(f"the peer testbed cannot run here: {why}")
+    workdir = str(tmp_path_factory.mktemp("zones"))
+    # Four nodes: 1 and 4 in zone-a, 2 in zone-b, 3 in zone-c.
+    network = Network([f"tb-node-{i}" for i in range(1, 5)], int(1e9))
+    processes = []
+    try:
+        network.route_pods_between_nodes()
+        processes = delay_between_zones(network, DELAY_MS, workdir)
+        yield network, workdir, processes
+    finally:
+        for process in processes:
+            stop(process)
+        network.close()
+
+
+def _talk(network, workdir, client_node, server_ip, name, seconds=3.0):
+    namespace = network.add_pod(client_node)
+    out = os.path.join(workdir, name)
+    argv = [*CONVERSATION, "client", out, "100", str(RESPONSE_BYTES), f"{server_ip}:{SERVER_PORT}"]
+    client = PodProcess(_in_namespace(namespace, argv, out + ".log"), out + ".log")
+    time.sleep(seconds)
+    client.stop()
+    with open(out + ".bytes.json") as handle:
+        counts = json.load(handle)
+    return [rtt for _, rtt in read_rtts(out + ".rtt")], counts
+
+
+def test_a_round_trip_to_another_zone_takes_the_zones_distance_more(zoned):
+    network, workdir, _ = zoned
+    here, same_zone, other_zone = network.nodes[0], network.nodes[3], network.nodes[1]
+    assert zone_of(here) == zone_of(same_zone) != zone_of(other_zone)
+    server_namespace = network.add_pod(here)
+    server_ip = network.pod_addresses[server_namespace]
+    argv = [*CONVERSATION, "server", str(SERVER_PORT), str(RESPONSE_BYTES)]
+    log = os.path.join(workdir, "server.log")
+    server = PodProcess(_in_namespace(server_namespace, argv, log), log)
+    try:
+        time.sleep(0.5)  # listening
+        near, near_counts = _talk(network, workdir, same_zone, server_ip, "near")
+        far, far_counts = _talk(network, workdir, other_zone, server_ip, "far")
+    finally:
+        server.stop()
+    assert len(near) > 200 and len(far) > 200
+    added = (statistics.median(far) - statistics.median(near)) * 1e3
+    # Each way the packet waits DELAY_MS in the tun's reader, and a few tens
+    # of microseconds more for the trip through it.
+    assert 2 * DELAY_MS * 0.9 <= added <= 2 * DELAY_MS + 0.5, added
+    # What a sidecar would count: every request and every answer, by endpoint.
+    for rtts, counts in ((near, near_counts), (far, far_counts)):
+        ((sent, received),) = counts.values()
+        assert sent == len(rtts) * REQUEST_BYTES and received == len(rtts) * RESPONSE_BYTES
+
+
+def test_nothing_is_left_behind(zoned):
+    network, _, processes = zoned
+    for process in processes:
+        stop(process)
+    network.close()
+    assert leftovers() == []
+    found = subprocess.run(["pgrep", "-f", "zone_delay"], capture_output=True, text=True)
+    assert found.stdout.split() == []
