@@ -65,8 +65,9 @@ from bench.report import bench_parser, write_section
 from bench.testbed.cluster import ControlPlane, PlacedPod, Placement, node_object
 from bench.testbed.conversation import read_rtts
 from bench.testbed.network import Network, TestbedNode, remove_leftovers
-from bench.testbed.observe import NodeExporters, PodMetrics, PodSeries
+from bench.testbed.observe import NodeExporters, PodMetrics, PodSeries, scrape_configs
 from bench.testbed.run import why_unavailable as why_no_testbed
+from bench.testbed.teardown import Emulated, stop_all
 from bench.testbed.workload import Arrival, PodProcess, _in_namespace
 from bench.testbed.zones import ZONES, delay_between_zones, why_no_zones, zone_of
 from bench.testbed.zones import stop as stop_process
@@ -152,7 +153,7 @@ def _zone_named(nodes: Sequence[TestbedNode], name: str | None) -> str:
     return next((zone_of(n) for n in nodes if n.name == name), "")
 
 
-class PeerTestbed:
+class PeerTestbed(Emulated):
     """The emulated cluster of one run; a context manager that always tears down."""
 
     def __init__(
@@ -172,30 +173,15 @@ class PeerTestbed:
         self._counters: dict[str, tuple[int, int]] = {}
         self._stopping = threading.Event()
 
-    def __enter__(self) -> "PeerTestbed":
-        why = why_unavailable()
-        if why is not None:
-            raise RuntimeError(f"cannot build the testbed: {why}")
-        try:
-            self._build()
-        except BaseException:
-            self.close()
-            raise
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self.close()
+    def unavailable(self) -> str | None:
+        return why_unavailable()
 
     def close(self) -> None:
         self._stopping.set()
         for control in self._controls:
             with contextlib.suppress(Exception):
                 control.stop()
-        for stop in reversed(self._parts):
-            try:
-                stop()
-            except Exception as error:  # the rest must still go
-                self.log(f"teardown: {error}")
+        stop_all(self._parts, self.log)
         remove_leftovers()
         shutil.rmtree(self.workdir, ignore_errors=True)
 
@@ -218,15 +204,7 @@ class PeerTestbed:
         self.prometheus = PrometheusServer(
             scrape_interval="2s",
             scrape_configs=[
-                {
-                    "job_name": "node-exporter",
-                    "static_configs": [{"targets": self.exporters.targets}],
-                },
-                {
-                    "job_name": "kubelet",
-                    "honor_labels": True,
-                    "static_configs": [{"targets": [self.pod_metrics.target]}],
-                },
+                *scrape_configs(self.exporters, self.pod_metrics),
                 {
                     "job_name": "istio-sidecars",
                     "honor_labels": True,

@@ -74,15 +74,19 @@ def test_pairs_are_both_directions_of_one_reporter_summed(prometheus):
     assert report.ignored == {"self": 1, "unknown-workload": 1}
 
 
+def _assert_same_pairs(report, expected):
+    assert report.peers.keys() == expected.peers.keys()
+    for workload, peers in expected.peers.items():
+        theirs = report.peers[workload]
+        assert [peer for peer, _ in theirs] == [peer for peer, _ in peers]
+        assert [rate for _, rate in theirs] == pytest.approx([rate for _, rate in peers], rel=1e-3)
+
+
 def test_the_destination_reporter_counts_the_same_flows_once(prometheus):
     by_source = _read(prometheus)
     by_destination = _read(prometheus, reporter="destination")
     assert by_source is not None and by_destination is not None
-    assert by_destination.peers.keys() == by_source.peers.keys()
-    for workload, peers in by_source.peers.items():
-        theirs = by_destination.peers[workload]
-        assert [peer for peer, _ in theirs] == [peer for peer, _ in peers]
-        assert [rate for _, rate in theirs] == pytest.approx([rate for _, rate in peers], rel=1e-3)
+    _assert_same_pairs(by_destination, by_source)
 
 
 @pytest.mark.parametrize("source", ["linkerd", "beyla"])
@@ -93,11 +97,7 @@ def test_linkerd_and_beyla_give_the_pairs_istio_gives(prometheus, source):
     by_istio = _read(prometheus)
     report = _read(prometheus, source=source)
     assert by_istio is not None and report is not None
-    assert report.peers.keys() == by_istio.peers.keys()
-    for workload, peers in by_istio.peers.items():
-        theirs = report.peers[workload]
-        assert [peer for peer, _ in theirs] == [peer for peer, _ in peers]
-        assert [rate for _, rate in theirs] == pytest.approx([rate for _, rate in peers], rel=1e-3)
+    _assert_same_pairs(report, by_istio)
     assert set(report.ignored) == {"self", "unknown-workload"}
 
 

@@ -24,6 +24,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from bench.testbed.network import PREFIX, TestbedNode
 from harness.exporter import serve_metrics
@@ -245,3 +246,16 @@ class LinkSampler:
     def stop(self) -> None:
         self._stop.set()
         self._thread.join(timeout=5)
+
+
+def scrape_configs(exporters: NodeExporters, pods: PodMetrics) -> list[dict[str, Any]]:
+    """Prometheus's jobs for the nodes' node_exporter and the pods' kubelet
+    and kube-state-metrics series (their own labels kept)."""
+    return [
+        {"job_name": "node-exporter", "static_configs": [{"targets": exporters.targets}]},
+        {
+            "job_name": "kubelet",
+            "honor_labels": True,
+            "static_configs": [{"targets": [pods.target]}],
+        },
+    ]

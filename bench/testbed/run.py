@@ -37,9 +37,16 @@ from bench.testbed.network import (
     remove_leftovers,
     run,
 )
-from bench.testbed.observe import LinkSampler, NodeExporters, PodMetrics, PodSeries
+from bench.testbed.observe import (
+    LinkSampler,
+    NodeExporters,
+    PodMetrics,
+    PodSeries,
+    scrape_configs,
+)
 from bench.testbed.results import Placed, PolicyResult, TestbedResult
 from bench.testbed.stats import percentiles
+from bench.testbed.teardown import Emulated, stop_all
 from bench.testbed.workload import (
     Arrival,
     Mix,
@@ -108,7 +115,7 @@ def _cpu_times() -> tuple[float, float]:
     return sum(values) - idle, sum(values)
 
 
-class Testbed:
+class Testbed(Emulated):
     """The emulated cluster; a context manager that always tears down."""
 
     def __init__(self, settings: TestbedSettings, log: Callable[[str], None] = print) -> None:
@@ -124,20 +131,8 @@ class Testbed:
 
     # ------------------------------------------------------------ lifecycle
 
-    def __enter__(self) -> "Testbed":
-        why = why_unavailable()
-        if why is not None:
-            raise RuntimeError(f"cannot build the testbed: {why}")
-        try:
-            self._keep_off_the_measuring_cpu()
-            self._build()
-        except BaseException:
-            self.close()
-            raise
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self.close()
+    def unavailable(self) -> str | None:
+        return why_unavailable()
 
     def _keep_off_the_measuring_cpu(self) -> None:
         # Everything started from here on (threads and processes) inherits
@@ -147,6 +142,7 @@ class Testbed:
         self._parts.append(confinement.close)
 
     def _build(self) -> None:
+        self._keep_off_the_measuring_cpu()
         s = self.settings
         self.log(f"network: {s.nodes} nodes at {s.link_bits / 1e6:g} Mbit/s on bridge {PREFIX}0")
         self.network = Network(self.node_names, int(s.link_bits), s.kernel_tcp_bursts)
@@ -161,17 +157,7 @@ class Testbed:
         interval = f"{s.scrape_interval:g}s"
         self.prometheus = PrometheusServer(
             scrape_interval=interval,
-            scrape_configs=[
-                {
-                    "job_name": "node-exporter",
-                    "static_configs": [{"targets": self.exporters.targets}],
-                },
-                {
-                    "job_name": "kubelet",
-                    "honor_labels": True,
-                    "static_configs": [{"targets": [self.pod_metrics.target]}],
-                },
-            ],
+            scrape_configs=scrape_configs(self.exporters, self.pod_metrics),
         )
         self._parts.append(self.prometheus.stop)
         self.api = FakeKubeAPI()
@@ -201,12 +187,7 @@ class Testbed:
         self._parts.append(self.webhook.stop)
 
     def close(self) -> None:
-        for stop in reversed(self._parts):
-            try:
-                stop()
-            except Exception as error:  # the rest must still go
-                self.log(f"teardown: {error}")
-        self._parts.clear()
+        stop_all(self._parts, self.log)
         for process in self._background:
             process.stop()
         remove_leftovers()
