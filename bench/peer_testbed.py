@@ -58,13 +58,13 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from bench.report import bench_parser, write_section
 from bench.testbed.cluster import ControlPlane, PlacedPod, Placement, node_object
 from bench.testbed.conversation import read_rtts
-from bench.testbed.network import Network, TestbedNode, remove_leftovers
+from bench.testbed.network import Network, remove_leftovers
 from bench.testbed.observe import NodeExporters, PodMetrics, PodSeries, scrape_configs
 from bench.testbed.run import why_unavailable as why_no_testbed
 from bench.testbed.teardown import Emulated, stop_all
@@ -113,7 +113,6 @@ class Figures:
     cross_zone: float  # share of the clients' bytes to and from servers
     inter_node: float
     bytes_per_second: float
-    placements: dict[str, str] = field(default_factory=dict)  # pod -> node
     webhook_failures: int = 0
 
 
@@ -132,13 +131,13 @@ class NearestServers(Placement):
         testbed = self.testbed
         nodes = testbed.network.nodes
         server, replicas = testbed.services.clients[arrival.workload]
-        where = [p.node for p in testbed.servers.pods if p.arrival.workload == server]
+        where = [p.node or "" for p in testbed.servers.pods if p.arrival.workload == server]
         most_here = max(1, replicas // 2)
         own = self.rolled.setdefault(arrival.workload, [0] * len(nodes))
 
         def cost(index: int) -> tuple[int, int, float]:
             node = nodes[index]
-            cross_zone = sum(zone_of(node) != _zone_named(nodes, n) for n in where)
+            cross_zone = sum(zone_of(node) != testbed.zone_by_node.get(n, "") for n in where)
             cross_node = sum(node.name != n for n in where)
             return (cross_zone, cross_node, float(self.state.cpu_requested[index]))
 
@@ -147,10 +146,6 @@ class NearestServers(Placement):
         own[chosen] += 1
         self.state.bind(chosen, arrival.workload, arrival.cpu, arrival.memory)
         return chosen
-
-
-def _zone_named(nodes: Sequence[TestbedNode], name: str | None) -> str:
-    return next((zone_of(n) for n in nodes if n.name == name), "")
 
 
 class PeerTestbed(Emulated):
@@ -192,6 +187,7 @@ class PeerTestbed(Emulated):
         self.network = Network(names, int(LINK_BITS))
         self._parts.append(self.network.close)
         self.network.route_pods_between_nodes()
+        self.zone_by_node = {n.name: zone_of(n) for n in self.network.nodes}
         for process in delay_between_zones(self.network, ZONE_DELAY_MS, self.workdir):
             self._parts.append(lambda process=process: stop_process(process))
         self.exporters = NodeExporters(self.network.nodes, LINK_BITS, self.workdir)
@@ -327,10 +323,8 @@ class PeerTestbed(Emulated):
         server = self.services.clients[client.arrival.workload][0]
         pods = [p for p in self.servers.pods if p.arrival.workload == server and p.namespace]
         if self.prefer_same_zone:
-            zone_of_node = {n.name: zone_of(n) for n in self.network.nodes}
-            near = [
-                p for p in pods if zone_of_node[p.node or ""] == zone_of_node[client.node or ""]
-            ]
+            zone = self.zone_by_node[client.node or ""]
+            near = [p for p in pods if self.zone_by_node[p.node or ""] == zone]
             pods = near or pods
         return [f"{self.network.pod_addresses[p.namespace or '']}:{SERVER_PORT}" for p in pods]
 
@@ -445,8 +439,6 @@ class PeerTestbed(Emulated):
         time.sleep(self.hold)
         ended = time.time()
         end_counts = {p.name: self._bytes_of(p) for p in clients}
-        node_of = {p.name: p.node for p in self._pods()}
-        zone_by_node = {n.name: zone_of(n) for n in self.network.nodes}
         server_node = {
             f"{self.network.pod_addresses[p.namespace]}:{SERVER_PORT}": p.node
             for p in self.servers.pods
@@ -463,7 +455,10 @@ class PeerTestbed(Emulated):
                 there = server_node.get(endpoint)
                 if there != placed.node:
                     inter_node += moved
-                if there is None or zone_by_node[there] != zone_by_node[placed.node or ""]:
+                if (
+                    there is None
+                    or self.zone_by_node[there] != self.zone_by_node[placed.node or ""]
+                ):
                     cross_zone += moved
             rtts = [
                 rtt
@@ -480,8 +475,6 @@ class PeerTestbed(Emulated):
             cross_zone / total if total else float("nan"),
             inter_node / total if total else float("nan"),
             total / (ended - started),
-            {p.name: p.node or "" for p in clients}
-            | {p.name: node_of.get(p.name) or "" for p in self.servers.pods},
             control.webhook_failures,
         )
 
@@ -501,11 +494,10 @@ def _median_pod_p99(figures: Figures) -> float:
 
 
 def _row(run: int, figures: Figures) -> str:
-    pods = sorted(figures.pod_p99s_ms)
-    median_pod = statistics.median(pods) if pods else float("nan")
-    worst_pod = pods[-1] if pods else float("nan")
+    worst_pod = max(figures.pod_p99s_ms, default=float("nan"))
     return (
-        f"| {run} | {figures.policy} | {figures.p99_ms:.2f} | {median_pod:.2f} | {worst_pod:.2f}"
+        f"| {run} | {figures.policy} | {figures.p99_ms:.2f} | {_median_pod_p99(figures):.2f}"
+        f" | {worst_pod:.2f}"
         f" | {figures.inter_node:.0%} | {figures.cross_zone:.0%}"
         f" | {figures.bytes_per_second / 1e6:.2f} | {figures.webhook_failures} |"
     )
