@@ -251,8 +251,15 @@ def main(argv: list[str] | None = None) -> int:
     with multiprocessing.Pool() as pool:
         for scenario, seeds in scenarios:
             results = {}
+            # The oracle places alike whatever the replicas, the delay and
+            # what the replicas see: one run serves every such twin.
             same_oracle = replace(
-                scenario, name="", replicas=1, binding_delay=0.0, shown_at_admission=False
+                scenario,
+                name="",
+                replicas=1,
+                binding_delay=0.0,
+                shown_at_admission=False,
+                heavy=scenario.heavy.removesuffix(SHOWN_AT_ADMISSION),
             )
             if scenario.heavy and same_oracle in oracles:
                 summary = summarise(scenario, "tiers", list(seeds), pool.imap)[0]
