@@ -70,7 +70,6 @@ from bench.testbed.run import why_unavailable as why_no_testbed
 from bench.testbed.teardown import Emulated, stop_all
 from bench.testbed.workload import Arrival, PodProcess, _in_namespace
 from bench.testbed.zones import ZONES, delay_between_zones, why_no_zones, zone_of
-from bench.testbed.zones import stop as stop_process
 from harness.exporter import serve_metrics
 from harness.fakeapi import FakeKubeAPI
 from harness.prometheus import PrometheusServer
@@ -189,7 +188,7 @@ class PeerTestbed(Emulated):
         self.network.route_pods_between_nodes()
         self.zone_by_node = {n.name: zone_of(n) for n in self.network.nodes}
         for process in delay_between_zones(self.network, ZONE_DELAY_MS, self.workdir):
-            self._parts.append(lambda process=process: stop_process(process))
+            self._parts.append(process.stop)
         self.exporters = NodeExporters(self.network.nodes, LINK_BITS, self.workdir)
         self._parts.append(self.exporters.stop)
         self.pod_metrics = PodMetrics(self._pod_series)

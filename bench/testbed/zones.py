@@ -17,7 +17,7 @@ import subprocess
 from collections.abc import Sequence
 
 from bench.testbed.network import Network, TestbedNode, run
-from bench.testbed.workload import _in_namespace
+from bench.testbed.workload import PodProcess, _in_namespace
 
 ZONES = ("zone-a", "zone-b", "zone-c")
 DELAY_TABLE = "100"  # the routing table of what comes back out of the tun
@@ -38,9 +38,7 @@ def why_no_zones() -> str | None:
     return None
 
 
-def delay_between_zones(
-    network: Network, delay_ms: float, workdir: str
-) -> list["subprocess.Popen[bytes]"]:
+def delay_between_zones(network: Network, delay_ms: float, workdir: str) -> list[PodProcess]:
     """Every node's packets to another zone's pods wait ``delay_ms``; the
     delaying processes, which the caller stops (the namespaces take the tun
     devices and routes with them)."""
@@ -64,18 +62,9 @@ def delay_between_zones(
             namespace=namespace)  # fmt: skip
         log = os.path.join(workdir, f"zone-delay-{node.index}.log")
         argv = [binary, tun, str(round(delay_ms * 1000))]
-        processes.append(_in_namespace(namespace, argv, log))
+        processes.append(PodProcess(_in_namespace(namespace, argv, log), log))
     return processes
 
 
 def _other_zones(nodes: Sequence[TestbedNode], node: TestbedNode) -> list[TestbedNode]:
     return [other for other in nodes if zone_of(other) != zone_of(node)]
-
-
-def stop(process: "subprocess.Popen[bytes]") -> None:
-    process.terminate()
-    try:
-        process.wait(5)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()

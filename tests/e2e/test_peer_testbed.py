@@ -17,7 +17,7 @@ from bench.testbed.conversation import REQUEST_BYTES, read_rtts
 from bench.testbed.network import Network
 from bench.testbed.run import leftovers
 from bench.testbed.workload import PodProcess, _in_namespace
-from bench.testbed.zones import delay_between_zones, stop, zone_of
+from bench.testbed.zones import delay_between_zones, zone_of
 
 DELAY_MS = 0.5
 CONVERSATION = [sys.executable, "-m", "bench.testbed.conversation"]
@@ -38,7 +38,7 @@ def zoned(tmp_path_factory):
         yield network, workdir, processes
     finally:
         for process in processes:
-            stop(process)
+            process.stop()
         network.close()
 
 
@@ -83,7 +83,7 @@ def test_a_round_trip_to_another_zone_takes_the_zones_distance_more(zoned):
 def test_nothing_is_left_behind(zoned):
     network, _, processes = zoned
     for process in processes:
-        stop(process)
+        process.stop()
     network.close()
     assert leftovers() == []
     found = subprocess.run(["pgrep", "-f", "zone_delay"], capture_output=True, text=True)
