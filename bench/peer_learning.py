@@ -40,7 +40,7 @@ from kubectl_nettraffic.sources.prometheus import PrometheusSource
 
 CLUSTER = Cluster(5000, 15_000)
 CALLS_EACH = 2
-LIVE_MINUTES = 28  # more than a pass over 150,000 pods at this budget
+LIVE_MINUTES = 45  # a pass over 150,000 pods at this budget (about 35), and its pairs
 WARM_MINUTES = 2  # the pod count and the first pass's first rounds
 REPEATS = 3
 T = TypeVar("T")
@@ -182,6 +182,8 @@ def measure() -> list[str]:
         flows.stop()
         directory.cleanup()
     first = "-" if timed.first_at is None else f"{timed.first_at - start:.0f} s"
+    average = steady_spent / ((end - steady) / MINUTE)
+    within = "yes" if flow_rounds and average <= budget else "**no**"
     return [
         f"| the learner's query over every pod, without the node join (no flow source), median of {REPEATS} | {plain_seconds:.2f} s |",
         f"| ... with each pod's node joined from kube_pod_info (a flow source set), median | {joined_seconds:.2f} s ({joined_seconds / plain_seconds:.2f}x); {with_node:,} of {CLUSTER.pods:,} pods with a node |",
@@ -189,7 +191,8 @@ def measure() -> list[str]:
         f"| the conversations table from the pairs and the pods' nodes | {table_seconds:.2f} s |",
         f"| ... as sent to the serving process with the learned figures; pickling and loading it | {wire / 2**20:.1f} MiB; {roundtrip * 1000:.0f} ms |",
         f"| live, {LIVE_MINUTES} minutes, one replica at learning.prometheusShare {share:g} / {replicas} ({budget:.2f} s of query time a minute): slice rounds, flow reads | {len(slice_rounds)} (median {statistics.median(slice_rounds) if slice_rounds else 0:.2f} s), {len(flow_rounds)} (median {statistics.median(flow_rounds) if flow_rounds else 0:.2f} s); the first pairs after {first} |",
-        f"| ... its query time a minute from the {WARM_MINUTES + 1}rd minute on, on average, and the most in any 60 s of them (a round over a minute's budget runs alone, then the schedule waits) | {steady_spent / ((end - steady) / MINUTE):.2f} s ({steady_spent / ((end - steady) / MINUTE) / budget:.0%} of the budget); {worst:.2f} s ({worst / budget:.0%}) |",
+        f"| ... its query time a minute from the {WARM_MINUTES + 1}rd minute on, on average, and the most in any 60 s of them (a round over a minute's budget runs alone, then the schedule waits) | {average:.2f} s ({average / budget:.0%} of the budget); {worst:.2f} s ({worst / budget:.0%}) |",
+        f"| goal: the pairs learned, within learning.prometheusShare on average (a flow read done, and the steady minutes' mean at most the budget) | {within} |",
         f"| ... workloads with peers in the published table | {0 if live_conversations is None else len(live_conversations.peers):,} |",
     ]
 
@@ -216,8 +219,9 @@ def main(argv: list[str] | None = None) -> int:
             "A real Prometheus scraping, every 15 s, cAdvisor- and kube-state-metrics-shaped "
             "series for every pod and Istio's TCP byte counters for every pair (stand-in "
             "exporters in this process, on the same 2 cores). The learner's budget is query "
-            "time, wall-clock, in any minute; the flow query runs with the last slice of each "
-            "pass and counts in that round's time, so the schedule spaces the rounds after it."
+            "time, wall-clock, in any minute; the flow query is a round of its own after the "
+            "last slice of each pass, paced with the slices (a round over their part runs "
+            "alone, and the next waits what it took beyond it)."
             f"\n\n{table}\n\nRun time: {elapsed:.0f} s.",
         )
     return 0

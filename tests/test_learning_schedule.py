@@ -9,7 +9,7 @@ from kubectl_nettraffic.learning.learner import BandwidthLearning
 from kubectl_nettraffic.learning.peer_traffic import PeerReport
 from kubectl_nettraffic.learning.pod_slices import WHOLE, PodSlice
 from kubectl_nettraffic.learning.pod_traffic import PodTrafficReport
-from kubectl_nettraffic.learning.schedule import SLICE, YOUNG, LearningSchedule
+from kubectl_nettraffic.learning.schedule import PEERS, SLICE, YOUNG, LearningSchedule
 from kubectl_nettraffic.learning.workload_bandwidth import PodSample
 
 
@@ -66,6 +66,18 @@ def test_a_slice_never_holds_up_a_young_round():
     assert schedule.next_round(sliced=True, now=3.4) == (YOUNG, 15.0)
 
 
+def test_a_flow_read_bigger_than_the_slices_part_runs_alone_and_the_slices_wait_it_out():
+    schedule = LearningSchedule(interval=15.0, share=0.025)  # 1.5 s a minute
+    schedule.finished(PEERS, started=-1000.0, seconds=3.0)  # the last pass's read
+    schedule.finished(SLICE, started=0.0, seconds=0.5)
+    # 3 s expected, over the part alone: once the slice has left the minute.
+    assert schedule.next_round(sliced=False, now=0.5, peers_due=True) == (PEERS, 60.5)
+    schedule.finished(PEERS, started=60.5, seconds=3.0)
+    # The next slice, of the same part, waits 60 x 3 / 1.5 = 120 s after the
+    # read started, though 0.5 s would fit once the read left the minute.
+    assert schedule.next_round(sliced=False, now=63.5) == (SLICE, 180.5)
+
+
 class SyntheticCluster:
     """A reader answering from a list of pods (name, workload, bytes/s,
     created), on a clock the test moves; each query takes ``seconds``."""
@@ -76,6 +88,7 @@ class SyntheticCluster:
         self.seconds_per_pod = seconds_per_pod
         self.read: list[str] = []
         self.counted = 0
+        self.slices_at: list[float] = []  # each slice's evaluation time
 
     def _report(self, chosen):
         self.clock[0] += self.seconds_per_pod * len(chosen)  # the query's time
@@ -93,7 +106,9 @@ class SyntheticCluster:
         return len(self.pods)
 
     def samples(self, pods: PodSlice = WHOLE):
-        return self._report([p for p in self.pods if pods.holds(p[0])])
+        report = self._report([p for p in self.pods if pods.holds(p[0])])
+        self.slices_at.append(report.evaluated_at)
+        return report
 
     def young_samples(self):
         return self._report([p for p in self.pods if self.clock[0] - p[3] < 300])
@@ -208,6 +223,13 @@ class PairsReader:
         return report
 
 
+def _step(learning, clock):
+    """The learner's next round, when its schedule says (the thread's loop)."""
+    _, at = learning.next_round()
+    clock[0] = max(clock[0], at)
+    return learning.update(), at
+
+
 def test_with_a_flow_source_the_pairs_are_read_once_a_pass_after_its_last_slice():
     clock = [0.0]
     pods = _deployments(12_000)
@@ -216,25 +238,24 @@ def test_with_a_flow_source_the_pairs_are_read_once_a_pass_after_its_last_slice(
     settings = settings_from_mapping({"prometheus": {"url": "http://unused"}})
     learning = BandwidthLearning(settings, cluster, clock=lambda: clock[0], peers=pairs)
     kinds = []
-    # A round counting the pods, then the first pass: 3 slices of 5,000.
-    while len([k for k in kinds if k == SLICE]) < 4:
-        _, at = learning.schedule.next_round(learning.slices > 1)
-        clock[0] = max(clock[0], at)
-        kinds.append(learning.update())
-    # One read, after the last slice: every workload known by then.
-    ((known, _),) = pairs.reads
-    assert len(known) == 1200
+    # A round counting the pods, then the first pass: 3 slices of 5,000,
+    # then the pairs in a round of their own.
+    while PEERS not in kinds:
+        kinds.append(_step(learning, clock)[0])
+    assert [k for k in kinds if k != YOUNG] == [SLICE] * 4 + [PEERS]
+    # One read, after the last slice, as of it: every workload known by then.
+    ((known, at),) = pairs.reads
+    assert len(known) == 1200 and at == cluster.slices_at[-1]
     conversations = learning.latest().conversations
     assert conversations is not None and len(conversations.peers) == 1200
     assert sum(conversations.pods(w) for w in conversations.places) == 12_000
-    # The slice rounds' time counts the read (the schedule spaces what follows).
-    assert max(learning.schedule.expected.values()) >= 0.5
+    # The read is its own round: the slices' expected time stays theirs.
+    assert learning.schedule.expected[PEERS] == 0.5
+    assert learning.schedule.expected[SLICE] == pytest.approx(0.04, rel=0.01)  # about 4,000 pods
     # A Deployment scaled to nothing is forgotten at the end of the next pass.
     cluster.pods = [p for p in pods if p[1] != "app-7"]
-    for _ in range(4):
-        _, at = learning.schedule.next_round(learning.slices > 1)
-        clock[0] = max(clock[0], at)
-        learning.update()
+    while len(pairs.reads) < 2:
+        _step(learning, clock)
     assert len(pairs.reads) >= 2
     places = learning.latest().conversations.places
     assert Workload("ns", "Deployment", "app-7") not in places

@@ -82,7 +82,9 @@ def _learned(prometheus, source: str = "istio", **peers) -> BandwidthLearning:
         peers=PeerTrafficSource(prometheus_source, settings.peers) if with_peers else None,
     )
     learning.update()  # counts the pods
-    learning.update()  # one slice: the whole cluster, and the pairs
+    learning.update()  # one slice: the whole cluster
+    if with_peers:
+        assert learning.update() == "peers"  # the pairs, in a round of their own
     return learning
 
 

@@ -7,9 +7,9 @@ large cluster a slice of the pods at a time (pod_slices.py), paced to
 ``learning.prometheusShare`` of any minute in query time, with the
 pods of the workloads created in the last ``learning.youngWorkloadAge``
 read between slices (learning/schedule.py). With a flow source
-(``peers.source``), each pass's last slice round also reads who talks to
-whom, in one query for the cluster, and the pods' nodes come with their
-samples (learning/conversations.py). A failed round is logged and costs
+(``peers.source``), a round of its own after each pass's last slice reads
+who talks to whom, in one query for the cluster, paced with the slices;
+the pods' nodes come with their samples (learning/conversations.py). A failed round is logged and costs
 that round only: what was learned stays.
 """
 
@@ -27,7 +27,7 @@ from kubectl_nettraffic.learning.conversations import Conversations, PodPlaces, 
 from kubectl_nettraffic.learning.peer_traffic import PeerReport
 from kubectl_nettraffic.learning.pod_slices import WHOLE, PodSlice, slices_for
 from kubectl_nettraffic.learning.pod_traffic import PodTrafficReport
-from kubectl_nettraffic.learning.schedule import SLICE, YOUNG, LearningSchedule
+from kubectl_nettraffic.learning.schedule import PEERS, SLICE, YOUNG, LearningSchedule
 from kubectl_nettraffic.learning.workload_bandwidth import BandwidthLearner, LearnedBandwidth
 
 log = logging.getLogger(__name__)
@@ -86,6 +86,7 @@ class BandwidthLearning:
         self.places = PodPlaces()
         self.conversations: Conversations | None = None
         self.peer_error: str | None = None
+        self._pairs_at: float | None = None  # a pass ended then: its pairs are due
         self.clock = clock
         self._latest: LearnedBandwidth | None = None
         self.missing: tuple[str, ...] = ()
@@ -105,7 +106,9 @@ class BandwidthLearning:
 
     def next_round(self) -> tuple[str, float]:
         """The next round's kind, and when it may start (now at the earliest)."""
-        return self.schedule.next_round(self.slices > 1, self.clock())
+        return self.schedule.next_round(
+            self.slices > 1, self.clock(), peers_due=self._pairs_at is not None
+        )
 
     def update(self) -> str:
         """The next round, whenever its time (the benchmarks call this on
@@ -114,6 +117,9 @@ class BandwidthLearning:
         kind, _ = self.next_round()
         started = self.clock()
         try:
+            if kind == PEERS:
+                self._read_peers()
+                return kind
             if kind == YOUNG:
                 report = self.reader.young_samples()
             elif not self._sized:
@@ -127,7 +133,7 @@ class BandwidthLearning:
             if self.peers is not None and not report.missing:
                 self.places.record(report.samples)
                 if kind == SLICE and self.next_slice == self.slices - 1:
-                    self._read_peers(report.evaluated_at)
+                    self._pairs_at = report.evaluated_at
         except NetTrafficError as error:
             self.last_error = str(error)
             log.warning("learning: per-pod traffic unavailable this round: %s", error)
@@ -148,11 +154,13 @@ class BandwidthLearning:
         self._latest = learned
         return kind
 
-    def _read_peers(self, at: float) -> None:
-        """The pairs, once a pass (with its last slice: every pod's node and
-        workload read by then), among the workloads the learner knows. A
-        failed read keeps the last pairs."""
-        assert self.peers is not None
+    def _read_peers(self) -> None:
+        """The pairs, once a pass (after its last slice: every pod's node and
+        workload read by then), among the workloads the learner knows, as
+        of that slice; published with the figures learned so far. A failed
+        read keeps the last pairs, and waits for the next pass."""
+        assert self.peers is not None and self._pairs_at is not None
+        at, self._pairs_at = self._pairs_at, None
         known = self.places.workloads() | set(self.learner.histograms)
         try:
             pairs = self.peers.read(known, at)
@@ -161,8 +169,11 @@ class BandwidthLearning:
             log.warning("learning: flow metrics between workloads unavailable: %s", error)
             return
         self.peer_error = None
-        if pairs is not None:
-            self.conversations = conversations_of(pairs, self.places, at)
+        if pairs is None:
+            return
+        self.conversations = conversations_of(pairs, self.places, at)
+        if self._latest is not None:
+            self._latest = replace(self._latest, conversations=self.conversations)
 
     def _slice_done(self, pods: int, seconds: float) -> None:
         self._pass_pods += pods
