@@ -5,7 +5,7 @@ import math
 
 from bench.testbed import results, run
 from bench.testbed.cluster import preferred_weights
-from bench.testbed.report import figures, verdicts
+from bench.testbed.report import figures, headline, table, too_busy, verdicts
 from bench.testbed.results import PolicyResult
 from bench.testbed.stats import percentiles
 from bench.testbed.workload import Mix
@@ -17,8 +17,19 @@ def _pairs(*rtts: float) -> list[tuple[float, float]]:
     return [(float(i), rtt) for i, rtt in enumerate(rtts)]
 
 
-def _result(policy: str, p99_ms: float, probe_ms: float, on_hot: int = 0, bulk: float = 1.0):
+def _result(
+    policy: str,
+    p99_ms: float,
+    probe_ms: float,
+    on_hot: int = 0,
+    bulk: float = 1.0,
+    pod_p99s_ms: tuple[float, ...] = (),
+):
     latency = _pairs(*([0.0001] * 98 + [p99_ms / 1e3] * 2))
+    placements = [
+        results.Placed(f"lat-{i}", "frontend", "latency", "n1", [], "", 0.0, p99 / 1e3)
+        for i, p99 in enumerate(pod_p99s_ms)
+    ]
     return PolicyResult(
         policy,
         0.0,
@@ -28,15 +39,23 @@ def _result(policy: str, p99_ms: float, probe_ms: float, on_hot: int = 0, bulk: 
         [("b", bulk * 20e6, 20e6)],
         0.0,
         {"latency": on_hot} if on_hot else {},
-        [],
+        placements,
         0,
         0,
     )
 
 
+IDLE_MS = 0.1  # the idle machine's p99 in every run below
+
+
 # Modules, not names: pytest would try to collect classes named Test*.
 def _run(*policies: PolicyResult, leftovers: tuple[str, ...] = ()) -> results.TestbedResult:
-    return results.TestbedResult(run.TestbedSettings(), [], list(policies), list(leftovers), 0.1)
+    idle = _pairs(*([IDLE_MS / 1e3] * 100))
+    return results.TestbedResult(run.TestbedSettings(), idle, list(policies), list(leftovers), 0.1)
+
+
+def _met(runs) -> dict[str, bool | None]:
+    return {v.goal: v.met for v in verdicts(runs)}
 
 
 def test_a_lost_request_counts_as_infinitely_slow():
@@ -45,38 +64,80 @@ def test_a_lost_request_counts_as_infinitely_slow():
     assert math.isnan(percentiles([], (0.99,))[0])
 
 
-def test_verdicts_follow_the_figures_and_can_fail():
-    good = _run(
-        _result("nettraffic", 0.5, 0.3),
-        _result("default", 6.0, 0.3, on_hot=2),
-        _result("oracle", 0.5, 0.3),
+def _draw(ours_ms=0.5, default_ms=6.0, default_on_hot=2, ours_on_hot=0, oracle_bulk=1.0, probe=0.3):
+    return _run(
+        _result("nettraffic", ours_ms, probe, on_hot=ours_on_hot),
+        _result("default", default_ms, probe, on_hot=default_on_hot),
+        _result("oracle", 0.5, probe, bulk=oracle_bulk),
     )
-    met = {v.goal.removeprefix("run 1: "): v.met for v in verdicts([good])}
-    assert met["nettraffic's latency p99 within 2x of the idle link's"] is True
-    assert all(value is True for value in met.values())
-
-    bad = _run(
-        _result("nettraffic", 0.7, 0.3),  # 2.3x the idle link's
-        _result("default", 3.0, 0.3, on_hot=1),  # 4.3x ours
-        _result("oracle", 0.5, 0.3, bulk=1.2),  # ours sent 83% of the oracle's
-        leftovers=("ntb-n1",),
-    )
-    assert [v.met for v in verdicts([bad])] == [False, False, False, False]
 
 
-def test_the_default_comparison_does_not_apply_without_a_latency_pod_on_a_hot_node():
-    run = _run(_result("nettraffic", 0.5, 0.3), _result("default", 0.6, 0.3, on_hot=0))
-    comparison = next(v for v in verdicts([run]) if "5x" in v.goal)
-    assert comparison.met is None
+def test_verdicts_over_the_draws_follow_the_figures_and_can_fail():
+    good = [_draw(ours_ms=p99) for p99 in (0.50, 0.52, 0.55, 0.51, 0.53)]
+    assert all(met is True for met in _met(good).values())
+
+    bad = [
+        _draw(ours_ms=0.7, default_ms=3.0, default_on_hot=1, ours_on_hot=1, oracle_bulk=1.2)
+        for _ in range(4)
+    ]
+    bad.append(_run(_result("nettraffic", 0.9, 0.3), leftovers=("ntb-n1",)))
+    assert list(_met(bad).values()) == [False] * 6
 
 
-def test_repeatability_is_the_spread_of_the_runs_p99():
-    runs = [_run(_result("nettraffic", p99, 0.3)) for p99 in (1.0, 1.1, 1.25)]
-    verdict = next(v for v in verdicts(runs) if "repeatable" in v.goal)
+def test_the_goals_are_judged_on_the_median_draw_not_the_best():
+    # Two draws of five out of the goal: the median draw is within it.
+    draws = [_draw(ours_ms=p99) for p99 in (0.5, 0.5, 0.5, 0.7, 0.9)]
+    within = next(v for v in verdicts(draws) if "within 2x" in v.goal)
+    assert within.met is True and within.figures.startswith("1.7x")
+    draws = [_draw(ours_ms=p99) for p99 in (0.5, 0.5, 0.7, 0.7, 0.9)]
+    assert next(v for v in verdicts(draws) if "within 2x" in v.goal).met is False
+
+
+def test_the_default_comparison_counts_only_draws_with_a_latency_pod_on_a_hot_link():
+    draws = [_draw(default_ms=0.6, default_on_hot=0), _draw(default_ms=6.0, default_on_hot=1)]
+    comparison = next(v for v in verdicts(draws) if "5x" in v.goal)
+    assert comparison.met is True and "in 50% of 2 draws" in comparison.figures
+    quiet = [_draw(default_ms=0.6, default_on_hot=0)]
+    assert next(v for v in verdicts(quiet) if "5x" in v.goal).met is None
+
+
+def test_repeatability_is_the_spread_of_the_draws_p99():
+    draws = [_draw(ours_ms=p99) for p99 in (1.0, 1.1, 1.25)]
+    verdict = next(v for v in verdicts(draws) if "repeatable" in v.goal)
     assert verdict.met is False and "spread 25%" in verdict.figures
-    assert verdict.figures.endswith("beside each 3.3x, 3.7x, 4.2x")
-    runs = [_run(_result("nettraffic", p99, 0.3)) for p99 in (1.0, 1.1, 1.2)]
-    assert next(v for v in verdicts(runs) if "repeatable" in v.goal).met is True
+    draws = [_draw(ours_ms=p99) for p99 in (1.0, 1.1, 1.2)]
+    assert next(v for v in verdicts(draws) if "repeatable" in v.goal).met is True
+
+
+def test_a_draw_the_machine_was_too_busy_to_measure_says_so_and_is_left_out():
+    busy = _draw(ours_ms=16.1, default_ms=29.8, probe=7.1)  # issue 61's busy machine
+    assert too_busy(busy) is not None and "71.0x" in too_busy(busy)
+    assert too_busy(_draw(probe=0.5)) is None  # 5x: the links', not the machine's
+    found = verdicts([_draw(), busy, _draw()])
+    assert found[0].goal == "run 2: too busy to measure" and found[0].met is None
+    within = next(v for v in found if "within 2x" in v.goal)
+    assert within.met is True and "2 of 3 draws measured" in within.figures
+    assert "Too busy to measure" in table(busy)
+    # Its placements still count: a latency pod on a hot link is one in any draw.
+    busy_and_wrong = _draw(probe=7.1, ours_on_hot=1)
+    placed = next(v for v in verdicts([_draw(), busy_and_wrong]) if "no latency pod" in v.goal)
+    assert placed.met is False
+
+
+def test_the_headline_is_the_median_draw_and_the_worst():
+    draws = [
+        _run(
+            _result("nettraffic", p99, 0.3, pod_p99s_ms=(0.2, p99, 2 * p99)),
+            _result("default", 6.0, 0.3, on_hot=on_hot, bulk=bulk),
+        )
+        for p99, on_hot, bulk in ((0.4, 0, 1.0), (0.5, 2, 0.8), (0.6, 1, 0.9))
+    ]
+    rows = headline(draws).splitlines()
+    assert (
+        rows[2]
+        == "| nettraffic | 0.50 / 0.60 | 0.50 / 0.60 | 1.00 / 1.20 | 0 (0 of 3) | 100.0% / 100.0% |"
+    )
+    assert rows[3] == "| default | 6.00 / 6.00 | - / - | - / - | 3 (2 of 3) | 90.0% / 80.0% |"
 
 
 def test_figures_of_a_policy():

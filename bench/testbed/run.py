@@ -385,9 +385,9 @@ class Testbed(Emulated):
                 history = [
                     h for h in self._pod_counters.get(placed.name, []) if h[0] >= placed.bound + 3
                 ]
-                if len(history) >= 2:
-                    sent = (history[-1][2] - history[0][2]) * 8 / (history[-1][0] - history[0][0])
-                    bulk.append((placed.name, sent, placed.arrival.bits))
+                if len(history) >= 2:  # (time, received, sent): what it pulled in
+                    got = (history[-1][1] - history[0][1]) * 8 / (history[-1][0] - history[0][0])
+                    bulk.append((placed.name, got, placed.arrival.bits))
             placements.append(
                 Placed(
                     placed.name,
@@ -464,7 +464,7 @@ def leftovers() -> list[str]:
         if len(line.split(": ")) > 1 and line.split(": ")[1].startswith(PREFIX)
     ]
     processes = subprocess.run(
-        ["pgrep", "-f", "prometheus-node-exporter|iperf3 |bench.testbed.echo|nt-testbed"],
+        ["pgrep", "-f", "prometheus-node-exporter|iperf3 |echo_client|nt-testbed"],
         capture_output=True,
         text=True,
     ).stdout.split()

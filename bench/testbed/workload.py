@@ -1,12 +1,14 @@
 """What runs in the testbed: the pods' processes, the sinks they send to,
 and the arrivals of one run.
 
-- Bulk pods: ``iperf3`` clients sending to an ``iperf3`` server outside
-  the nodes at a set rate (``-b``, and ``--fq-rate`` so the kernel paces
-  the flow smoothly instead of in bursts: the gentlest neighbour a bulk
-  sender can be).
-- Latency pods: bench.testbed.echo's client, 1,000 small UDP requests a
-  second to the UDP echo service of openbsd-inetd outside the nodes.
+- Bulk pods: ``iperf3`` clients receiving from an ``iperf3`` server
+  outside the nodes (``-R``) at a set rate (``-b``, and ``--fq-rate`` so
+  the kernel paces the flow smoothly instead of in bursts): they pull data
+  in, the direction a hot node's link is full in, so a bulk pod on a hot
+  node gets what TCP's fair share leaves it.
+- Latency pods: bench.testbed.echo's client, compiled (echo_client.c),
+  1,000 small UDP requests a second to the UDP echo service of
+  openbsd-inetd outside the nodes.
 - Background: greedy downloads (``iperf3 -R``, no rate, a 32 KiB socket
   buffer) run on some nodes outside any pod, a data pull that saturates
   the node's receive link.
@@ -21,7 +23,6 @@ import hashlib
 import os
 import random
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -29,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from bench.testbed.compiled import compiled
 from bench.testbed.cpus import measuring
 from bench.testbed.network import WORLD_ADDRESS, WORLD_NAMESPACE
 
@@ -36,6 +38,7 @@ ECHO_PORT = 7  # echo, as /etc/services names it
 IPERF_BASE_PORT = 5201
 REQUEST_BYTES = 64
 REQUESTS_PER_SECOND = 1000
+ECHO_DURATION = 3600  # seconds: a latency pod runs until it is stopped
 # IPv4 + UDP headers and the Ethernet frame around a request.
 _WIRE_OVERHEAD = 20 + 8 + 18
 
@@ -47,7 +50,7 @@ class Arrival:
     at: float  # seconds after the run's arrivals start
     workload: str  # its Deployment
     kind: str  # "bulk" | "latency" | "exits"
-    bits: float  # what it sends, bits/s (bulk: its target)
+    bits: float  # its traffic, bits/s (bulk: what it receives, its target)
     annotated: bool = False  # carries nettraffic.io/expected-bandwidth
     cpu: float = 0.25  # cores requested
     memory: float = 0.25  # GiB requested
@@ -81,7 +84,7 @@ class Arrival:
         if self.kind == "latency":
             return np.array([self.bits, self.bits])
         if self.kind == "bulk":
-            return np.array([self.bits / 40, self.bits])  # ACKs back: one per two segments
+            return np.array([self.bits, self.bits / 40])  # ACKs back: one per two segments
         return np.zeros(2)
 
 
@@ -238,6 +241,7 @@ def start_pod_process(
             WORLD_ADDRESS,
             "-p",
             str(port),
+            "-R",
             "-b",
             rate,
             "--fq-rate",
@@ -250,21 +254,10 @@ def start_pod_process(
         return PodProcess(_in_namespace(namespace, argv, log), log)
     if kind == "latency":
         out = os.path.join(workdir, f"{name}.rtt")
-        argv = measuring(
-            [
-                sys.executable,
-                "-m",
-                "bench.testbed.echo",
-                "client",
-                f"{WORLD_ADDRESS}:{ECHO_PORT}",
-                out,
-                "--rate",
-                str(REQUESTS_PER_SECOND),
-                "--size",
-                str(REQUEST_BYTES),
-            ]
-        )
-        return PodProcess(_in_namespace(namespace, argv, log), log, latency_path=out)
+        client = compiled("echo_client.c", workdir)  # echo.py's client, compiled
+        argv = [client, WORLD_ADDRESS, str(ECHO_PORT), out, str(REQUESTS_PER_SECOND)]
+        argv += [str(REQUEST_BYTES), str(ECHO_DURATION)]
+        return PodProcess(_in_namespace(namespace, measuring(argv), log), log, latency_path=out)
     return PodProcess(_in_namespace(namespace, ["false"], log), log)
 
 

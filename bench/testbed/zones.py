@@ -13,15 +13,14 @@ netem's ``delay`` alone, without jitter or loss.
 
 import os
 import shutil
-import subprocess
 from collections.abc import Sequence
 
+from bench.testbed.compiled import compiled
 from bench.testbed.network import Network, TestbedNode, run
 from bench.testbed.workload import PodProcess, _in_namespace
 
 ZONES = ("zone-a", "zone-b", "zone-c")
 DELAY_TABLE = "100"  # the routing table of what comes back out of the tun
-SOURCE = os.path.join(os.path.dirname(__file__), "zone_delay.c")
 
 
 def zone_of(node: TestbedNode) -> str:
@@ -42,8 +41,7 @@ def delay_between_zones(network: Network, delay_ms: float, workdir: str) -> list
     """Every node's packets to another zone's pods wait ``delay_ms``; the
     delaying processes, which the caller stops (the namespaces take the tun
     devices and routes with them)."""
-    binary = os.path.join(workdir, "zone_delay")
-    subprocess.run(["gcc", "-O2", "-o", binary, SOURCE], check=True)
+    binary = compiled("zone_delay.c", workdir)
     processes = []
     for node in network.nodes:
         tun = f"tunlz{node.index}"  # tunl.*: left out of node traffic by default
