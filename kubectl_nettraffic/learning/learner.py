@@ -9,8 +9,8 @@ pods of the workloads created in the last ``learning.youngWorkloadAge``
 read between slices (learning/schedule.py). With a flow source
 (``peers.source``), a round of its own after each pass's last slice reads
 who talks to whom, in one query for the cluster, paced with the slices;
-the pods' nodes come with their samples (learning/conversations.py). A failed round is logged and costs
-that round only: what was learned stays.
+the pods' nodes come with their samples (learning/conversations.py). A
+failed round is logged and costs that round only: what was learned stays.
 """
 
 import logging

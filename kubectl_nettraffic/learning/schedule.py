@@ -29,10 +29,9 @@ the window), and the next round of its part, of either kind, starts no
 sooner than 60 s x its time / the part after it started. A minute that
 holds one is over the part by what it takes beyond it; every longer
 stretch keeps to it. A round slower than expected overruns once; the next
-waits. The
-refresh's node query is not counted here: it is the product's fixed cost,
-set by the number of nodes and refresh.interval (bench.learning reports it
-beside the learner's).
+waits. The refresh's node query is not counted here: it is the product's
+fixed cost, set by the number of nodes and refresh.interval (bench.learning
+reports it beside the learner's).
 """
 
 from dataclasses import dataclass, field
