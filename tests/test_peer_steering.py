@@ -22,6 +22,7 @@ from kubectl_nettraffic.learning.learner import BandwidthLearning
 from kubectl_nettraffic.learning.peer_traffic import PeerTrafficSource
 from kubectl_nettraffic.learning.pod_traffic import PodTrafficSource, build_learner_query
 from kubectl_nettraffic.measuring.scoreview import peer_bytes_by_place, workloads_document
+from kubectl_nettraffic.scoring.tiers import TIER_LABEL
 from kubectl_nettraffic.sources.prometheus import PrometheusSource
 from tests.harness.flow_series import Flow, istio_lines
 from tests.harness.kube_series import PodSeries, ReplicaSetSeries, kube_lines
@@ -272,14 +273,28 @@ def test_a_term_on_the_peers_zone_once_the_nodes_carry_its_copy(prometheus):
     (term,) = zone_terms
     assert term["preference"]["matchExpressions"][0]["values"] == ["zone-b"]
     assert term["weight"] == 100
+    # With the traffic tiers (on by default): on the zone's nodes outside the
+    # busiest tier, and any such node a little, in place of the tier terms.
+    quiet = {"key": TIER_LABEL, "operator": "In", "values": ["1", "2", "3"]}
+    assert term["preference"]["matchExpressions"][1] == quiet
+    tier_terms = [
+        t for t in terms["nodeAffinity"][PREFERRED] if t["preference"].get("matchExpressions")
+    ]
+    assert tier_terms == [{"weight": 10, "preference": {"matchExpressions": [quiet]}}, term]
     assert all(op.json == json.dumps(op, separators=(",", ":")) for op in decision.patch or [])
     patched = jsonpatch.apply_patch(_web_pod(), decision.patch)
     patched["metadata"]["name"] = "web-7d9c4b-z1"
     text = explain_text(patched, None, "-", ("default-scheduler",))
     assert f"and zone zone-b (weight {term['weight']})" in text
-    # Without the copies (the label writer has not run): no zone term.
+    assert "outside the busiest tier (nettraffic.io/traffic-tier 1, 2, 3)" in text
+    # Without the copies (the label writer has not run): no zone term, and
+    # the tier terms as for any pod.
     plain = _board(prometheus).steerer.decide(_web_pod(), {}, dry_run=False)
     assert ZONE_COPY_LABEL not in str(plain.patch)
+    assert '"values":["1"]' in (plain.patch_json() or "")
+    assert "1 most, then 2 and 3" in explain_text(
+        jsonpatch.apply_patch(_web_pod(), plain.patch), None, "-", ("default-scheduler",)
+    )
 
 
 def test_pods_whose_bytes_all_stay_on_the_node_still_spread(prometheus):

@@ -69,8 +69,22 @@ def _label_terms(spec: dict[str, Any], key: str) -> list[tuple[int, list[str]]]:
     ]
 
 
-def _prefers_tiers(spec: dict[str, Any]) -> bool:
-    return bool(_label_terms(spec, TIER_LABEL))
+def _tiers_line(spec: dict[str, Any]) -> str | None:
+    """What the pod's terms on the traffic-tier label ask for, if any: each
+    quiet tier by its weight, or (a pod its peers pull to a zone) any tier
+    but the busiest."""
+    values = [tiers for _, tiers in _label_terms(spec, TIER_LABEL)]
+    if not values:
+        return None
+    if any(len(tiers) == 1 for tiers in values):
+        return (
+            f"Tiers:      also prefers quiet nodes by their {TIER_LABEL} label "
+            "(1 most, then 2 and 3), wherever the scheduler looks"
+        )
+    return (
+        f"Tiers:      also prefers nodes outside the busiest tier ({TIER_LABEL} "
+        f"{', '.join(values[0])}), in its peers' zone most, wherever the scheduler looks"
+    )
 
 
 def _peer_lines(pulled: str) -> list[str]:
@@ -137,11 +151,9 @@ def explain_text(
                 f"  and zone {', '.join(zones)} (weight {weight}), wherever the scheduler looks "
                 f"({ZONE_COPY_LABEL})"
             )
-        if _prefers_tiers(spec):
-            lines.append(
-                f"Tiers:      also prefers quiet nodes by their {TIER_LABEL} label "
-                "(1 most, then 2 and 3), wherever the scheduler looks"
-            )
+        tiers = _tiers_line(spec)
+        if tiers:
+            lines.append(tiers)
         landed = spec.get("nodeName")
         if not landed:
             lines.append("Landed on:  not scheduled yet")

@@ -50,6 +50,21 @@ _TIER_TERMS = [
 ]
 _TIER_TEXTS = [json.dumps(term, separators=(",", ":")) for term in _TIER_TERMS]
 
+# A pod its peers pull to a zone prefers, instead of the tier terms, that
+# zone's nodes outside the busiest tier, and any node outside it a little
+# (QUIET_WEIGHT). The tier terms (60 / 40 / 20) rank quietness across every
+# zone, on the same scale as the zone term's weight (its share of the
+# pod's bytes to peers), so kube-scheduler's choice among a sample's nodes
+# undid the zone's pull (docs/design/peers.md, "The terms of a pod with
+# peers"); leaving the busiest tier out of both keeps the pod off the hot
+# links wherever it lands.
+QUIET_TIERS = sorted(TIER_WEIGHTS)  # every tier with a weight: all but the busiest
+QUIET_WEIGHT = 10
+_QUIET = {"key": TIER_LABEL, "operator": "In", "values": QUIET_TIERS}
+_QUIET_TERM = {"weight": QUIET_WEIGHT, "preference": {"matchExpressions": [_QUIET]}}
+_QUIET_TEXT = json.dumps(_QUIET_TERM, separators=(",", ":"))
+_QUIET_EXPRESSION_TEXT = json.dumps(_QUIET, separators=(",", ":"))
+
 
 class AddOp(dict[str, Any]):
     """A JSON patch ``add`` op that carries its own compact JSON text.
@@ -116,7 +131,9 @@ def affinity_patch(
     zone_term: tuple[str, int] | None = None,
 ) -> JsonPatch:
     """JSON patch appending our terms to whatever affinity the pod has;
-    ``zone_term``: (zone, weight) of a term on the peers' zone."""
+    ``zone_term``: (zone, weight) of a term on the peers' zone (with
+    ``tier_terms``, on its quiet tiers, and the quiet tiers instead of the
+    tier terms)."""
     # isinstance(..., dict), not Mapping: the pod is decoded JSON, and the
     # abstract check costs several times more on every admission.
     affinity = (pod.get("spec") or {}).get("affinity")
@@ -138,16 +155,25 @@ def affinity_patch(
                 f'{{"weight":{p.weight!r},"preference":{{"matchFields":[{{"key":"metadata.name",'
                 f'"operator":"In","values":[{json_string(p.node)}]}}]}}}}'
             )
+    quiet_zone = tier_terms and zone_term is not None
     if tier_terms and TIER_LABEL not in already:
-        terms.extend(_TIER_TERMS)
-        texts.extend(_TIER_TEXTS)
+        terms.extend([_QUIET_TERM] if quiet_zone else _TIER_TERMS)
+        texts.extend([_QUIET_TEXT] if quiet_zone else _TIER_TEXTS)
     if zone_term is not None and ZONE_COPY_LABEL not in already:
         zone, weight = zone_term
-        expression = {"key": ZONE_COPY_LABEL, "operator": "In", "values": [zone]}
-        terms.append({"weight": weight, "preference": {"matchExpressions": [expression]}})
+        expressions: list[dict[str, Any]] = [
+            {"key": ZONE_COPY_LABEL, "operator": "In", "values": [zone]}
+        ]
+        expression_texts = [
+            f'{{"key":"{ZONE_COPY_LABEL}","operator":"In","values":[{json_string(zone)}]}}'
+        ]
+        if quiet_zone:
+            expressions.append(_QUIET)
+            expression_texts.append(_QUIET_EXPRESSION_TEXT)
+        terms.append({"weight": weight, "preference": {"matchExpressions": expressions}})
         texts.append(
-            f'{{"weight":{weight!r},"preference":{{"matchExpressions":[{{"key":'
-            f'"{ZONE_COPY_LABEL}","operator":"In","values":[{json_string(zone)}]}}]}}}}'
+            f'{{"weight":{weight!r},"preference":{{"matchExpressions":'
+            f"[{','.join(expression_texts)}]}}}}"
         )
     ops: JsonPatch = []
     if terms:
