@@ -36,11 +36,14 @@ def test_latency_pods_steered_by_nettraffic_beat_the_default_scheduler(short_run
     assert default.p99 >= 3 * ours.p99, (ours.p99, default.p99)
 
 
-def test_bulk_pods_reach_their_rate_and_nothing_is_left_behind(short_run):
+def test_bulk_pods_steered_by_nettraffic_reach_their_rate_and_nothing_is_left_behind(short_run):
+    # Bulk pods pull data in, the direction the hot nodes' links are full
+    # in: kept off them, they get their rate (the default scheduler's may not).
     for result in short_run.policies:
         assert result.bulk, result.policy
-        for pod, achieved, target in result.bulk:
-            assert achieved >= 0.9 * target, (result.policy, pod, achieved)
+    ours = next(r for r in short_run.policies if r.policy == "nettraffic")
+    for pod, achieved, target in ours.bulk:
+        assert achieved >= 0.9 * target, (pod, achieved)
     assert short_run.leftovers == []
     assert leftovers() == []
 
