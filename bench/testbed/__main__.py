@@ -33,7 +33,7 @@ def _section(runs: list[TestbedResult], plot_file: str) -> str:
     s = first.settings
     parts = [
         f"{s.nodes} nodes with {s.link_bits / 1e6:g} Mbit/s links, {s.hot_nodes} of them hot from a"
-        f" greedy download; {sum(1 for _ in s.mix.arrivals(s.seed))} pods arriving over"
+        f" greedy upload; {sum(1 for _ in s.mix.arrivals(s.seed))} pods arriving over"
         f" {s.mix.spread:g} s ({sum(a.kind == 'bulk' for a in s.mix.arrivals(s.seed))} bulk senders at"
         f" {s.mix.bulk_bits / 1e6:g} Mbit/s, {s.mix.latency_pods} latency pods at 1,000 requests/s,"
         f" {s.mix.exiting_pods} whose process exits at once), held {s.hold:g} s; Prometheus scrapes"

@@ -178,7 +178,7 @@ def verdicts(runs: Sequence[TestbedResult]) -> list[Verdict]:
     ]
     found.append(
         Verdict(
-            "bulk pods received within 10% of what they did under the oracle, in every draw",
+            "bulk pods sent within 10% of what they did under the oracle, in every draw",
             "each draw: "
             + ", ".join(f"{ours:.1%} vs {oracle:.1%} of target" for ours, oracle in bulk),
             all(ours >= 0.9 * oracle for ours, oracle in bulk) if bulk else None,
@@ -195,7 +195,7 @@ def headline(runs: Sequence[TestbedResult]) -> str:
     measured = [_by_policy(run) for run in runs if too_busy(run) is None]
     rows = [
         "| placement | p99 ms, pooled | p99 ms, median pod | p99 ms, worst pod | latency pods on a"
-        " hot link (draws with any) | bulk received / target |",
+        " hot link (draws with any) | bulk sent / target |",
         "|---|---|---|---|---|---|",
     ]
     policies = [r.policy for r in runs[0].policies] if runs else []
@@ -224,7 +224,7 @@ def table(run: TestbedResult) -> str:
     rows = [
         "| placement | latency p50 ms | p99 ms | p99.9 ms | p99 ms, median pod | p99 ms, worst pod"
         " | lost | p99 / idle link's | latency pods on a hot node | latency pods beside a bulk pod"
-        " | bulk received / target (worst) | data pulls' rate / link | node-seconds above 80%"
+        " | bulk sent / target (worst) | data pushes' rate / link | node-seconds above 80%"
         " | bulk pods on a hot node | failed pods | webhook failures |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
@@ -234,7 +234,7 @@ def table(run: TestbedResult) -> str:
             f"| {f.policy} | {ms(f.p50)} | {ms(f.p99)} | {ms(f.p999)} | {ms(f.pod_p99_median)} |"
             f" {ms(f.pod_p99_worst)} | {f.lost:.2%} |"
             f" {ratio(f.p99 / f.idle_link_p99)} | {f.latency_on_hot} | {f.latency_beside_bulk} |"
-            f" {f.bulk_ratio:.1%} ({f.bulk_worst:.1%}) | {result.pull_ratio:.1%} |"
+            f" {f.bulk_ratio:.1%} ({f.bulk_worst:.1%}) | {result.push_ratio:.1%} |"
             f" {f.hot_node_seconds:.0f} | {f.bulk_on_hot} |"
             f" {f.failed_pods} | {f.webhook_failures} |"
         )

@@ -32,7 +32,7 @@ class PolicyResult:
     placements: list[Placed]
     failed_pods: int
     webhook_failures: int
-    pull_ratio: float = float("nan")  # the data pulls' mean receive rate / link rate
+    push_ratio: float = float("nan")  # the data pushes' mean transmit rate / link rate
     top_at_peak: str = ""
     top_after_fault: str = ""
     notes: list[str] = field(default_factory=list)

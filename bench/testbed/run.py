@@ -263,7 +263,7 @@ class Testbed(Emulated):
             self._background.append(
                 start_background(testbed_node.namespace, port, self.workdir, f"background-{index}")
             )
-        self.log(f"background: greedy downloads on {', '.join(self.node_names[i] for i in hot)}")
+        self.log(f"background: greedy uploads on {', '.join(self.node_names[i] for i in hot)}")
 
     def top(self) -> str:
         """kubectl nettraffic top, as a user runs it against the testbed."""
@@ -288,7 +288,7 @@ class Testbed(Emulated):
             policy.removesuffix("-faults"), self.network.nodes, s.link_bits, s.seed
         )
         for index in hot:
-            placement.add_background(index, [s.link_bits, s.link_bits / 40])
+            placement.add_background(index, [s.link_bits / 40, s.link_bits])
         webhook = None
         if policy.startswith("nettraffic"):
             webhook = (self.webhook.url, self.webhook.session)
@@ -385,9 +385,9 @@ class Testbed(Emulated):
                 history = [
                     h for h in self._pod_counters.get(placed.name, []) if h[0] >= placed.bound + 3
                 ]
-                if len(history) >= 2:  # (time, received, sent): what it pulled in
-                    got = (history[-1][1] - history[0][1]) * 8 / (history[-1][0] - history[0][0])
-                    bulk.append((placed.name, got, placed.arrival.bits))
+                if len(history) >= 2:  # (time, received, sent)
+                    sent = (history[-1][2] - history[0][2]) * 8 / (history[-1][0] - history[0][0])
+                    bulk.append((placed.name, sent, placed.arrival.bits))
             placements.append(
                 Placed(
                     placed.name,
@@ -407,8 +407,8 @@ class Testbed(Emulated):
             for rx, tx in sample.rates
             if max(rx, tx) > HOT * s.link_bits
         )
-        # What the data pulls (the background downloads) received meanwhile.
-        pulls = [sample.rates[i][0] for sample in window for i in self.hot]
+        # What the data pushes (the background uploads) sent meanwhile.
+        pushes = [sample.rates[i][1] for sample in window for i in self.hot]
         return PolicyResult(
             policy,
             started,
@@ -421,7 +421,7 @@ class Testbed(Emulated):
             placements,
             failed,
             control.webhook_failures,
-            pull_ratio=(sum(pulls) / len(pulls) / s.link_bits) if pulls else float("nan"),
+            push_ratio=(sum(pushes) / len(pushes) / s.link_bits) if pushes else float("nan"),
         )
 
 
