@@ -37,8 +37,8 @@ def test_latency_pods_steered_by_nettraffic_beat_the_default_scheduler(short_run
 
 
 def test_bulk_pods_steered_by_nettraffic_reach_their_rate_and_nothing_is_left_behind(short_run):
-    # Bulk pods pull data in, the direction the hot nodes' links are full
-    # in: kept off them, they get their rate (the default scheduler's may not).
+    # Bulk pods send in the direction the hot nodes' links are full in:
+    # kept off them, they get their rate (the default scheduler's may not).
     for result in short_run.policies:
         assert result.bulk, result.policy
     ours = next(r for r in short_run.policies if r.policy == "nettraffic")
