@@ -61,7 +61,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from bench.report import bench_parser, write_section
+from bench.report import bench_parser, drawn_seed, write_section
 from bench.testbed.cluster import ControlPlane, PlacedPod, Placement, node_object
 from bench.testbed.conversation import read_rtts
 from bench.testbed.network import Network, remove_leftovers
@@ -581,7 +581,7 @@ def main(argv: list[str] | None = None) -> int:
     if why is not None:
         print(f"peer testbed unavailable: {why}")
         return 1
-    first = args.seed if args.seed is not None else random.SystemRandom().randrange(10**8)
+    first = drawn_seed(args.seed)
     runs = []
     for seed in range(first, first + args.runs):
         with PeerTestbed(seed, args.hold, args.prefer_same_zone) as testbed:

@@ -7,6 +7,7 @@ be rerun one at a time and the file stays in a stable order.
 import argparse
 import os
 import platform
+import random
 import time
 
 PATH = os.path.join("docs", "benchmarks.md")
@@ -25,6 +26,18 @@ def bench_parser(description: str | None) -> argparse.ArgumentParser:
     )
     parser.add_argument("--no-write", action="store_true", help="print only; leave docs/ alone")
     return parser
+
+
+def drawn_seed(given: int | None) -> int:
+    """The first draw's seed: ``given`` (``--seed``), or drawn anew."""
+    return given if given is not None else random.SystemRandom().randrange(10**8)
+
+
+def rerun_command(module: str, argv: list[str], given: int | None, seed: int) -> str:
+    """The command that reruns these draws: ``argv`` with the drawn seed added
+    when none was given."""
+    arguments = argv if given is not None else [*argv, "--seed", str(seed)]
+    return f"python -m {module}" + " ".join(["", *arguments]).rstrip()
 
 
 def write_section(name: str, title: str, command: str, body: str) -> None:

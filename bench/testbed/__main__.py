@@ -11,14 +11,13 @@ root; everything it creates is removed at the end, also on failure.
 """
 
 import os
-import random
 import signal
 import sys
 import time
 from dataclasses import replace
 
-from bench.report import bench_parser, write_section
-from bench.testbed.report import headline, placements, plot, table, verdicts
+from bench.report import bench_parser, drawn_seed, rerun_command, write_section
+from bench.testbed.report import BUSY_FACTOR, headline, placements, plot, table, verdicts
 from bench.testbed.results import TestbedResult
 from bench.testbed.run import TestbedSettings, run_testbed, short_settings
 from bench.testbed.workload import Mix
@@ -52,8 +51,8 @@ def _section(runs: list[TestbedResult], plot_file: str) -> str:
     parts += [
         f"Each run draws anew (seed {runs[0].settings.seed} on): the arrivals, which nodes are"
         " hot and the scheduler's ties. Over the draws the machine could measure (a draw whose"
-        " idle link beside a placement had a p99 more than 10x the idle machine's is left out"
-        " of the round trips), the median draw / the worst:",
+        f" idle link beside a placement had a p99 more than {BUSY_FACTOR:g}x the idle machine's"
+        " is left out of the round trips), the median draw / the worst:",
         "",
         headline(runs),
         "",
@@ -141,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
                 latency_pods=args.latency_pods,
             ),
         )
-    seed = args.seed if args.seed is not None else random.SystemRandom().randrange(10**8)
+    seed = drawn_seed(args.seed)
     runs = []
     for number in range(args.runs):
         started = time.time()
@@ -162,9 +161,7 @@ def main(argv: list[str] | None = None) -> int:
         os.makedirs(os.path.dirname(plot_file), exist_ok=True)
         plot(runs[0], plot_file)
         arguments = argv if argv is not None else sys.argv[1:]
-        if args.seed is None:  # rerun with the same draws
-            arguments = [*arguments, "--seed", str(seed)]
-        command = "python -m bench.testbed" + " ".join(["", *arguments]).rstrip()
+        command = rerun_command("bench.testbed", arguments, args.seed, seed)
         name = "testbed" + (f"-{args.label}" if args.label else "")
         title = "Real packets: an emulated cluster" + (f" ({args.label})" if args.label else "")
         write_section(name, title, command, _section(runs, plot_file))

@@ -10,13 +10,12 @@ Needs root, as bench.testbed does; everything it creates is removed at the
 end, also on failure.
 """
 
-import random
 import signal
 import sys
 import time
 from dataclasses import replace
 
-from bench.report import bench_parser, write_section
+from bench.report import bench_parser, drawn_seed, rerun_command, write_section
 from bench.testbed.report import BUSY_FACTOR, figures, ms, ratio, too_busy
 from bench.testbed.results import TestbedResult
 from bench.testbed.run import TestbedSettings, run_testbed
@@ -60,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, help="each count's draw (default: drawn)")
     args = parser.parse_args(argv)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    seed = args.seed if args.seed is not None else random.SystemRandom().randrange(10**8)
+    seed = drawn_seed(args.seed)
     started = time.time()
     rows, carried, busy_at = [], 0, 0
     for nodes in (int(n) for n in args.nodes.split(",")):
@@ -90,13 +89,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(f"\n{table}\n\n{verdict}\n{time.time() - started:.0f} s")
     if not args.no_write:
-        arguments = [*(argv if argv is not None else sys.argv[1:])]
-        if args.seed is None:
-            arguments += ["--seed", str(seed)]
+        arguments = argv if argv is not None else sys.argv[1:]
         write_section(
             "testbed-capacity",
             "Real packets: how many nodes two cores carry",
-            "python -m bench.testbed.capacity" + " ".join(["", *arguments]).rstrip(),
+            rerun_command("bench.testbed.capacity", arguments, args.seed, seed),
             "nettraffic's placement alone, one draw a count, the pods growing with the nodes (a"
             " latency pod per node, a quarter of the nodes hot, a bulk pod per workload for"
             " every eight nodes). A count is too busy to measure when the idle link beside the"

@@ -1,7 +1,7 @@
-/* A latency-sensitive pod's traffic, compiled: bench/testbed/echo.py's
- * client (same requests, same schedule, same records), at a fraction of
- * the interpreter's CPU, so that the measurers of a run leave the shared
- * 2-core machine room for what they measure.
+/* A latency-sensitive pod's traffic, compiled: it replaced a Python client
+ * (the same requests, schedule and records) at a fraction of its CPU, so
+ * that the measurers of a run leave the shared 2-core machine room for
+ * what they measure. bench/testbed/echo.py reads the records.
  *
  *   echo_client ADDRESS PORT OUT RATE SIZE DURATION
  *
@@ -10,8 +10,8 @@
  * per request, two native doubles: the send time (epoch seconds) and the
  * round trip in seconds, or -1 (LOST) when no answer came within a second.
  * A request carries its sequence number and send time (monotonic ns), both
- * 64-bit big-endian, as echo.py's do. SIGTERM or SIGINT stops it; the
- * requests still unanswered then count as lost, as in echo.py.
+ * 64-bit big-endian. SIGTERM or SIGINT stops it; the requests still
+ * unanswered then count as lost.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>

@@ -204,9 +204,8 @@ def headline(runs: Sequence[TestbedResult]) -> str:
         if not each:
             continue
 
-        def worst_of(values: list[float], higher_is_worse: bool = True) -> str:
-            worst = max(values) if higher_is_worse else min(values)
-            return f"{ms(_median(values))} / {ms(worst)}"
+        def worst_of(values: list[float]) -> str:  # round trips: the highest is the worst
+            return f"{ms(_median(values))} / {ms(max(values))}"
 
         on_hot = [f.latency_on_hot for f in each]
         bulk = [f.bulk_ratio for f in each]

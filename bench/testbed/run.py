@@ -445,6 +445,7 @@ def why_unavailable() -> str | None:
         ("unshare", "util-linux"),
         ("taskset", "util-linux"),
         ("inetd", "openbsd-inetd"),
+        ("gcc", "gcc"),  # builds the latency client and the zones' delay (compiled.py)
     ):
         if shutil.which(tool) is None:
             return f"{tool} is not installed (Debian package {package})"

@@ -7,7 +7,7 @@ and the arrivals of one run.
   sender can be). They send in the direction a hot node's link is full in,
   at 60% of a link: beside a data push, or another bulk pod, a bulk pod
   gets what TCP's share of the link leaves it, short of its rate.
-- Latency pods: bench.testbed.echo's client, compiled (echo_client.c),
+- Latency pods: echo_client.c (bench/testbed/echo.py reads its records),
   1,000 small UDP requests a second to the UDP echo service of
   openbsd-inetd outside the nodes.
 - Background: greedy uploads (``iperf3``, no rate, a 32 KiB socket buffer)
@@ -256,7 +256,7 @@ def start_pod_process(
         return PodProcess(_in_namespace(namespace, argv, log), log)
     if kind == "latency":
         out = os.path.join(workdir, f"{name}.rtt")
-        client = compiled("echo_client.c", workdir)  # echo.py's client, compiled
+        client = compiled("echo_client.c", workdir)
         argv = [client, WORLD_ADDRESS, str(ECHO_PORT), out, str(REQUESTS_PER_SECOND)]
         argv += [str(REQUEST_BYTES), str(ECHO_DURATION)]
         return PodProcess(_in_namespace(namespace, measuring(argv), log), log, latency_path=out)

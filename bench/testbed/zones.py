@@ -12,7 +12,6 @@ netem's ``delay`` alone, without jitter or loss.
 """
 
 import os
-import shutil
 from collections.abc import Sequence
 
 from bench.testbed.compiled import compiled
@@ -29,9 +28,8 @@ def zone_of(node: TestbedNode) -> str:
 
 
 def why_no_zones() -> str | None:
-    """None when zones can be built here, else what is missing."""
-    if shutil.which("gcc") is None:
-        return "gcc is not installed (Debian package gcc): it builds the zones' delay"
+    """None when zones can be built here (on a testbed: run.why_unavailable
+    checks gcc), else what is missing."""
     if not os.path.exists("/dev/net/tun"):
         return "/dev/net/tun is missing: the zones' delay reads a tun device"
     return None
