@@ -88,3 +88,28 @@ def test_the_pulled_choice_is_the_full_scan_s(seed):
         assert [p.score for p in decision.preferences] == pytest.approx(
             [effective for effective, _, _ in ranked[: len(chosen)]]
         )
+
+
+def test_a_node_whose_peers_take_a_sliver_of_the_pod_s_bytes_gains_its_zone_s_pull_alone():
+    # Two nodes in one zone, equally loaded. The peer has one pod on
+    # "sliver" and 99 elsewhere in the zone: of the pod's bytes to it, 1%
+    # stays on "sliver", 0.2 points at the default 20 pullPoints; on "most"
+    # it keeps 99%.
+    loads = {"sliver": 5e6, "plain": 5e6, "most": 5e6}
+    board = FixedBoard(loads, **{name: {"labels": {ZONE_LABEL: "zone-a"}} for name in loads})
+    talker = pod_workload(_admitted())
+    assert talker is not None
+    peer = Workload("default", "Deployment", "peer")
+    places = {talker: {"plain": 1}, peer: {"sliver": 1, "most": 99}}
+    conversations = Conversations({talker: ((peer, 2 * 2**20),)}, places, 0.0)
+    settings = dataclasses.replace(board.settings.peers, source="istio")
+    pull = PeerPull(conversations, board.snapshot.nodes, settings)
+    plan = pull.plan(talker)
+    assert plan is not None
+    pod_pull = pull.for_pod(talker, plan, 2 * 2**20, {})
+    scores = {score.name: score for score in board.snapshot.candidates}
+    zone_only = pod_pull.points(scores["plain"])
+    assert zone_only > 0
+    assert pod_pull.points(scores["sliver"]) == zone_only
+    assert pod_pull.points(scores["most"]) > zone_only + 10
+    assert [node for node, _ in pod_pull.own_nodes()] == ["most"]

@@ -129,9 +129,19 @@ class CandidateHeap:
         live = score.score_with(self._unseen.get(name, (0.0, 0))[0]) - self._points[position]
         return live, position, score
 
-    def group_top(self, group: int, count: int) -> list[Ranked]:
-        """The best ``count`` of one group, best first."""
-        return list(itertools.islice(self._walk(group), count))
+    def group_head(self, group: int) -> Ranked | None:
+        """The best of one group; None when it has no node."""
+        heap, version = self._heaps[group], self._version
+        while heap and heap[0][2] != version[heap[0][1]]:
+            heapq.heappop(heap)  # superseded by a later booking
+        if not heap:
+            return None
+        negative, position, _ = heap[0]
+        return -negative, position, self._candidates[position]
+
+    def group_walk(self, group: int) -> Iterator[Ranked]:
+        """One group's valid entries, best first, as ``walk`` reads them."""
+        return self._walk(group)
 
     def top(self, count: int) -> list[Ranked]:
         """The best ``count`` as (live score, position, score), best first."""
@@ -210,19 +220,18 @@ class ZonePull(Pull, Protocol):
         """node -> zone, for the nodes that have one."""
         ...
 
-    def own_nodes(self, most: int) -> list[str]:
-        """The nodes that gain more than their zone's, most first, at most ``most``."""
+    def zone_points(self, zone: str) -> float:
+        """The most a node of ``zone`` gains for the zone alone."""
+        ...
+
+    def own_nodes(self) -> Iterator[tuple[str, float]]:
+        """The nodes that gain more than their zone, as (node, the points
+        beyond its zone), the most first."""
         ...
 
     def most_on(self, node: str) -> float:
         """The most ``node`` can gain: its own part and its zone's."""
         ...
-
-
-# A pulled choice reads at most this many nodes that gain more than their
-# zone (a peer's pods there), the most pulled first: further down the pull
-# of one node is a sliver of the pod's bytes.
-MOST_OWN_NODES = 8
 
 
 def pulled_top(
@@ -232,38 +241,63 @@ def pulled_top(
     count: int,
     pull: ZonePull,
     rest: Handicap | None,
-    exposed: int,
 ) -> list[Ranked]:
-    """The best ``count`` by live score plus ``pull`` less ``rest`` (a
-    handicap of at most ``exposed`` nodes), best first: each zone's best
-    ``count + exposed`` by live score (the heap grouped by zone,
-    ``zones[group]``) and the nodes that gain more than their zone, looked
-    up one by one, each scored with its own pull. A zone's pull is the same
-    on its nodes, so its best by live score are its best with the pull;
-    the hot guard takes a node's pull away, which can only lower it."""
-    best: list[tuple[float, int, NodeScore]] = []
+    """The best ``count`` by live score plus ``pull`` less ``rest``, best
+    first; ties go to the lower position. Exact, and it reads few nodes:
+    each zone's nodes best first by live score (the heap grouped by zone,
+    ``zones[group]``) until even its zone's pull cannot lift the next one
+    to the count-th kept (the bar); then the nodes that gain more than their zone
+    (``pull.own_nodes``), looked up one by one, the most pulled first,
+    until even the best live score with that pull cannot reach the bar.
+    ``rest`` and the hot guard (which takes a pull away) only
+    lower a node below such a bound."""
+    kept: list[tuple[float, int, NodeScore]] = []  # the best ``count``, worst first
     read: set[int] = set()
+    bar = -math.inf  # what a node must reach to be kept: the count-th's score
 
     def consider(live: float, position: int, score: NodeScore) -> None:
+        nonlocal bar
         effective = live + pull.points(score)
         if rest is not None:
             effective -= rest(score)
-        best.append((effective, -position, score))
         read.add(position)
+        entry = (effective, -position, score)
+        if len(kept) < count:
+            heapq.heappush(kept, entry)
+        elif entry[:2] > kept[0][:2]:
+            heapq.heapreplace(kept, entry)
+        if len(kept) == count:
+            bar = kept[0][0]
 
-    for group in range(len(zones)):
-        for live, position, score in zoned.group_top(group, count + exposed):
+    # The zones whose best node could score most first: once a zone's best
+    # cannot reach the bar, nor can any later zone's.
+    heads = []
+    for group, zone in enumerate(zones):
+        head = zoned.group_head(group)
+        if head is not None:
+            lift = pull.zone_points(zone)
+            heads.append((head[0] + lift, group, lift))
+    heads.sort(key=lambda head: (-head[0], head[1]))
+    for most, group, lift in heads:
+        if most < bar:
+            break
+        for live, position, score in zoned.group_walk(group):
+            if live + lift < bar:
+                break  # nor can any after it in this zone
             consider(live, position, score)
-    best.sort(key=lambda entry: entry[:2], reverse=True)
-    kth = best[count - 1][0] if len(best) >= count else -math.inf
-    for node in pull.own_nodes(MOST_OWN_NODES):
+    # No node's live score is above the best zone's best, nor its zone's
+    # pull above the most of any zone.
+    ceiling = max((most - lift for most, _, lift in heads), default=-math.inf)
+    most_lift = max((lift for _, _, lift in heads), default=0.0)
+    for node, own in pull.own_nodes():
+        if ceiling + most_lift + own < bar:
+            break  # nor can any node pulled less
         entry = shared.live(node)
-        # Its live score with the most it can gain cannot reach the count-th kept.
-        if entry is None or entry[1] in read or entry[0] + pull.most_on(node) <= kth:
+        if entry is None or entry[1] in read or entry[0] + pull.most_on(node) < bar:
             continue
         consider(*entry)
-    best.sort(key=lambda entry: entry[:2], reverse=True)
-    return [(effective, -negative, score) for effective, negative, score in best[:count]]
+    kept.sort(key=lambda entry: entry[:2], reverse=True)
+    return [(effective, -negative, score) for effective, negative, score in kept]
 
 
 @dataclass

@@ -111,10 +111,9 @@ class Admission:
             handicap = combined(on_heap, handicap)
             if share is None:
                 zoned = heaps.by_zone(pull.zone_of, bookings.view, bookings.declined)
-                exposed = len(pods) if pods else 0
 
                 def top(wanted: int) -> list[Ranked]:
-                    return pulled_top(zoned, heaps.zones, heaps.shared, wanted, pull, rest, exposed)
+                    return pulled_top(zoned, heaps.zones, heaps.shared, wanted, pull, rest)
 
             else:
 

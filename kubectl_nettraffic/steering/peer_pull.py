@@ -20,6 +20,9 @@ So a pod all of whose bytes go to one peer's node may be placed on a node
 up to 40 points (of 100) busier than the quietest, by default; one that
 talks to its peers for a tenth of its bytes, up to 4.
 
+A node's own part under MIN_OWN_POINTS is left out (the zone's part
+stays): the choice then looks up only the nodes that pull for real.
+
 A pull only raises scores, so every node without one ranks as before, and
 a pod of a workload with no known peers has no pull at all: it is steered
 exactly as without a flow source. Two guards, and a term:
@@ -44,7 +47,7 @@ exactly as without a flow source. Two guards, and a term:
 
 import math
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
 from kubectl_nettraffic.config import PeerSettings
@@ -55,6 +58,10 @@ from kubectl_nettraffic.scoring.node_scores import NodeScore
 
 # The price per GB each way at which the zone pulls as much as the node.
 PRICE_UNIT = 0.01
+# A node's own pull (its peers' pods there) under this many points is not
+# counted: a sliver of the pod's bytes, less than a refresh moves a score,
+# and leaving it out spares an admission a look-up per node holding a peer.
+MIN_OWN_POINTS = 1.0
 
 
 @dataclass(frozen=True)
@@ -200,15 +207,20 @@ class PodPull:
         here = plan.pods_on.get(node, 0) + self._pull.steered[(self._workload, node)]
         return local if here < plan.room[node] else 0.0
 
-    def own_nodes(self, most: int) -> list[str]:
-        """The nodes whose peers there still pull this pod, most bytes first."""
-        nodes: list[str] = []
+    def own_nodes(self) -> Iterator[tuple[str, float]]:
+        """The nodes whose peers there pull this pod by at least
+        MIN_OWN_POINTS beyond their zone, as (node, those points), the most
+        first."""
+        per_byte = self._per_byte
         for node in self._plan.by_local:
-            if len(nodes) >= most:
-                break
-            if self.local_bytes(node):
-                nodes.append(node)
-        return nodes
+            if per_byte * self._plan.local[node] < MIN_OWN_POINTS:
+                return
+            own = per_byte * self.local_bytes(node)
+            if own:
+                yield node, own
+
+    def zone_points(self, zone: str) -> float:
+        return self._per_byte * self._zone_saved.get(zone, 0.0)
 
     def most_on(self, node: str) -> float:
         zone = self._zone_saved.get(self.zone_of.get(node, ""), 0.0)
@@ -218,7 +230,9 @@ class PodPull:
         name = score.name
         saved = self._zone_saved.get(self.zone_of.get(name, ""), 0.0)
         if name in self._plan.local:
-            saved += self.local_bytes(name)
+            own = self.local_bytes(name)
+            if self._per_byte * own >= MIN_OWN_POINTS:
+                saved += own
         if saved <= 0:
             return 0.0
         speed, utilization = score.link_speed, score.link_utilization
