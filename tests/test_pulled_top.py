@@ -113,3 +113,8 @@ def test_a_node_whose_peers_take_a_sliver_of_the_pod_s_bytes_gains_its_zone_s_pu
     assert pod_pull.points(scores["sliver"]) == zone_only
     assert pod_pull.points(scores["most"]) > zone_only + 10
     assert [node for node, _ in pod_pull.own_nodes()] == ["most"]
+    # explain is told the zone pulled it there, not the peer.
+    assert pod_pull.annotation(["sliver", "most"]).split(",") == [
+        f"sliver={zone_only:.1f}:zone",
+        f"most={pod_pull.points(scores['most']):.1f}:default/Deployment/peer",
+    ]

@@ -207,17 +207,21 @@ class PodPull:
         here = plan.pods_on.get(node, 0) + self._pull.steered[(self._workload, node)]
         return local if here < plan.room[node] else 0.0
 
+    def _pulling_bytes(self, node: str) -> float:
+        """``local_bytes`` when they pull this pod by MIN_OWN_POINTS or more."""
+        local = self.local_bytes(node)
+        return local if self._per_byte * local >= MIN_OWN_POINTS else 0.0
+
     def own_nodes(self) -> Iterator[tuple[str, float]]:
-        """The nodes whose peers there pull this pod by at least
-        MIN_OWN_POINTS beyond their zone, as (node, those points), the most
-        first."""
-        per_byte = self._per_byte
-        for node in self._plan.by_local:
-            if per_byte * self._plan.local[node] < MIN_OWN_POINTS:
-                return
-            own = per_byte * self.local_bytes(node)
+        """The nodes whose peers there pull this pod beyond their zone, as
+        (node, those points), the most first."""
+        plan = self._plan
+        for node in plan.by_local:
+            if self._per_byte * plan.local[node] < MIN_OWN_POINTS:
+                return  # nor does any after it
+            own = self._pulling_bytes(node)
             if own:
-                yield node, own
+                yield node, self._per_byte * own
 
     def zone_points(self, zone: str) -> float:
         return self._per_byte * self._zone_saved.get(zone, 0.0)
@@ -230,9 +234,7 @@ class PodPull:
         name = score.name
         saved = self._zone_saved.get(self.zone_of.get(name, ""), 0.0)
         if name in self._plan.local:
-            own = self.local_bytes(name)
-            if self._per_byte * own >= MIN_OWN_POINTS:
-                saved += own
+            saved += self._pulling_bytes(name)
         if saved <= 0:
             return 0.0
         speed, utilization = score.link_speed, score.link_utilization
@@ -270,7 +272,7 @@ class PodPull:
             points = self.pulled.get(node)
             if not points:
                 continue
-            peers = self._plan.peers_on.get(node, ()) if self.local_bytes(node) else ()
+            peers = self._plan.peers_on.get(node, ()) if self._pulling_bytes(node) else ()
             why = "+".join(str(peer) for peer in peers) or "zone"
             parts.append(f"{node}={points:.1f}:{why}")
         return ",".join(parts)
