@@ -246,11 +246,11 @@ def pulled_top(
     first; ties go to the lower position. Exact, and it reads few nodes:
     each zone's nodes best first by live score (the heap grouped by zone,
     ``zones[group]``) until even its zone's pull cannot lift the next one
-    to the count-th kept (the bar); then the nodes that gain more than their zone
-    (``pull.own_nodes``), looked up one by one, the most pulled first,
-    until even the best live score with that pull cannot reach the bar.
-    ``rest`` and the hot guard (which takes a pull away) only
-    lower a node below such a bound."""
+    to the count-th kept (the bar); then the nodes that gain more than
+    their zone (``pull.own_nodes``), looked up one by one, the most pulled
+    first, until even the best live score with that pull cannot reach the
+    bar. ``rest`` and the hot guard (which takes a pull away) only lower a
+    node below such a bound."""
     kept: list[tuple[float, int, NodeScore]] = []  # the best ``count``, worst first
     read: set[int] = set()
     bar = -math.inf  # what a node must reach to be kept: the count-th's score
