@@ -131,13 +131,18 @@ class CandidateHeap:
 
     def group_head(self, group: int) -> Ranked | None:
         """The best of one group; None when it has no node."""
-        heap, version = self._heaps[group], self._version
-        while heap and heap[0][2] != version[heap[0][1]]:
-            heapq.heappop(heap)  # superseded by a later booking
+        heap = self._valid_root(group)
         if not heap:
             return None
         negative, position, _ = heap[0]
         return -negative, position, self._candidates[position]
+
+    def _valid_root(self, group: int) -> list[tuple[float, int, int]]:
+        """One group's heap, its root's superseded entries popped."""
+        heap, version = self._heaps[group], self._version
+        while heap and heap[0][2] != version[heap[0][1]]:
+            heapq.heappop(heap)  # superseded by a later booking
+        return heap
 
     def group_walk(self, group: int) -> Iterator[Ranked]:
         """One group's valid entries, best first, as ``walk`` reads them."""
@@ -177,9 +182,7 @@ class CandidateHeap:
         return self._walk(0)
 
     def _walk(self, group: int) -> Iterator[Ranked]:
-        heap, version = self._heaps[group], self._version
-        while heap and heap[0][2] != version[heap[0][1]]:
-            heapq.heappop(heap)  # superseded by a later booking
+        heap, version = self._valid_root(group), self._version
         # No entry beats its parent, so a best-first walk down from the root
         # meets the valid entries best first.
         frontier = [(heap[0], 0)] if heap else []
