@@ -61,7 +61,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from bench.report import bench_parser, drawn_seed, write_section
+from bench.report import bench_parser, drawn_seed, rerun_command, write_section
 from bench.testbed.cluster import ControlPlane, PlacedPod, Placement, node_object
 from bench.testbed.conversation import read_rtts
 from bench.testbed.network import Network, remove_leftovers
@@ -590,8 +590,10 @@ def main(argv: list[str] | None = None) -> int:
     body = report(runs, args.hold, args.prefer_same_zone)
     print(body)
     if not args.no_write:
-        flag = " --prefer-same-zone" if args.prefer_same_zone else ""
-        command = f"python -m bench.peer_testbed --runs {args.runs} --hold {args.hold:g}{flag}"
+        flag = ["--prefer-same-zone"] if args.prefer_same_zone else []
+        arguments = ["--runs", str(args.runs), "--hold", f"{args.hold:g}", *flag]
+        # The seed always: ``arguments`` are rebuilt, not the ones given.
+        command = rerun_command("bench.peer_testbed", arguments, None, first)
         write_section(
             "peer-testbed" + ("-prefer-same-zone" if args.prefer_same_zone else ""),
             f"Talkers together on real packets{', PreferSameZone' if flag else ''}"
