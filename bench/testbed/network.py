@@ -16,7 +16,12 @@ shaper sees wire-sized packets, not 64 KiB GSO segments. A pod is a network
 namespace of its own, joined to its node by a veth routed the way Calico
 does it (a /32 on the pod, proxy ARP on the node's end), so a pod's traffic
 crosses its node's eth0 and the pod's own counters are its cAdvisor
-counters.
+counters. The node's end is named as Calico names it (``calico_veth_name``),
+so node_exporter reports it as on a Calico node and the product's default
+``prometheus.deviceExclude`` leaves it out, as it must: a pod's bytes
+counted on its veth as well as on eth0 would show a node's sends as
+receives too, and two pods talking on one node as traffic its NIC never
+carries.
 
 TCP in every namespace sizes its bursts by its pacing rate alone
 (``net.ipv4.tcp_tso_rtt_log=0``, the kernel's rule before Linux 5.18). Since
@@ -30,6 +35,7 @@ the link is two hundred times what it is on the NIC the testbed stands for.
 ``kernel_tcp_bursts=True`` keeps the kernel's default.
 """
 
+import hashlib
 import os
 import subprocess
 from collections.abc import Sequence
@@ -75,6 +81,15 @@ def can_create_namespaces() -> str | None:
         return f"cannot create a network namespace: {done.stderr.strip()}"
     subprocess.run(["ip", "netns", "del", probe], capture_output=True)
     return None
+
+
+def calico_veth_name(workload: str) -> str:
+    """The node's end of a pod's veth as Calico's CNI plugin names it:
+    "cali" and the first 11 hex digits of a SHA-1 of the workload
+    (libcalico-go, lib/backend/k8s/conversion/conversion.go,
+    VethNameForWorkload: of "namespace.pod", prefix FELIX_INTERFACEPREFIX,
+    by default "cali"). Here the workload is the pod's network namespace."""
+    return "cali" + hashlib.sha1(workload.encode()).hexdigest()[:11]
 
 
 def remove_leftovers() -> list[str]:
@@ -199,7 +214,7 @@ class Network:
         self._pod_count += 1
         pod_id = self._pod_count
         namespace = f"{PREFIX}-p{pod_id}"
-        outer = f"{PREFIX}p{pod_id}"
+        outer = calico_veth_name(namespace)  # in the node's namespace only
         address = f"{node.pod_subnet}.{10 + pod_id % 240}"
         run("ip", "netns", "add", namespace)
         run(

@@ -5,15 +5,19 @@ must feel the hot nodes far less than under the default scheduler."""
 
 import math
 import os
+import re
 import time
+import urllib.request
 
 import pytest
 
 from bench.testbed.cpus import measuring_cpu, off_the_measuring_cpu
 from bench.testbed.network import TSO_RTT_LOG, WORLD_NAMESPACE, Network, run
+from bench.testbed.observe import EXPORTER_PORT, NodeExporters
 from bench.testbed.report import figures
 from bench.testbed.run import leftovers, run_testbed, short_settings, why_unavailable
 from bench.testbed.workload import Sinks, start_pod_process
+from kubectl_nettraffic.config import DEFAULT_DEVICE_EXCLUDE
 
 
 @pytest.fixture(scope="module")
@@ -131,4 +135,41 @@ def test_the_round_trip_measurers_run_on_their_own_cpu_at_a_higher_priority(tmp_
         "bulk sender": (0, others),
     }
     assert os.sched_getaffinity(0) == others | {own}  # the block gave the CPU back
+    assert leftovers() == []
+
+
+def test_node_exporter_shows_the_product_a_nodes_link_and_not_its_pods_veths(tmp_path):
+    """On a Calico node the pods' veths are cali*, which the product's
+    default device exclude drops; the testbed's must be too, or a node's
+    traffic counts every pod's bytes twice."""
+    why = why_unavailable()
+    if why is not None:
+        pytest.skip(f"the testbed cannot run here: {why}")
+    network = Network(["tb-node-1"], 50_000_000)
+    exporters = None
+    try:
+        node = network.nodes[0]
+        network.add_pod(node)
+        network.add_pod(node)
+        exporters = NodeExporters(network.nodes, 50_000_000, str(tmp_path))
+        url = f"http://{node.address}:{EXPORTER_PORT}/metrics"
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                with urllib.request.urlopen(url, timeout=2) as answer:
+                    text = answer.read().decode()
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+    finally:
+        if exporters is not None:
+            exporters.stop()
+        network.close()
+    devices = set(re.findall(r'node_network_receive_bytes_total\{device="([^"]+)"', text))
+    assert len(devices - {"eth0", "lo"}) == 2, devices  # the two pods' veths
+    # PromQL's !~ matches the whole value, as re.fullmatch does.
+    counted = {d for d in devices if not re.fullmatch(DEFAULT_DEVICE_EXCLUDE, d)}
+    assert counted == {"eth0"}
     assert leftovers() == []
