@@ -1,8 +1,10 @@
-"""The testbed's pure parts: its percentiles, verdicts, arrivals and the
+"""The testbeds' pure parts: their percentiles, verdicts, arrivals and the
 scheduler stand-in's reading of preferred terms (hand-computed cases)."""
 
 import math
 
+from bench.peer_testbed import Figures as PeerFigures
+from bench.peer_testbed import report as peer_report
 from bench.testbed import results, run
 from bench.testbed.cluster import preferred_weights
 from bench.testbed.report import figures, headline, table, too_busy, verdicts
@@ -219,3 +221,24 @@ def test_arrivals_are_the_same_for_a_seed_and_the_learned_workload_has_a_head_st
     assert sum(a.kind == "latency" for a in first) == mix.latency_pods
     annotated = [a for a in first if a.annotated]
     assert annotated and all(a.annotations for a in annotated)
+
+
+def _peer_figures(policy: str, cross_zone: float, least: float) -> PeerFigures:
+    return PeerFigures(policy, 1.0, [1.0], cross_zone, 0.5, 1e6, 0, least)
+
+
+def test_the_peer_testbed_says_where_no_placement_of_the_clients_meets_the_zone_goal():
+    # Run 1: servers in one zone each (least 0); run 2: a server's pods in
+    # two zones, so half of every client's bytes cross zones wherever it is,
+    # against the default's 60%: 83%, above the goal's 40%.
+    runs = [
+        [_peer_figures("default", 0.60, 0.0), _peer_figures("nettraffic-peers", 0.0, 0.0)],
+        [_peer_figures("default", 0.60, 0.5), _peer_figures("nettraffic-peers", 0.5, 0.5)],
+    ]
+    text = peer_report(runs, 30)
+    assert "| bytes across zones | 42% | 83% | at most 40% | **no** |" in text
+    assert (
+        "| bytes across zones, the least any placement of the clients sends | 42% | 83% |" in text
+    )
+    assert "In 1 of 2 runs even the least" in text
+    assert "even the least" not in peer_report(runs[:1], 30)
