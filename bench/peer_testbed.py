@@ -580,11 +580,12 @@ def report(runs: list[list[Figures]], hold: float, prefer_same_zone: bool = Fals
         ("bytes across nodes", _ratio(lambda f: f.inter_node), None),
     ):
         ratios = ratios_of[name] = [
-            ratio(by["nettraffic-peers"], by["default"])
+            r
             for by in ({f.policy: f for f in figures} for figures in runs)
             if "default" in by and "nettraffic-peers" in by
+            for r in [ratio(by["nettraffic-peers"], by["default"])]
+            if math.isfinite(r)
         ]
-        ratios = [r for r in ratios if math.isfinite(r)]
         if not ratios:
             continue
         met = "-" if goal is None else ("yes" if max(ratios) <= goal else "**no**")
