@@ -256,14 +256,19 @@ def learn(learning: BandwidthLearning) -> None:
         learning.update()
 
 
-def simulate(nodes: int, replica_factor: int, strategy: str, seed: int) -> Outcome:
-    """One draw (``seed``) placed by ``strategy``; the same draw for every strategy."""
+def simulate(
+    nodes: int, replica_factor: int, strategy: str, seed: int, zone_spread: bool = True
+) -> Outcome:
+    """One draw (``seed``) placed by ``strategy``; the same draw for every
+    strategy. ``zone_spread=False``: every pod carries a topology spread
+    constraint per hostname alone, so kube-scheduler's default one per
+    zone does not apply (bench/scheduler_model.py)."""
     rng = np.random.default_rng(seed)
     background, state = draw_cluster(nodes, rng)
     graph = draw_graph(rng, replica_factor)
     names = [f"node-{i:03d}" for i in range(nodes)]
     cluster = Cluster(graph, background, state.zone, np.zeros((len(graph.names), nodes)))
-    scheduler = KubeScheduler(state, np.random.default_rng(seed + 1))
+    scheduler = KubeScheduler(state, np.random.default_rng(seed + 1), zone_spread=zone_spread)
     # Before the install: kube-scheduler alone, every workload in a drawn order.
     for w in rng.permutation(len(graph.names)):
         for _ in range(graph.replicas[w]):

@@ -32,6 +32,10 @@ plugin normalised over the scored nodes only
   where size is the number of scored nodes for hostname and the number of
   zones among them for zone, and a zone's count is over every node of it;
   summed and rounded; then ``MaxNodeScore * (max + min - s) / max``.
+  A pod that carries constraints of its own is scored by those instead of
+  the defaults (podtopologyspread, getConstraints: the defaults only for a
+  pod with none): ``zone_spread=False`` stands for pods that carry the
+  hostname one alone.
 - NodeResourcesFit 1, LeastAllocated (noderesources/least_allocated.go,
   leastResourceScorer): per resource ``(capacity - requested) * 100 /
   capacity`` in integers, the pod included, averaged with equal weights.
@@ -140,7 +144,9 @@ def node_affinity_scores(
     return default_normalize_score(raw)
 
 
-def topology_spread_scores(state: ClusterState, workload: str, scored: np.ndarray) -> np.ndarray:
+def topology_spread_scores(
+    state: ClusterState, workload: str, scored: np.ndarray, zone_spread: bool = True
+) -> np.ndarray:
     counts = state.replicas.get(workload)
     if counts is None:
         counts = np.zeros(state.size)
@@ -148,12 +154,9 @@ def topology_spread_scores(state: ClusterState, workload: str, scored: np.ndarra
     per_zone = np.bincount(state.zone, weights=counts, minlength=int(state.zone.max()) + 1)
     hostname_weight = math.log(len(scored) + 2)
     zone_weight = math.log(len(zones_scored) + 2)
-    raw = (
-        counts[scored] * hostname_weight
-        + (MAX_SKEW_HOSTNAME - 1)
-        + per_zone[state.zone[scored]] * zone_weight
-        + (MAX_SKEW_ZONE - 1)
-    )
+    raw = counts[scored] * hostname_weight + (MAX_SKEW_HOSTNAME - 1)
+    if zone_spread:
+        raw = raw + per_zone[state.zone[scored]] * zone_weight + (MAX_SKEW_ZONE - 1)
     # Go's math.Round rounds halves away from zero; the values are positive.
     rounded = np.floor(raw + 0.5).astype(np.int64)
     top, bottom = int(rounded.max()), int(rounded.min())
@@ -227,8 +230,10 @@ class KubeScheduler:
         rng: np.random.Generator,
         balanced_rule: str = "v1.36",
         percentage_of_nodes_to_score: int = 0,
+        zone_spread: bool = True,  # False: pods spread per hostname only
     ) -> None:
         self.state, self.rng = state, rng
+        self.zone_spread = zone_spread
         self.balanced_rule = balanced_rule
         self.percentage = percentage_of_nodes_to_score
         self.next_start_node_index = 0
@@ -263,7 +268,8 @@ class KubeScheduler:
         else:
             total = (
                 WEIGHT_NODE_AFFINITY * node_affinity_scores(preferred, scored, label_weights)
-                + WEIGHT_TOPOLOGY_SPREAD * topology_spread_scores(self.state, workload, scored)
+                + WEIGHT_TOPOLOGY_SPREAD
+                * topology_spread_scores(self.state, workload, scored, self.zone_spread)
                 + WEIGHT_FIT * least_allocated_scores(self.state, scored, cpu, memory)
                 + WEIGHT_BALANCED
                 * balanced_allocation_scores(self.state, scored, cpu, memory, self.balanced_rule)
