@@ -18,6 +18,7 @@ from bench.testbed.report import figures
 from bench.testbed.run import leftovers, run_testbed, short_settings, why_unavailable
 from bench.testbed.workload import Sinks, start_pod_process
 from kubectl_nettraffic.config import DEFAULT_DEVICE_EXCLUDE
+from tests.conftest import wait_for
 
 
 @pytest.fixture(scope="module")
@@ -138,6 +139,15 @@ def test_the_round_trip_measurers_run_on_their_own_cpu_at_a_higher_priority(tmp_
     assert leftovers() == []
 
 
+def _scraped(url: str) -> str | None:
+    """The exporter's page; None while it is not listening yet."""
+    try:
+        with urllib.request.urlopen(url, timeout=2) as answer:
+            return answer.read().decode()
+    except OSError:
+        return None
+
+
 def test_node_exporter_shows_the_product_a_nodes_link_and_not_its_pods_veths(tmp_path):
     """On a Calico node the pods' veths are cali*, which the product's
     default device exclude drops; the testbed's must be too, or a node's
@@ -152,17 +162,7 @@ def test_node_exporter_shows_the_product_a_nodes_link_and_not_its_pods_veths(tmp
         network.add_pod(node)
         network.add_pod(node)
         exporters = NodeExporters(network.nodes, 50_000_000, str(tmp_path))
-        url = f"http://{node.address}:{EXPORTER_PORT}/metrics"
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                with urllib.request.urlopen(url, timeout=2) as answer:
-                    text = answer.read().decode()
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.2)
+        text = wait_for(lambda: _scraped(f"http://{node.address}:{EXPORTER_PORT}/metrics"))
     finally:
         if exporters is not None:
             exporters.stop()
