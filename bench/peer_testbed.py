@@ -571,6 +571,7 @@ def report(runs: list[list[Figures]], hold: float, prefer_same_zone: bool = Fals
         lines += [_row(number, f) for f in figures]
     lines += ["", "Against the default scheduler in the same run (peers / default):", ""]
     lines += ["| measure | median | worst | goal | met in every run |", "|---|---|---|---|---|"]
+    by_run = [{f.policy: f for f in figures} for figures in runs]  # policy -> figures
     ratios_of: dict[str, list[float]] = {}
     for name, ratio, goal in (
         ("request p99 (pooled)", _ratio(lambda f: f.p99_ms), CLIENTS_P99_GOAL),
@@ -581,7 +582,7 @@ def report(runs: list[list[Figures]], hold: float, prefer_same_zone: bool = Fals
     ):
         ratios = ratios_of[name] = [
             r
-            for by in ({f.policy: f for f in figures} for figures in runs)
+            for by in by_run
             if "default" in by and "nettraffic-peers" in by
             for r in [ratio(by["nettraffic-peers"], by["default"])]
             if math.isfinite(r)
@@ -593,11 +594,7 @@ def report(runs: list[list[Figures]], hold: float, prefer_same_zone: bool = Fals
         lines.append(
             f"| {name} | {statistics.median(ratios):.0%} | {max(ratios):.0%} | {goal_text} | {met} |"
         )
-    least = [
-        by["nettraffic-peers"].least_cross_zone
-        for by in ({f.policy: f for f in figures} for figures in runs)
-        if "nettraffic-peers" in by
-    ]
+    least = [by["nettraffic-peers"].least_cross_zone for by in by_run if "nettraffic-peers" in by]
     split = sum(share > 0 for share in least)
     if split:
         # Every client pod sends as many requests (8-12 pods: a tenth each or
@@ -622,7 +619,7 @@ def report(runs: list[list[Figures]], hold: float, prefer_same_zone: bool = Fals
         ]
     gaps = [
         by["nettraffic-peers"].cross_zone - by["oracle"].cross_zone
-        for by in ({f.policy: f for f in figures} for figures in runs)
+        for by in by_run
         if "nettraffic-peers" in by and "oracle" in by
     ]
     if gaps:
