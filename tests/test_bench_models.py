@@ -78,6 +78,14 @@ def test_topology_spread_weighs_hostnames_by_the_scored_nodes_and_zones_by_all_t
     assert list(topology_spread_scores(state, "web", np.array([0, 1]))) == [83, 100]
 
 
+def test_topology_spread_of_pods_with_a_hostname_constraint_alone_ignores_zones():
+    state = _state()
+    state.replicas["web"] = np.array([0.0, 0.0, 4.0, 3.0])
+    # As above, without the zone term: both scored nodes hold none, raw 2 -> 2 each.
+    scores = topology_spread_scores(state, "web", np.array([0, 1]), zone_spread=False)
+    assert list(scores) == [100, 100]
+
+
 def test_least_allocated_by_hand():
     state = _state(1, cpu_used=6.0, memory_used=20.0)
     # cpu (16000 - 6500) * 100 // 16000 = 59; memory (64 - 21) GiB * 100 // 64 GiB = 67
