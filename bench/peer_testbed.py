@@ -75,7 +75,7 @@ from bench.testbed.observe import NodeExporters, PodMetrics, PodSeries, scrape_c
 from bench.testbed.run import why_unavailable as why_no_testbed
 from bench.testbed.stats import percentiles
 from bench.testbed.teardown import Emulated, stop_all
-from bench.testbed.workload import Arrival, PodProcess, _in_namespace
+from bench.testbed.workload import Arrival, PodProcess, in_namespace
 from bench.testbed.zones import ZONES, delay_between_zones, why_no_zones, zone_of
 from harness.exporter import serve_metrics
 from harness.fakeapi import FakeKubeAPI
@@ -328,7 +328,7 @@ class PeerTestbed(Emulated):
                 str(RESPONSE_BYTES),
                 *endpoints,
             ]
-        return PodProcess(_in_namespace(namespace, argv, log), log)
+        return PodProcess(in_namespace(namespace, argv, log), log)
 
     def _endpoints(self, client: PlacedPod) -> list[str]:
         """The server pods a client connects to: all of them, or with

@@ -26,3 +26,14 @@ def read_records(path: str) -> array.array:  # type: ignore[type-arg]
         return records
     records.frombytes(data[: len(data) // 16 * 16])
     return records
+
+
+def round_trips(path: str, skip: float) -> list[tuple[float, float]]:
+    """A latency client's records, its first ``skip`` seconds left out (ARP,
+    the interpreter starting: sockperf's warm-up does the same)."""
+    records = read_records(path)
+    pairs = list(zip(records[0::2], records[1::2], strict=True))
+    if not pairs:
+        return []
+    first = pairs[0][0]
+    return [(at, rtt) for at, rtt in pairs if at >= first + skip]

@@ -17,8 +17,9 @@ import tempfile
 import time
 
 from bench.testbed.cpus import off_the_measuring_cpu
+from bench.testbed.echo import round_trips
 from bench.testbed.network import Network
-from bench.testbed.run import TestbedSettings, _pairs, why_unavailable
+from bench.testbed.run import TestbedSettings, why_unavailable
 from bench.testbed.stats import percentiles
 from bench.testbed.workload import Sinks, start_pod_process
 
@@ -27,7 +28,7 @@ SETTLE = 2.0  # the bulk sender at its rate before the round trips count
 SETTINGS = TestbedSettings()  # bench.testbed's link and bulk rate
 
 
-def round_trips(network: Network, sinks: Sinks, workdir: str, beside_bulk: bool) -> str:
+def latency_figures(network: Network, sinks: Sinks, workdir: str, beside_bulk: bool) -> str:
     """One latency pod's p50 and p99 over SECONDS, alone or beside a bulk pod."""
     node = network.nodes[0]
     latency_pod = network.add_pod(node)
@@ -42,7 +43,7 @@ def round_trips(network: Network, sinks: Sinks, workdir: str, beside_bulk: bool)
     latency.stop()
     if bulk is not None:
         bulk.stop()
-    p50, p99 = percentiles(_pairs(latency.latency_path or "", skip=1.0), (0.5, 0.99))
+    p50, p99 = percentiles(round_trips(latency.latency_path or "", skip=1.0), (0.5, 0.99))
     return f"p50 {p50 * 1e3:.2f} ms, p99 {p99 * 1e3:.2f} ms"
 
 
@@ -57,8 +58,8 @@ def main() -> int:
         try:
             with off_the_measuring_cpu():
                 sinks = Sinks(workdir, 1)
-            alone = round_trips(network, sinks, workdir, beside_bulk=False)
-            beside = round_trips(network, sinks, workdir, beside_bulk=True)
+            alone = latency_figures(network, sinks, workdir, beside_bulk=False)
+            beside = latency_figures(network, sinks, workdir, beside_bulk=True)
         finally:
             if sinks is not None:
                 sinks.stop()

@@ -28,7 +28,7 @@ import yaml
 
 from bench.testbed.cluster import ControlPlane, PlacedPod, Placement, node_object
 from bench.testbed.cpus import off_the_measuring_cpu
-from bench.testbed.echo import read_records
+from bench.testbed.echo import round_trips
 from bench.testbed.network import (
     PREFIX,
     PROBE_NAMESPACE,
@@ -253,7 +253,7 @@ class Testbed(Emulated):
         process = start_pod_process("latency", PROBE_NAMESPACE, 0.0, self.workdir, "idle", None)
         time.sleep(seconds)
         process.stop()
-        return _pairs(process.latency_path or "", skip=1.0)
+        return round_trips(process.latency_path or "", skip=1.0)
 
     def start_background(self, hot: Sequence[int]) -> None:
         self.hot = list(hot)
@@ -378,7 +378,7 @@ class Testbed(Emulated):
             p99 = None
             if kind == "latency" and placed.process is not None and placed.process.latency_path:
                 placed.process.stop()
-                own = _pairs(placed.process.latency_path, skip=1.0)
+                own = round_trips(placed.process.latency_path, skip=1.0)
                 p99 = percentiles(own, (0.99,))[0]
                 latency += own
             if kind == "bulk":
@@ -414,7 +414,7 @@ class Testbed(Emulated):
             started,
             ended,
             latency,
-            _pairs(probe.latency_path or "", skip=1.0),
+            round_trips(probe.latency_path or "", skip=1.0),
             bulk,
             hot_seconds,
             landed_hot,
@@ -423,17 +423,6 @@ class Testbed(Emulated):
             control.webhook_failures,
             push_ratio=(sum(pushes) / len(pushes) / s.link_bits) if pushes else float("nan"),
         )
-
-
-def _pairs(path: str, skip: float) -> list[tuple[float, float]]:
-    """A latency client's records, its first ``skip`` seconds left out (ARP,
-    the interpreter starting: sockperf's warm-up does the same)."""
-    records = read_records(path)
-    pairs = list(zip(records[0::2], records[1::2], strict=True))
-    if not pairs:
-        return []
-    first = pairs[0][0]
-    return [(at, rtt) for at, rtt in pairs if at >= first + skip]
 
 
 def why_unavailable() -> str | None:

@@ -183,7 +183,7 @@ class PodProcess:
             on_stop()
 
 
-def _in_namespace(namespace: str, argv: Sequence[str], log_path: str) -> "subprocess.Popen[bytes]":
+def in_namespace(namespace: str, argv: Sequence[str], log_path: str) -> "subprocess.Popen[bytes]":
     with open(log_path, "ab") as log:
         return subprocess.Popen(
             ["ip", "netns", "exec", namespace, *argv], stdout=log, stderr=subprocess.STDOUT
@@ -206,13 +206,13 @@ class Sinks:
         with open(inetd_conf, "w") as handle:
             handle.write(f"{WORLD_ADDRESS}:echo dgram udp wait root internal\n")
         self.processes.append(
-            _in_namespace(
+            in_namespace(
                 WORLD_NAMESPACE, measuring(["inetd", "-i", "-R", "100000000", inetd_conf]), log
             )
         )
         for port in self.free:
             self.processes.append(
-                _in_namespace(WORLD_NAMESPACE, ["iperf3", "-s", "-p", str(port)], log)
+                in_namespace(WORLD_NAMESPACE, ["iperf3", "-s", "-p", str(port)], log)
             )
         time.sleep(0.5)  # listening before the first client connects
 
@@ -253,14 +253,14 @@ def start_pod_process(
             "-i",
             "0",
         ]
-        return PodProcess(_in_namespace(namespace, argv, log), log)
+        return PodProcess(in_namespace(namespace, argv, log), log)
     if kind == "latency":
         out = os.path.join(workdir, f"{name}.rtt")
         client = compiled("echo_client.c", workdir)
         argv = [client, WORLD_ADDRESS, str(ECHO_PORT), out, str(REQUESTS_PER_SECOND)]
         argv += [str(REQUEST_BYTES), str(ECHO_DURATION)]
-        return PodProcess(_in_namespace(namespace, measuring(argv), log), log, latency_path=out)
-    return PodProcess(_in_namespace(namespace, ["false"], log), log)
+        return PodProcess(in_namespace(namespace, measuring(argv), log), log, latency_path=out)
+    return PodProcess(in_namespace(namespace, ["false"], log), log)
 
 
 # The data push's socket buffer (iperf3 -w). It still takes the whole link,
@@ -277,4 +277,4 @@ def start_background(namespace: str, port: int, workdir: str, name: str) -> PodP
     log = os.path.join(workdir, f"{name}.log")
     argv = ["iperf3", "-c", WORLD_ADDRESS, "-p", str(port), "-w", DATA_PUSH_BUFFER]
     argv += ["-t", "3600", "-i", "0"]
-    return PodProcess(_in_namespace(namespace, argv, log), log)
+    return PodProcess(in_namespace(namespace, argv, log), log)

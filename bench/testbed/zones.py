@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 from bench.testbed.compiled import compiled
 from bench.testbed.network import Network, TestbedNode, run
-from bench.testbed.workload import PodProcess, _in_namespace
+from bench.testbed.workload import PodProcess, in_namespace
 
 ZONES = ("zone-a", "zone-b", "zone-c")
 DELAY_TABLE = "100"  # the routing table of what comes back out of the tun
@@ -58,7 +58,7 @@ def delay_between_zones(network: Network, delay_ms: float, workdir: str) -> list
             namespace=namespace)  # fmt: skip
         log = os.path.join(workdir, f"zone-delay-{node.index}.log")
         argv = [binary, tun, str(round(delay_ms * 1000))]
-        processes.append(PodProcess(_in_namespace(namespace, argv, log), log))
+        processes.append(PodProcess(in_namespace(namespace, argv, log), log))
     return processes
 
 
