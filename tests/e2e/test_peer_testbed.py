@@ -16,7 +16,7 @@ from bench.peer_testbed import RESPONSE_BYTES, SERVER_PORT, why_unavailable
 from bench.testbed.conversation import REQUEST_BYTES, read_rtts
 from bench.testbed.network import Network
 from bench.testbed.run import leftovers
-from bench.testbed.workload import PodProcess, _in_namespace
+from bench.testbed.workload import PodProcess, in_namespace
 from bench.testbed.zones import delay_between_zones, zone_of
 
 DELAY_MS = 0.5
@@ -46,7 +46,7 @@ def _talk(network, workdir, client_node, server_ip, name, seconds=3.0):
     namespace = network.add_pod(client_node)
     out = os.path.join(workdir, name)
     argv = [*CONVERSATION, "client", out, "100", str(RESPONSE_BYTES), f"{server_ip}:{SERVER_PORT}"]
-    client = PodProcess(_in_namespace(namespace, argv, out + ".log"), out + ".log")
+    client = PodProcess(in_namespace(namespace, argv, out + ".log"), out + ".log")
     time.sleep(seconds)
     client.stop()
     with open(out + ".bytes.json") as handle:
@@ -62,7 +62,7 @@ def test_a_round_trip_to_another_zone_takes_the_zones_distance_more(zoned):
     server_ip = network.pod_addresses[server_namespace]
     argv = [*CONVERSATION, "server", str(SERVER_PORT), str(RESPONSE_BYTES)]
     log = os.path.join(workdir, "server.log")
-    server = PodProcess(_in_namespace(server_namespace, argv, log), log)
+    server = PodProcess(in_namespace(server_namespace, argv, log), log)
     try:
         time.sleep(0.5)  # listening
         near, near_counts = _talk(network, workdir, same_zone, server_ip, "near")
