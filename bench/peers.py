@@ -10,7 +10,6 @@ scheduler's, inter-node bytes at most 50%, at most 0.5% of placements hot,
 and the busiest link within 2 points of nettraffic without peers.
 """
 
-import os
 import statistics
 import time
 from collections.abc import Sequence
@@ -23,7 +22,7 @@ from bench.peer_simulation import (
     Outcome,
     simulate,
 )
-from bench.report import bench_parser, write_section
+from bench.report import bench_parser, drawn_seed, write_section
 from kubectl_nettraffic.measuring.scoreview import cross_zone_cost
 
 SCALES = (("50 nodes", 50, 1), ("500 nodes", 500, 4))
@@ -132,7 +131,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     zone_spread = not args.hostname_spread_only
-    first = args.seed if args.seed is not None else int.from_bytes(os.urandom(3), "big")
+    first = drawn_seed(args.seed)
     seeds = [first + i for i in range(args.draws)]
     started = time.time()
     rows, verdicts = [], []
