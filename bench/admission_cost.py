@@ -69,6 +69,10 @@ PEERS, PEER_PODS = 8, 20  # the known pod's workload talks to 8, each with 20 po
 # many pods that the server's nodes never fill their share of them: each
 # of those nodes pulls every pod, and is looked up one by one.
 SERVER_PODS, CALLERS = 3, 3 * IN_FLIGHT
+# scoring.mode link-utilization over links of these speeds: the choice
+# reads the heap grouped by link speed (inflight/candidates.py's Heaps).
+MIXED_LINKS = (GBIT, 10 * GBIT, 25 * GBIT)
+KNOWN_ON_MIXED_LINKS = "known, links of 1, 10 and 25 Gbit/s, scoring.mode link-utilization"
 KNOWN_WITH_PEERS = f"known, its workload talking to {PEERS} others"
 KNOWN_CALLING_SERVER = f"known, its workload calling one server of {SERVER_PODS} pods"
 SHAPES = {
@@ -84,15 +88,17 @@ WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
 
 class SyntheticTraffic:
-    """Prometheus stand-in: every node at a fixed random rate, measured now."""
+    """Prometheus stand-in: every node at a fixed random rate, measured now,
+    on a link of one of ``speeds`` drawn at random."""
 
-    def __init__(self, names: list[str], seed: int = 7) -> None:
+    def __init__(self, names: list[str], seed: int = 7, speeds: tuple[float, ...] = (10 * GBIT,)):
         rng = random.Random(seed)
         self.rates = {name: rng.uniform(1e6, 1e8) for name in names}
+        self.speeds = {name: rng.choice(speeds) for name in names}
 
     def fetch(self, _nodes: object) -> TrafficReport:
         by_node = {
-            name: NodeTraffic(rate * 0.7, rate * 0.3, 10 * GBIT, ("synthetic",))
+            name: NodeTraffic(rate * 0.7, rate * 0.3, self.speeds[name], ("synthetic",))
             for name, rate in self.rates.items()
         }
         return TrafficReport(by_node, (), (), {}, (), time.time())
@@ -223,6 +229,11 @@ def measure(count: int, flush: CacheFlusher) -> dict[str, tuple[float, float]]:
         settings, peers=dataclasses.replace(settings.peers, source="istio")
     )
     measurer = Measurer(settings, lambda: nodes, SyntheticTraffic(names), None)  # type: ignore[arg-type]
+    mixed_settings = dataclasses.replace(
+        settings, scoring=dataclasses.replace(settings.scoring, mode="link-utilization")
+    )
+    mixed_traffic = SyntheticTraffic(names, speeds=MIXED_LINKS)
+    mixed_measurer = Measurer(mixed_settings, lambda: nodes, mixed_traffic, None)  # type: ignore[arg-type]
     # A pod whose figure is known (annotated here; a learned figure takes the
     # same path): each admission is booked by that figure alone.
     body = json.dumps(review(pod(annotations={EXPECTED_BANDWIDTH: "1Mi"}))).encode()
@@ -244,6 +255,9 @@ def measure(count: int, flush: CacheFlusher) -> dict[str, tuple[float, float]]:
     paths = {
         "known": (serving_parts(settings), obj, None),
         "unlearned": (serving_parts(settings), unlearned_pod, None),
+        # - a known pod on links of different speeds, scored by utilisation:
+        #   the nodes rank with the pod's bytes on each link.
+        KNOWN_ON_MIXED_LINKS: (serving_parts(mixed_settings), obj, None),
         "known, 1 of 3 replicas": (serving_parts(settings, replica="replica-b"), obj, names),
         "unlearned, 1 of 3 replicas": (
             serving_parts(settings, replica="replica-b"),
@@ -262,8 +276,10 @@ def measure(count: int, flush: CacheFlusher) -> dict[str, tuple[float, float]]:
 
     shape_of = {id(paths[label][0]): shape for label, shape in SHAPES.items()}
 
+    mixed = paths[KNOWN_ON_MIXED_LINKS][0]
+
     def recorded(parts: Serving) -> RefreshOutcome:
-        measured = measurer.measure()
+        measured = (mixed_measurer if parts is mixed else measurer).measure()
         shape = shape_of.get(id(parts))
         return measured if shape is None else with_peers(measured, talker, shape)
 
@@ -369,7 +385,8 @@ def main(argv: list[str] | None = None) -> int:
             "Scores from a synthetic source with the default settings. Each path is timed "
             f"with {IN_FLIGHT:,} pods admitted before it the same way and not measured yet: "
             "known (the pod carries an expected bandwidth, as one of a learned workload is "
-            "booked), unlearned (a workload nothing is learned of, booked at the default), "
+            "booked; also on links of 1, 10 and 25 Gbit/s drawn at random, scored by "
+            "utilisation), unlearned (a workload nothing is learned of, booked at the default), "
             "and either in one of 3 replicas (a third of the pods its own, the other two "
             "replicas' booked as its binding watch shows them), and known with peers "
             f"(peers.source istio: its workload talks to {PEERS} workloads of {PEER_PODS} pods "

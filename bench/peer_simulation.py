@@ -49,8 +49,9 @@ from kubectl_nettraffic.learning.pod_traffic import PodTrafficReport
 from kubectl_nettraffic.learning.schedule import PEERS
 from kubectl_nettraffic.learning.workload_bandwidth import PodSample
 from kubectl_nettraffic.measuring.measurement import Measurer
+from kubectl_nettraffic.measuring.tier_labels import snapshot_tiers
 from kubectl_nettraffic.scoring.readings import NodeTraffic
-from kubectl_nettraffic.scoring.tiers import TIER_LABEL, assign_tiers
+from kubectl_nettraffic.scoring.tiers import TIER_LABEL
 from kubectl_nettraffic.serving import serving_parts
 from kubectl_nettraffic.sources.prometheus import TrafficReport
 
@@ -358,7 +359,7 @@ def _roll_out(
         serving.scoreboard.record(measurer.measure())
         snapshot = serving.scoreboard.snapshot
         if steered and snapshot is not None:
-            tiers = assign_tiers(snapshot.candidates, tiers)
+            tiers = snapshot_tiers(snapshot, tiers, settings.steering.default_pod_bandwidth)
             for name, labels in zip(names, zone_labels, strict=True):
                 labels.pop(TIER_LABEL, None)
                 if name in tiers:

@@ -31,8 +31,9 @@ from kubectl_nettraffic.learning.learner import BandwidthLearning
 from kubectl_nettraffic.learning.pod_traffic import PodTrafficReport
 from kubectl_nettraffic.learning.workload_bandwidth import PodSample
 from kubectl_nettraffic.measuring.measurement import Measurer
+from kubectl_nettraffic.measuring.tier_labels import snapshot_tiers
 from kubectl_nettraffic.scoring.readings import NodeTraffic
-from kubectl_nettraffic.scoring.tiers import TIER_LABEL, assign_tiers, tier_changes
+from kubectl_nettraffic.scoring.tiers import TIER_LABEL, tier_changes
 from kubectl_nettraffic.scoring.tiers import TIERS as TIER_COUNT
 from kubectl_nettraffic.serving import serving_parts
 from kubectl_nettraffic.sources.prometheus import TrafficReport
@@ -325,7 +326,9 @@ def simulate(scenario: Scenario, strategy: str, seed: int) -> tuple[Run, np.ndar
         lowest = int(np.argmin(source.measured(at)))
         if installed and strategy == "tiers" and board.snapshot is not None:
             write_labels(at)
-            assigned = assign_tiers(board.snapshot.candidates, written)
+            assigned = snapshot_tiers(
+                board.snapshot, written, settings.steering.default_pod_bandwidth
+            )
             unwritten[:] = sorted(tier_changes(assigned, written).items())
             if labelled_at is None:
                 labelled_at, first_labelling = at, len(unwritten)

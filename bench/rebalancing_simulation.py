@@ -28,6 +28,7 @@ from kubectl_nettraffic.learning.learner import BandwidthLearning
 from kubectl_nettraffic.learning.pod_traffic import PodTrafficReport
 from kubectl_nettraffic.learning.workload_bandwidth import PodSample
 from kubectl_nettraffic.measuring.measurement import Measurer
+from kubectl_nettraffic.measuring.tier_labels import snapshot_tiers
 from kubectl_nettraffic.rebalancing.eviction_rules import EvictionPolicy, PodFacts, owner_counts
 from kubectl_nettraffic.rebalancing.low_node_utilization import (
     NodeSample,
@@ -36,7 +37,7 @@ from kubectl_nettraffic.rebalancing.low_node_utilization import (
     victims,
 )
 from kubectl_nettraffic.scoring.readings import NodeTraffic
-from kubectl_nettraffic.scoring.tiers import TIER_WEIGHTS, assign_tiers
+from kubectl_nettraffic.scoring.tiers import TIER_WEIGHTS
 from kubectl_nettraffic.serving import serving_parts
 from kubectl_nettraffic.sources.prometheus import TrafficReport
 from kubectl_nettraffic.steering.pod_bandwidth import light_for_every_link
@@ -265,7 +266,7 @@ def simulate(scenario: DriftScenario, loop: Loop | None, seed: int) -> LoopRun:
             # The traffic-tier labels as the leader writes them at each refresh
             # (steering.trafficTiers, on by default), and the weight each node
             # gets from a pod's tier terms.
-            tiers = assign_tiers(snapshot.candidates, tiers)
+            tiers = snapshot_tiers(snapshot, tiers, settings.steering.default_pod_bandwidth)
             label_weights = np.array([TIER_WEIGHTS.get(tiers.get(name, ""), 0) for name in names])
         hot = int(np.sum(load / links > HOT))
         run.hot_nodes.append(hot)

@@ -8,13 +8,14 @@ import random
 import pytest
 
 from harness.reviews import pod
+from kubectl_nettraffic.inflight.replica_share import NodeBlocks, ReplicaShare
 from kubectl_nettraffic.kube.nodes import ZONE_LABEL
 from kubectl_nettraffic.kube.pods import EXPECTED_BANDWIDTH
 from kubectl_nettraffic.kube.workloads import Workload, pod_workload
 from kubectl_nettraffic.learning.conversations import Conversations
 from kubectl_nettraffic.learning.workload_bandwidth import LearnedBandwidth
 from kubectl_nettraffic.steering.peer_pull import PeerPull
-from tests.harness.scoreboards import FixedBoard
+from tests.harness.scoreboards import MEASURED_AT, FixedBoard
 
 ZONES = ("zone-a", "zone-b", "zone-c")
 
@@ -23,14 +24,20 @@ def _admitted() -> dict:
     return pod(annotations={EXPECTED_BANDWIDTH: "2Mi"})
 
 
-def _board(rng: random.Random, nodes: int) -> tuple[FixedBoard, Workload]:
+def _board(
+    rng: random.Random, nodes: int, replica: str | None = None
+) -> tuple[FixedBoard, Workload]:
     loads = {f"n{i:03d}": rng.uniform(1e6, 1e8) for i in range(nodes)}
     zoned = {
         name: {"labels": {ZONE_LABEL: rng.choice(ZONES)}}
         for name in loads
         if rng.random() > 0.1  # a few nodes without a zone
     }
-    board = FixedBoard(loads, link_speed=1.25e8 if rng.random() < 0.5 else None, **zoned)
+    # Links unknown, alike, or of 1, 10 and 25 Gbit/s.
+    speeds = rng.choice(
+        (None, 1.25e8, {name: rng.choice((1.25e8, 1.25e9, 3.125e9)) for name in loads})
+    )
+    board = FixedBoard(loads, link_speed=speeds, replica=replica, **zoned)
     talker = pod_workload(_admitted())
     assert talker is not None
     names = sorted(loads)
@@ -55,9 +62,20 @@ def _board(rng: random.Random, nodes: int) -> tuple[FixedBoard, Workload]:
 
 
 @pytest.mark.parametrize("seed", range(12))
-def test_the_pulled_choice_is_the_full_scan_s(seed):
+@pytest.mark.parametrize("replicas", [1, 2])
+def test_the_pulled_choice_is_the_full_scan_s(seed, replicas):
+    """Also on links of different speeds (a slower link loses what the pod
+    fills of it beyond the fastest) and with a second replica steering (its
+    nodes count one more pod while this one admits: the walk over the shared
+    heap, exact within its MOST_READ nodes)."""
     rng = random.Random(seed)
-    board, talker = _board(rng, rng.choice((20, 60, 200)))
+    sizes = (20, 60, 200) if replicas == 1 else (20, 60)
+    board, talker = _board(rng, rng.choice(sizes), None if replicas == 1 else "r0")
+    share = None
+    if replicas == 2:
+        names = sorted(board.snapshot.nodes)
+        board.inflight.book_seen(names[0], 0.0, MEASURED_AT, "r1")
+        share = ReplicaShare(0, NodeBlocks(names, 2))
     # A strong pull (100 points for all of a pod's bytes on a node), so
     # that the busier half, where the peers run, can win.
     peers = dataclasses.replace(board.settings.peers, source="istio", pull_points=100.0)
@@ -66,23 +84,36 @@ def test_the_pulled_choice_is_the_full_scan_s(seed):
     snapshot = board.snapshot
     learned = snapshot.learned
     assert learned is not None and learned.conversations is not None
+    least = min(s.penalty_per_byte for s in snapshot.candidates)
+    bandwidth = 2 * 2**20
+    booked = False  # this replica has booked a pod: it is admitting
     for _ in range(15):  # a burst: each booking moves the next choice
         unseen = board.inflight.view()
+        # The other replica's nodes: one pod more while this one admits.
+        others = share.handicap(bandwidth if booked else 0.0) if share else lambda s: 0.0
         # The full scan, from a pull of its own with the same steered counts.
         shadow = PeerPull(learned.conversations, snapshot.nodes, settings.peers)
         if board.steerer._peers is not None:
             shadow.steered.update(board.steerer._peers.steered)
         plan = shadow.plan(talker)
         assert plan is not None
-        pull = shadow.for_pod(talker, plan, 2 * 2**20, unseen)
+        pull = shadow.for_pod(talker, plan, bandwidth, unseen)
         ranked = sorted(
             (
-                (s.score_with(unseen.get(s.name, (0.0, 0))[0]) + pull.points(s), -i, s.name)
+                (
+                    s.score_with(unseen.get(s.name, (0.0, 0))[0])
+                    + pull.points(s)
+                    - (s.penalty_per_byte - least) * bandwidth
+                    - others(s),
+                    -i,
+                    s.name,
+                )
                 for i, s in enumerate(snapshot.candidates)
             ),
             reverse=True,
         )
         decision = board.steerer.decide(_admitted(), {}, dry_run=False)
+        booked = booked or decision.booking_key != 0
         chosen = [p.node for p in decision.preferences]
         assert chosen == [name for _, _, name in ranked[: len(chosen)]]
         assert [p.score for p in decision.preferences] == pytest.approx(

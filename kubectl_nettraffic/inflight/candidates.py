@@ -24,8 +24,8 @@ from kubectl_nettraffic.scoring.placement import Handicap, Pull
 # nodes) once its walks have passed a quarter of its length's worth of them
 # since the last drop, or it holds twice its nodes.
 PASSED_SHARE = 4
-# With more distinct penalties per byte (NIC speeds) than this, the heap is
-# not split for the replica share, and a choice walks it (handicapped_top).
+# With this many distinct penalties per byte (link speeds) or more, the heap
+# is not split by them, and a choice walks it (handicapped_top).
 MOST_GROUPS = 16
 # At most this many unlearned workloads' own heaps are kept (those chosen
 # for last); each booking updates every one of them.
@@ -58,7 +58,7 @@ class CandidateHeap:
     a fresh entry for its node (replacing the root when the best node is
     booked) and the older one is dropped when it reaches the root. The
     layout's groups split the nodes into one heap each, for a handicap the
-    same on every node of a group (the replica share): ``top_grouped``
+    same on every node of a group (a link speed, the replica share): ``top_grouped``
     reads a few nodes per group. Why, and what it costs:
     docs/design/admission-performance.md, "The path".
     """
@@ -175,11 +175,13 @@ class CandidateHeap:
         return [(effective, -negative, score) for effective, negative, score in best[:count]]
 
     def walk(self) -> Iterator[Ranked]:
-        """Every valid entry of an ungrouped heap as (live score, position,
-        score), best first (ties by position): read as far as needed, then
+        """Every valid entry as (live score, position, score), best first
+        (ties by position), the groups merged: read as far as needed, then
         dropped. Nothing may be booked while it is read."""
-        assert self.groups == 1, "a grouped heap is read by top_grouped"
-        return self._walk(0)
+        if self.groups == 1:
+            return self._walk(0)
+        walks = [self._walk(group) for group in range(self.groups)]
+        return heapq.merge(*walks, key=lambda ranked: (-ranked[0], ranked[1]))
 
     def _walk(self, group: int) -> Iterator[Ranked]:
         heap, version = self._valid_root(group), self._version
@@ -306,18 +308,54 @@ def pulled_top(
 @dataclass
 class Heaps:
     """One snapshot's heaps: the shared one and the unlearned workloads' own
-    (most recently chosen last), over one layout whose groups after the
-    first are of ``penalties`` (None: too many to group by); and, once a pod
-    with peers is chosen for, one grouped by zone (``zones[group]``, "" for
-    the nodes without one)."""
+    (most recently chosen last), over one layout; and, once a pod with
+    peers is chosen for, one grouped by zone (``zones[group]``, "" for the
+    nodes without one).
+
+    The layout groups the nodes by penalty per byte (their link speed), so
+    that a pod's own bytes, which cost a slower link more points, are a
+    handicap the same on every node of a group (``group_handicaps``); with
+    the replica share, this replica's own nodes apart from the others'.
+    With one penalty and no share there is one group. ``penalties``: the
+    groups' penalties, least first (None: too many to group by, and one
+    group)."""
 
     shared: CandidateHeap
     own: OrderedDict[Workload, CandidateHeap]
     layout: HeapLayout
     penalties: list[float] | None
+    least_penalty: float  # the fastest link's
+    replica_grouped: bool  # the groups after the penalties' are the other replicas' nodes
     blocks: NodeBlocks | None  # the nodes' blocks among the replicas
     zoned: CandidateHeap | None = None
     zones: tuple[str, ...] = ()
+
+    def link_handicap(self, bandwidth: float) -> Handicap | None:
+        """The points a pod of ``bandwidth`` bytes/s costs a node's link
+        beyond what it costs the fastest: with it, nodes rank as they would
+        score with the pod on them. None when every link is alike."""
+        least = self.least_penalty
+        if self.penalties is not None and len(self.penalties) < 2:
+            return None
+
+        def points(score: NodeScore) -> float:
+            return (score.penalty_per_byte - least) * bandwidth
+
+        return points
+
+    def group_handicaps(self, bandwidth: float, others_unseen: float) -> list[float]:
+        """Per group, the points its nodes lose for a pod of ``bandwidth``:
+        ``link_handicap``'s, and on the other replicas' nodes those of
+        ``others_unseen`` bytes/s they may be steering there unseen."""
+        assert self.penalties is not None
+        least = self.least_penalty
+        link = [(penalty - least) * bandwidth for penalty in self.penalties]
+        if not self.replica_grouped:
+            return link
+        return link + [
+            points + penalty * others_unseen
+            for points, penalty in zip(link, self.penalties, strict=True)
+        ]
 
     def by_zone(
         self,
@@ -356,22 +394,36 @@ class Heaps:
         replica share ``grouped_by`` (place, replicas), an own heap for each
         workload of ``in_flight``. Reads nothing else: it may run beside the admissions."""
         candidates = snapshot.candidates
+        distinct = sorted({score.penalty_per_byte for score in candidates})
+        penalties = distinct if len(distinct) < MOST_GROUPS else None
         group_of: Callable[[NodeScore], int] | None = None
-        penalties: list[float] | None = []
         if grouped_by is not None:
-            distinct = sorted({score.penalty_per_byte for score in candidates})
-            penalties = distinct if len(distinct) < MOST_GROUPS else None
             blocks = NodeBlocks.over(snapshot.nodes, grouped_by[1], blocks)
-            if penalties is not None:
-                share = ReplicaShare(grouped_by[0], blocks)
-                group = {penalty: 1 + index for index, penalty in enumerate(penalties)}
+        replica_grouped = grouped_by is not None and penalties is not None
+        if penalties is not None and (replica_grouped or len(penalties) > 1):
+            group = {penalty: index for index, penalty in enumerate(penalties)}
+            share = (
+                None
+                if grouped_by is None or blocks is None
+                else ReplicaShare(grouped_by[0], blocks)
+            )
+            others = len(penalties)
 
-                def group_of(score: NodeScore) -> int:
-                    return 0 if share.owns(score.name) else group[score.penalty_per_byte]
+            def group_of(score: NodeScore) -> int:
+                index = group[score.penalty_per_byte]
+                return index if share is None or share.owns(score.name) else others + index
 
         layout = HeapLayout(candidates, group_of)
         own = OrderedDict((w, own_heap(layout, view, p, declined)) for w, p in in_flight.items())
-        return cls(CandidateHeap(layout, view, declined), own, layout, penalties, blocks)
+        return cls(
+            CandidateHeap(layout, view, declined),
+            own,
+            layout,
+            penalties,
+            distinct[0] if distinct else 0.0,
+            replica_grouped,
+            blocks,
+        )
 
     def own_for(
         self,

@@ -95,6 +95,11 @@ class Admission:
             share = ReplicaShare(grouped_by[0], heaps.blocks, replicas.concurrent())
         pods = None if unlearned is None else bookings.unlearned.get(unlearned)
         rest = unlearned_handicap(pods)
+        # A slower link fills more with this pod: the nodes rank as they
+        # would score with it on them, as kube-scheduler scores a node with
+        # the pod's requests added (docs/design/behaviour.md).
+        link = heaps.link_handicap(bandwidth)
+        share_points = None if share is None else share.handicap(bandwidth)
         top: Callable[[int], list[Ranked]] = heaps.shared.top  # the usual pod: no handicap
         # For nodes read one by one (constrained pods, tainted nodes); the
         # heaps carry the declined nodes' points already.
@@ -105,24 +110,23 @@ class Admission:
             # reads the heap grouped by zone; with the replica share (a
             # grouping of its own) the shared heap is walked best first.
             lift = pull.most
-            share_points = None if share is None else share.handicap(bandwidth)
-            on_heap = combined(share_points, rest, lowered_by(pull))
+            on_heap = combined(share_points, rest, link, lowered_by(pull))
             assert on_heap is not None
             handicap = combined(on_heap, handicap)
             if share is None:
                 zoned = heaps.by_zone(pull.zone_of, bookings.view, bookings.declined)
+                lowered = combined(rest, link)
 
                 def top(wanted: int) -> list[Ranked]:
-                    return pulled_top(zoned, heaps.zones, heaps.shared, wanted, pull, rest)
+                    return pulled_top(zoned, heaps.zones, heaps.shared, wanted, pull, lowered)
 
             else:
 
                 def top(wanted: int) -> list[Ranked]:
                     return handicapped_top(heaps.shared, wanted, on_heap, lift)
 
-        elif share is not None or rest is not None:
-            share_points = None if share is None else share.handicap(bandwidth)
-            handicap = combined(share_points, rest, handicap)
+        elif share is not None or rest is not None or link is not None:
+            handicap = combined(share_points, rest, link, handicap)
 
             def top(wanted: int) -> list[Ranked]:
                 heap, points, exposed = heaps.shared, rest, 0
@@ -132,16 +136,15 @@ class Admission:
                         heap, points = heaps.own_for(unlearned, pods, bookings.view, declined), None
                     else:
                         exposed = len(pods)  # its nodes may be that many further down
-                if share is None:
-                    if points is None:
-                        return heap.top(wanted)
-                    return heap.top_grouped(wanted, [0.0], points, exposed)
-                if heaps.penalties is None:
-                    every = combined(share_points, points)
+                if heaps.penalties is None:  # too many link speeds to group by
+                    every = combined(share_points, points, link)
                     assert every is not None
                     return handicapped_top(heap, wanted, every)
-                unseen = bandwidth * share.concurrent
-                handicaps = [0.0, *(penalty * unseen for penalty in heaps.penalties)]
+                if points is None and heap.groups == 1:
+                    # One group: the fastest links', this replica's own; no handicap.
+                    return heap.top(wanted)
+                others = 0.0 if share is None else bandwidth * share.concurrent
+                handicaps = heaps.group_handicaps(bandwidth, others)
                 return heap.top_grouped(wanted, handicaps, points, exposed)
 
         return choose_nodes(

@@ -41,7 +41,14 @@ from kubectl_nettraffic.kube.client import (
 from kubectl_nettraffic.kube.lease import LeaseElection
 from kubectl_nettraffic.kube.nodes import ZONE_COPY_LABEL, ZONE_LABEL
 from kubectl_nettraffic.measuring.measurement import Snapshot
-from kubectl_nettraffic.scoring.tiers import TIER_LABEL, TierLabelStatus, assign_tiers, tier_changes
+from kubectl_nettraffic.scoring.tiers import (
+    DEFAULT_MARGIN,
+    TIER_LABEL,
+    TierLabelStatus,
+    assign_tiers,
+    tier_changes,
+    tier_ranking,
+)
 
 log = logging.getLogger(__name__)
 
@@ -89,8 +96,11 @@ class TierLabeller:
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
         copy_zones: bool = False,
+        default_pod_bandwidth: float = 0.0,
     ) -> None:
         self._api = api
+        # The typical pod the tiers rank for until a cluster-wide figure is learned.
+        self.default_pod_bandwidth = default_pod_bandwidth
         self.copy_zones = copy_zones
         self._wall = wall_clock
         self.election = election
@@ -159,7 +169,7 @@ class TierLabeller:
         """The tier label writes that bring the nodes to ``snapshot``'s tiers."""
         current = self._current(snapshot, TIER_LABEL)
         previous = {name: value for name, value in current.items() if value is not None}
-        assigned = assign_tiers(snapshot.candidates, previous, self.margin)
+        assigned = snapshot_tiers(snapshot, previous, self.default_pod_bandwidth, self.margin)
         return tier_changes(assigned, current)
 
     def zone_changes(self, snapshot: Snapshot) -> dict[str, str | None]:
@@ -257,6 +267,21 @@ def lease_namespace(configured: str, namespace_file: str = SERVICE_ACCOUNT_NAMES
         return "default"
 
 
+def snapshot_tiers(
+    snapshot: Snapshot,
+    previous: Mapping[str, str],
+    default_pod_bandwidth: float,
+    margin: float = DEFAULT_MARGIN,
+) -> dict[str, str]:
+    """node -> tier for ``snapshot``'s candidates, ranked for the cluster's
+    typical pod: the learned cluster-wide figure (what pods of workloads not
+    learned yet send), else ``default_pod_bandwidth``."""
+    learned = snapshot.learned
+    cluster = learned.cluster if learned is not None else None
+    typical = default_pod_bandwidth if cluster is None else cluster
+    return assign_tiers(tier_ranking(snapshot.candidates, typical), previous, margin)
+
+
 def tier_labeller(settings: Settings, api: ApiClient) -> TierLabeller:
     """The labeller for these settings, campaigning as this pod (its name and a
     random suffix, so a restarted pod does not pass for its predecessor)."""
@@ -271,6 +296,7 @@ def tier_labeller(settings: Settings, api: ApiClient) -> TierLabeller:
         config.hysteresis,
         config.writes_per_second,
         copy_zones=settings.peers.source != "none",
+        default_pod_bandwidth=settings.steering.default_pod_bandwidth,
     )
 
 

@@ -1,7 +1,7 @@
 """Serving parts fed from fixed per-node traffic: the real Measurer, scoring
 and Scoreboard over set inputs, for tests of what comes after the measurement."""
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from harness.fakeapi import node
@@ -20,15 +20,22 @@ MEASURED_AT = 1000.0
 
 
 class FixedTraffic:
-    """What PrometheusSource.fetch answers, from a node -> bytes/s map."""
+    """What PrometheusSource.fetch answers, from a node -> bytes/s map;
+    ``link_speed``: every node's, or node -> its own."""
 
-    def __init__(self, loads: dict[str, float], link_speed: float | None = None) -> None:
+    def __init__(
+        self, loads: dict[str, float], link_speed: float | Mapping[str, float] | None = None
+    ) -> None:
         self.loads = loads
         self.link_speed = link_speed
 
     def fetch(self, _nodes: Any) -> TrafficReport:
+        speed = self.link_speed
         by_node = {
-            n: NodeTraffic(v / 2, v / 2, self.link_speed, ("x",)) for n, v in self.loads.items()
+            n: NodeTraffic(
+                v / 2, v / 2, speed.get(n) if isinstance(speed, Mapping) else speed, ("x",)
+            )
+            for n, v in self.loads.items()
         }
         return TrafficReport(by_node, (), (), {}, (), MEASURED_AT)
 
@@ -42,7 +49,7 @@ class FixedBoard:
         loads: dict[str, float],
         clock: Callable[[], float] = lambda: MEASURED_AT,
         replica: str | None = None,
-        link_speed: float | None = None,
+        link_speed: float | Mapping[str, float] | None = None,
         steering: dict[str, Any] | None = None,
         learning: BandwidthLearning | None = None,
         settings: Settings | None = None,
