@@ -58,8 +58,8 @@ class CandidateHeap:
     a fresh entry for its node (replacing the root when the best node is
     booked) and the older one is dropped when it reaches the root. The
     layout's groups split the nodes into one heap each, for a handicap the
-    same on every node of a group (a link speed, the replica share): ``top_grouped``
-    reads a few nodes per group. Why, and what it costs:
+    same on every node of a group (a link speed, the replica share):
+    ``top_grouped`` reads a few nodes per group. Why, and what it costs:
     docs/design/admission-performance.md, "The path".
     """
 
@@ -396,17 +396,14 @@ class Heaps:
         candidates = snapshot.candidates
         distinct = sorted({score.penalty_per_byte for score in candidates})
         penalties = distinct if len(distinct) < MOST_GROUPS else None
-        group_of: Callable[[NodeScore], int] | None = None
+        share = None
         if grouped_by is not None:
             blocks = NodeBlocks.over(snapshot.nodes, grouped_by[1], blocks)
-        replica_grouped = grouped_by is not None and penalties is not None
+            share = ReplicaShare(grouped_by[0], blocks)
+        replica_grouped = share is not None and penalties is not None
+        group_of: Callable[[NodeScore], int] | None = None
         if penalties is not None and (replica_grouped or len(penalties) > 1):
             group = {penalty: index for index, penalty in enumerate(penalties)}
-            share = (
-                None
-                if grouped_by is None or blocks is None
-                else ReplicaShare(grouped_by[0], blocks)
-            )
             others = len(penalties)
 
             def group_of(score: NodeScore) -> int:

@@ -13,7 +13,10 @@ Rules (docs/design/architecture.md, Contracts):
   webhook books the pod there until the binding watch shows where it went,
   and every pod that goes elsewhere meanwhile is counted on the wrong node
   (docs/design/late-bindings.md).
-- A handicap may lower some nodes' scores for this pod alone: with several
+- A handicap may lower some nodes' scores for this pod alone: on links of
+  different speeds, what the pod's own bytes cost a node's link beyond what
+  they cost the fastest (inflight/candidates.py's ``Heaps.link_handicap``),
+  so the nodes rank as they would score with the pod on them; with several
   replicas steering, the nodes that are not this replica's own count the
   part of a pod of this pod's size another replica may be steering there
   unseen (replica_share.py). The pull of a pod's peers raises some instead

@@ -6,7 +6,8 @@ cluster (numFeasibleNodesToFind: 500 of 5,000), and a pod's per-node
 preferred terms name 3 nodes that are usually not in it. A preferred term
 on a node *label* matches in every sample. So each eligible node with data
 is put in one of ``TIERS`` tiers by its rank among them (tier 1: the
-quietest quarter, by the same score the webhook ranks with), written as the
+quietest quarter, by the score the webhook ranks with, for the cluster's
+typical pod: ``tier_ranking``), written as the
 label ``nettraffic.io/traffic-tier``, and every steered pod also prefers
 the quieter tiers (``TIER_WEIGHTS``).
 
