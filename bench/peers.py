@@ -22,7 +22,7 @@ from bench.peer_simulation import (
     Outcome,
     simulate,
 )
-from bench.report import bench_parser, drawn_seed, write_section
+from bench.report import bench_parser, drawn_seed, rerun_command, write_section
 from kubectl_nettraffic.measuring.scoreview import cross_zone_cost
 
 SCALES = (("50 nodes", 50, 1), ("500 nodes", 500, 4))
@@ -162,9 +162,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         write_section(
             "peers",
             "Steering by peers (simulation)",
-            "python -m bench.peers",
+            rerun_command("bench.peers", argv, args.seed, first),
             f"{MODEL_NOTE}\n\nEach figure is the median / the worst of {len(seeds)} draws "
-            f"(seeds {seeds[0]}..{seeds[-1]}; rerun one with `--seed`). Cross-zone bytes are "
+            f"(seeds {seeds[0]}..{seeds[-1]}). Cross-zone bytes are "
             f"priced at ${PRICE}/GB each way. A placement is hot when its node's link is above "
             f"{HOT:.0%} once the pod is on it.\n\n{table}\n\n"
             "Against the goals, draw by draw (a draw meets them when (c) has at most 40% of "

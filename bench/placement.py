@@ -33,7 +33,6 @@ import math
 import multiprocessing
 import os
 import statistics
-import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -393,11 +392,10 @@ def main(argv: list[str] | None = None) -> int:
                 plots[name], path, f"Link utilisation per node after placement, {name} (last seed)"
             )
             images.append(f"![{name}]({path.removeprefix('docs/')})")
-        arguments = argv if argv is not None else sys.argv[1:]
         write_section(
             "placement",
             f"Placement quality (seeds from {first})",
-            rerun_command("bench.placement", arguments, args.seed, first),
+            rerun_command("bench.placement", argv, args.seed, first),
             f"{MODEL_NOTE}\n\n{table}\n\nAgainst the goals (within 2% of d on max utilisation; at most 0.5% hot "
             "placements or (d)'s share + 0.2 points, whichever is larger; at least 5x fewer than b), "
             f"and the node label writes (e) needs:\n\n{verdict}\n\n"

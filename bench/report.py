@@ -8,7 +8,9 @@ import argparse
 import os
 import platform
 import random
+import sys
 import time
+from collections.abc import Sequence
 
 PATH = os.path.join("docs", "benchmarks.md")
 HEADER = """# Benchmarks
@@ -33,9 +35,10 @@ def drawn_seed(given: int | None) -> int:
     return given if given is not None else random.SystemRandom().randrange(10**8)
 
 
-def rerun_command(module: str, argv: list[str], given: int | None, seed: int) -> str:
-    """The command that reruns these draws: ``argv`` with the drawn seed added
-    when none was given."""
+def rerun_command(module: str, argv: Sequence[str] | None, given: int | None, seed: int) -> str:
+    """The command that reruns these draws: ``argv`` (None: this process's
+    arguments) with the drawn seed added when none was given."""
+    argv = list(sys.argv[1:] if argv is None else argv)
     arguments = argv if given is not None else [*argv, "--seed", str(seed)]
     return f"python -m {module}" + " ".join(["", *arguments]).rstrip()
 

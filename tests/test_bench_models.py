@@ -266,3 +266,14 @@ def test_standard_errors_of_the_heavy_rows():
     # Share 2%: residuals -2, -2, +4 pods; variance 12, over 3 seeds, per 100 pods.
     assert uneven == pytest.approx(math.sqrt(12 / 3) / 100)
     assert math.isnan(hot_share_error([(0, 0), (0, 0)]))
+
+
+def test_the_published_command_reruns_the_drawn_seed():
+    from bench.report import rerun_command
+
+    assert rerun_command("bench.peers", ["--draws", "3"], None, 42) == (
+        "python -m bench.peers --draws 3 --seed 42"
+    )
+    # A seed given is in the arguments already.
+    assert rerun_command("bench.peers", ["--seed", "7"], 7, 7) == "python -m bench.peers --seed 7"
+    assert rerun_command("bench.peers", [], None, 5) == "python -m bench.peers --seed 5"

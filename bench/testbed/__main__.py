@@ -160,8 +160,7 @@ def main(argv: list[str] | None = None) -> int:
         plot_file = plot_path(args.label)
         os.makedirs(os.path.dirname(plot_file), exist_ok=True)
         plot(runs[0], plot_file)
-        arguments = argv if argv is not None else sys.argv[1:]
-        command = rerun_command("bench.testbed", arguments, args.seed, seed)
+        command = rerun_command("bench.testbed", argv, args.seed, seed)
         name = "testbed" + (f"-{args.label}" if args.label else "")
         title = "Real packets: an emulated cluster" + (f" ({args.label})" if args.label else "")
         write_section(name, title, command, _section(runs, plot_file))

@@ -89,11 +89,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(f"\n{table}\n\n{verdict}\n{time.time() - started:.0f} s")
     if not args.no_write:
-        arguments = argv if argv is not None else sys.argv[1:]
         write_section(
             "testbed-capacity",
             "Real packets: how many nodes two cores carry",
-            rerun_command("bench.testbed.capacity", arguments, args.seed, seed),
+            rerun_command("bench.testbed.capacity", argv, args.seed, seed),
             "nettraffic's placement alone, one draw a count, the pods growing with the nodes (a"
             " latency pod per node, a quarter of the nodes hot, a bulk pod per workload for"
             " every eight nodes). A count is too busy to measure when the idle link beside the"
