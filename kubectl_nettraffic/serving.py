@@ -18,12 +18,14 @@ from kubectl_nettraffic.inflight.state import InflightState
 from kubectl_nettraffic.kube.binding_watch import BindingWatch
 from kubectl_nettraffic.kube.client import api_client
 from kubectl_nettraffic.kube.cluster import namespace_cache
+from kubectl_nettraffic.kube.pod_shape import malformed_part
 from kubectl_nettraffic.kube.reflector import ListWatchCache
 from kubectl_nettraffic.measuring.engine import needs_api
 from kubectl_nettraffic.measuring.refresher_process import RefresherProcess
 from kubectl_nettraffic.measuring.scoreboard import Scoreboard
 from kubectl_nettraffic.steering.extender_rules import Filtered as Filtered  # re-exported
 from kubectl_nettraffic.steering.extender_rules import filter_nodes, host_scores
+from kubectl_nettraffic.steering.pod_bandwidth import expected_bandwidth
 from kubectl_nettraffic.steering.steerer import Steerer
 
 
@@ -49,10 +51,18 @@ class Serving:
         selector, limits = self.steerer.selector, self.settings.extender
         return filter_nodes(pod, names, node_objects, snapshot, selector, limits)
 
-    def extender_scores(self, names: Iterable[str], stale: bool) -> list[tuple[str, int]]:
+    def extender_scores(
+        self, pod: Mapping[str, Any], names: Iterable[str], stale: bool
+    ) -> list[tuple[str, int]]:
         """The scheduler extender's prioritize (steering/extender_rules.py)."""
         snapshot = None if stale else self.scoreboard.snapshot
-        return host_scores(names, snapshot, self.inflight.view() if snapshot else {})
+        if snapshot is None:
+            return host_scores(names, None, {}, 0.0)
+        # A pod steering cannot read is ranked as one of the default's size.
+        bandwidth = default = self.settings.steering.default_pod_bandwidth
+        if malformed_part(pod) is None:
+            bandwidth = expected_bandwidth(pod, snapshot.learned, default)[0]
+        return host_scores(names, snapshot, self.inflight.view(), bandwidth)
 
 
 def serving_parts(

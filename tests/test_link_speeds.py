@@ -143,3 +143,30 @@ def test_tiers_rank_for_the_typical_pod_on_mixed_links():
     # Equal links: the measured order, whatever the pod.
     alike = [_score(f"n{i}", 90.0 - i, 1e-7) for i in range(4)]
     assert tier_ranking(alike, 1e9) == alike
+
+
+def test_the_extender_prioritizes_as_the_webhook_ranks():
+    loads = {"slow": 0.02 * GBIT, "fast": 0.15 * 10 * GBIT}
+    board = _board(loads, {"slow": GBIT, "fast": 10 * GBIT})
+    serving, scores = board.serving, {s.name: s for s in board.snapshot.candidates}
+    least = min(s.penalty_per_byte for s in scores.values())
+
+    def expected(bandwidth: float) -> list[tuple[str, int]]:
+        return [
+            (name, round((s.score - (s.penalty_per_byte - least) * bandwidth) / 10))
+            for name, s in ((name, scores[name]) for name in ("slow", "fast"))
+        ]
+
+    heavy = serving.extender_scores(_pod(50e6), ["slow", "fast"], stale=False)
+    assert heavy == expected(50e6)
+    assert heavy[1][1] > heavy[0][1]  # the fast link first
+    light = serving.extender_scores(_pod(1e6), ["slow", "fast"], stale=False)
+    assert light == expected(1e6)
+    assert light[0][1] > light[1][1]  # the quiet slow link first
+    # A pod steering cannot read ranks as one of the default's size (1 MiB/s).
+    malformed = {"metadata": ["not", "an", "object"], "spec": {}}
+    assert serving.extender_scores(malformed, ["slow", "fast"], stale=False) == expected(2**20)
+    assert serving.extender_scores(_pod(50e6), ["slow", "fast"], stale=True) == [
+        ("slow", 0),
+        ("fast", 0),
+    ]

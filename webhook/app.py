@@ -154,7 +154,7 @@ def _add_extender(app: Flask, serving: Serving, metrics: WebhookMetrics) -> None
     @app.post("/scheduler/prioritize")
     def scheduler_prioritize() -> Response:
         def answer(args: extender.ExtenderArgs, stale: bool) -> Any:
-            return extender.priorities(serving.extender_scores(args.names(), stale))
+            return extender.priorities(serving.extender_scores(args.pod, args.names(), stale))
 
         return _extender_call("prioritize", answer)
 

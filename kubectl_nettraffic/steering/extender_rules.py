@@ -5,8 +5,10 @@ webhook steers by (webhook/extender.py speaks the wire format).
   tainted against it) fails unresolvably (preemption cannot fix it); one
   over ``extender.maxTraffic`` or ``extender.maxLinkUtilization`` fails; a
   node the snapshot does not know is kept (no opinion).
-- prioritize: 0..10 per node, its live score (unseen load included) scaled;
-  0 for a node without data.
+- prioritize: 0..10 per node, its live score (unseen load included) scaled,
+  less what the pod's expected bytes cost its link beyond what they cost
+  the fastest (as the webhook ranks: inflight/candidates.py's
+  ``Heaps.link_handicap``); 0 for a node without data.
 
 Missing or stale scores: no node fails and every node scores 0, the same
 for all (no opinion).
@@ -85,12 +87,15 @@ def host_scores(
     names: Iterable[str],
     snapshot: Snapshot | None,
     unseen: Mapping[str, tuple[float, int]],
+    bandwidth: float,
 ) -> list[tuple[str, int]]:
-    """(node, 0..10) for each of ``names``; ``unseen``: the in-flight view.
-    ``snapshot``: None when missing or stale."""
+    """(node, 0..10) for each of ``names``; ``unseen``: the in-flight view;
+    ``bandwidth``: what the pod is expected to send. ``snapshot``: None when
+    missing or stale."""
     if snapshot is None:
         return [(name, 0) for name in names]
     scores = {s.name: s for s in snapshot.scores}
+    least = min((s.penalty_per_byte for s in snapshot.candidates), default=0.0)
     priorities = []
     for name in names:
         score = scores.get(name)
@@ -98,6 +103,7 @@ def host_scores(
             value = 0
         else:
             live = score.score_with(unseen.get(name, (0.0, 0))[0])
+            live -= (score.penalty_per_byte - least) * bandwidth
             value = round(max(0.0, min(100.0, live)) * MAX_EXTENDER_PRIORITY / 100)
         priorities.append((name, value))
     return priorities

@@ -73,7 +73,7 @@ class FixedBoard:
             clock=clock,
             learning=learning,
         )
-        serving = serving_parts(self.settings, clock=clock, replica=replica)
+        serving = self.serving = serving_parts(self.settings, clock=clock, replica=replica)
         self.scoreboard: Scoreboard = serving.scoreboard
         self.inflight: InflightState = serving.inflight
         self.steerer: Steerer = serving.steerer
