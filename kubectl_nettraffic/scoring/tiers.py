@@ -91,8 +91,8 @@ def tier_ranking(candidates: Sequence[NodeScore], pod_bandwidth: float) -> Seque
     ``pod_bandwidth`` bytes/s more on each, as the webhook ranks them for a
     pod (inflight/state.py): a slower link drops by what the pod fills of
     it. The tiers are for every pod, so they rank for the cluster's typical
-    one (measuring/tier_labels.py's ``snapshot_tiers``). Where every link is alike, the order
-    given."""
+    one (measuring/tier_labels.py's ``snapshot_tiers``). Where every link
+    is alike, the order given."""
     if len({score.penalty_per_byte for score in candidates}) < 2:
         return candidates
     return sorted(candidates, key=lambda score: -score.score_with(pod_bandwidth))

@@ -95,7 +95,7 @@ def host_scores(
     if snapshot is None:
         return [(name, 0) for name in names]
     scores = {s.name: s for s in snapshot.scores}
-    least = min((s.penalty_per_byte for s in snapshot.candidates), default=0.0)
+    least = min((s.penalty_per_byte for s in snapshot.scores if s.has_data), default=0.0)
     priorities = []
     for name in names:
         score = scores.get(name)
