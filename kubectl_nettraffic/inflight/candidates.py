@@ -18,7 +18,7 @@ from kubectl_nettraffic.inflight.replica_share import NodeBlocks, ReplicaShare
 from kubectl_nettraffic.kube.workloads import Workload
 from kubectl_nettraffic.measuring.measurement import Snapshot
 from kubectl_nettraffic.scoring.node_scores import NodeScore
-from kubectl_nettraffic.scoring.placement import Handicap, Pull
+from kubectl_nettraffic.scoring.placement import Handicap, Pull, link_handicap
 
 # A heap drops its superseded entries (a pass over it: 1.7 ms at 5,000
 # nodes) once its walks have passed a quarter of its length's worth of them
@@ -331,17 +331,11 @@ class Heaps:
     zones: tuple[str, ...] = ()
 
     def link_handicap(self, bandwidth: float) -> Handicap | None:
-        """The points a pod of ``bandwidth`` bytes/s costs a node's link
-        beyond what it costs the fastest: with it, nodes rank as they would
-        score with the pod on them. None when every link is alike."""
-        least = self.least_penalty
+        """scoring/placement.py's ``link_handicap`` over these candidates;
+        None when every link is alike."""
         if self.penalties is not None and len(self.penalties) < 2:
             return None
-
-        def points(score: NodeScore) -> float:
-            return (score.penalty_per_byte - least) * bandwidth
-
-        return points
+        return link_handicap(self.least_penalty, bandwidth)
 
     def group_handicaps(self, bandwidth: float, others_unseen: float) -> list[float]:
         """Per group, the points its nodes lose for a pod of ``bandwidth``:

@@ -15,8 +15,8 @@ Rules (docs/design/architecture.md, Contracts):
   (docs/design/late-bindings.md).
 - A handicap may lower some nodes' scores for this pod alone: on links of
   different speeds, what the pod's own bytes cost a node's link beyond what
-  they cost the fastest (inflight/candidates.py's ``Heaps.link_handicap``),
-  so the nodes rank as they would score with the pod on them; with several
+  they cost the fastest (``link_handicap``), so the nodes rank as they
+  would score with the pod on them; with several
   replicas steering, the nodes that are not this replica's own count the
   part of a pod of this pod's size another replica may be steering there
   unseen (replica_share.py). The pull of a pod's peers raises some instead
@@ -67,6 +67,17 @@ class Pull(Protocol):
 def lowered_by(pull: Pull) -> Handicap:
     """A pull as the handicap it is: points below zero."""
     return lambda score: -pull.points(score)
+
+
+def link_handicap(least_penalty: float, bandwidth: float) -> Handicap:
+    """The points a pod of ``bandwidth`` bytes/s costs a node's link beyond
+    what it costs the fastest (whose penalty per byte is ``least_penalty``):
+    with it, nodes rank as they would score with the pod on them."""
+
+    def points(score: NodeScore) -> float:
+        return (score.penalty_per_byte - least_penalty) * bandwidth
+
+    return points
 
 
 class Preference(NamedTuple):  # a tuple: several are made on every admission

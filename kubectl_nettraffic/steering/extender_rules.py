@@ -7,8 +7,8 @@ webhook steers by (webhook/extender.py speaks the wire format).
   node the snapshot does not know is kept (no opinion).
 - prioritize: 0..10 per node, its live score (unseen load included) scaled,
   less what the pod's expected bytes cost its link beyond what they cost
-  the fastest (as the webhook ranks: inflight/candidates.py's
-  ``Heaps.link_handicap``); 0 for a node without data.
+  the fastest (as the webhook ranks: scoring/placement.py's
+  ``link_handicap``); 0 for a node without data.
 
 Missing or stale scores: no node fails and every node scores 0, the same
 for all (no opinion).
@@ -23,6 +23,7 @@ from kubectl_nettraffic.kube.nodes import Node, ineligibility, node_from_json
 from kubectl_nettraffic.labels import LabelSelector
 from kubectl_nettraffic.measuring.measurement import Snapshot
 from kubectl_nettraffic.scoring.node_scores import NodeScore
+from kubectl_nettraffic.scoring.placement import link_handicap
 
 MAX_EXTENDER_PRIORITY = 10  # extenderv1.MaxExtenderPriority
 
@@ -96,14 +97,14 @@ def host_scores(
         return [(name, 0) for name in names]
     scores = {s.name: s for s in snapshot.scores}
     least = min((s.penalty_per_byte for s in snapshot.scores if s.has_data), default=0.0)
+    lowered = link_handicap(least, bandwidth)
     priorities = []
     for name in names:
         score = scores.get(name)
         if score is None or not score.has_data:
             value = 0
         else:
-            live = score.score_with(unseen.get(name, (0.0, 0))[0])
-            live -= (score.penalty_per_byte - least) * bandwidth
+            live = score.score_with(unseen.get(name, (0.0, 0))[0]) - lowered(score)
             value = round(max(0.0, min(100.0, live)) * MAX_EXTENDER_PRIORITY / 100)
         priorities.append((name, value))
     return priorities
