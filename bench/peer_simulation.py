@@ -111,19 +111,41 @@ def draw_graph(rng: np.random.Generator, replica_factor: int) -> Graph:
     return Graph(names, replicas, pairs, external)
 
 
+# How a Service routes a client's connections (its trafficDistribution):
+# kube-proxy's topologyModeFromHints (kubernetes/kubernetes
+# pkg/proxy/topology.go) keeps a client on the endpoints hinted for its node
+# when any is (PreferSameNode), else on those hinted for its zone when any is
+# (PreferSameZone, and PreferSameNode's fallback: the EndpointSlice
+# controller gives a PreferSameNode endpoint both hints,
+# staging/src/k8s.io/endpointslice/trafficdist/trafficdist.go, update), else
+# spreads over every endpoint.
+SPREAD, SAME_ZONE, SAME_NODE = "spread", "PreferSameZone", "PreferSameNode"
+ROUTINGS = (SPREAD, SAME_ZONE, SAME_NODE)
+
+
 @dataclass
 class Cluster:
-    """Where every pod runs: counts per workload and node; the link loads follow."""
+    """Where every pod runs: counts per workload and node; the link loads follow.
+    In a pair (a, b), a < b, ``a`` calls ``b`` (draw_graph's edges all go to
+    a later workload): ``b``'s Service routes as ``routing`` says."""
 
     graph: Graph
     background: np.ndarray  # bytes/s each way per node
     zone: np.ndarray
     counts: np.ndarray  # workload x node -> pods
     pods: list[list[int]] = field(default_factory=list)  # workload -> each pod's node
+    routing: str = SPREAD
 
     def pair_cut(self) -> tuple[float, float]:
         """(bytes/s between pods on different nodes, between different zones)."""
         inter = cross = 0.0
+        if self.routing != SPREAD:
+            for pair, rate in self.graph.pairs.items():
+                local, across = self._routes(pair)
+                clients = self.counts[pair[0]] * rate / self.graph.replicas[pair[0]]
+                inter += float(clients @ (1 - local))
+                cross += float(clients @ across)
+            return inter, cross
         zone_counts = self.zone_counts()
         for (a, b), rate in self.graph.pairs.items():
             na, nb = self.graph.replicas[a], self.graph.replicas[b]
@@ -135,6 +157,21 @@ class Cluster:
     def zone_counts(self) -> np.ndarray:
         return np.stack([self.counts[:, self.zone == z].sum(axis=1) for z in range(ZONES)], axis=1)
 
+    def _routes(self, pair: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
+        """Per node, for a client of ``pair`` there: the share of its bytes that
+        stays on the node and the share that crosses zones, as the server's
+        Service routes them (``routing``)."""
+        servers = self.counts[pair[1]]
+        total = float(servers.sum())
+        if not total:  # no server yet (its only pod being replaced): no bytes
+            return np.ones(len(servers)), np.zeros(len(servers))
+        in_zone = np.bincount(self.zone, weights=servers, minlength=ZONES)[self.zone]
+        on_node = (servers > 0) if self.routing == SAME_NODE else np.zeros(len(servers), bool)
+        zoned = ~on_node & (in_zone > 0)
+        local = np.where(on_node, 1.0, servers / np.where(zoned, in_zone, total))
+        across = np.where(on_node | zoned, 0.0, 1 - in_zone / total)
+        return local, across
+
     def link_load(self) -> np.ndarray:
         """Bytes/s each way on every node's link: background, the front ends'
         external bytes, half of each pod's bytes to pods on other nodes."""
@@ -143,6 +180,9 @@ class Cluster:
         for w, ext in enumerate(graph.external):
             load += self.counts[w] * ext / 2
         for (a, b), rate in graph.pairs.items():
+            if self.routing != SPREAD:
+                load += self._routed_load((a, b), rate)
+                continue
             na, nb = graph.replicas[a], graph.replicas[b]
             per = rate / (na * nb)
             load += (
@@ -151,6 +191,27 @@ class Cluster:
                 / 2
             )
         return load
+
+    def _routed_load(self, pair: tuple[int, int], rate: float) -> np.ndarray:
+        """One pair's bytes each way on every node's link when its Service
+        routes by topology: what the clients send off their node, and what
+        the servers take from clients on other nodes."""
+        a, b = pair
+        local, across = self._routes(pair)
+        clients, servers = self.counts[a], self.counts[b]
+        per_client = rate / self.graph.replicas[a]
+        sent = clients * per_client * (1 - local)
+        # Each client's bytes split over the servers it routes to: those of
+        # its zone (zone-routed), or all of them; none leave a node-routed one.
+        in_zone = np.bincount(self.zone, weights=servers, minlength=ZONES)[self.zone]
+        on_node = local >= 1.0
+        zoned = ~on_node & (across == 0)
+        spread = ~on_node & ~zoned
+        zone_clients = np.bincount(self.zone, weights=clients * zoned, minlength=ZONES)[self.zone]
+        from_zone = (zone_clients - clients * zoned) * servers / np.maximum(in_zone, 1.0)
+        total = max(1.0, float(servers.sum()))
+        from_all = (float(clients @ spread) - clients * spread) * servers / total
+        return (sent + per_client * (from_zone + from_all)) / 2
 
     def pod_bytes(self, w: int) -> float:
         """One pod of workload ``w``: its bytes/s, both directions, all peers and out."""
@@ -161,6 +222,8 @@ class Cluster:
 
     def node_load(self, node: int) -> float:
         """``link_load`` of one node."""
+        if self.routing != SPREAD:
+            return float(self.link_load()[node])
         graph, counts = self.graph, self.counts[:, node]
         load = float(self.background[node]) + float(counts @ np.array(graph.external)) / 2
         for (a, b), rate in graph.pairs.items():
@@ -173,6 +236,8 @@ class Cluster:
     def added_cost(self, w: int, weight: float) -> np.ndarray:
         """Per node: the bytes/s across nodes, plus ``weight`` x across zones,
         that one more pod of ``w`` there would add (the oracle's measure)."""
+        if self.routing != SPREAD:
+            return self._routed_added_cost(w, weight)
         graph, cost = self.graph, np.zeros(len(self.zone))
         zone_counts = self.zone_counts()
         for (a, b), rate in graph.pairs.items():
@@ -183,6 +248,36 @@ class Cluster:
             cost += per * (graph.replicas[peer] - self.counts[peer])
             cost += weight * per * (graph.replicas[peer] - zone_counts[peer][self.zone])
         return cost
+
+    def _routed_added_cost(self, w: int, weight: float) -> np.ndarray:
+        cost = np.zeros(len(self.zone))
+        for (a, b), rate in self.graph.pairs.items():
+            per_client = rate / self.graph.replicas[a]
+            if w == a:  # one more client: where its Service sends it
+                local, across = self._routes((a, b))
+                cost += per_client * (1 - local + weight * across)
+            elif w == b:  # one more server: what it saves the clients near it
+                cost += per_client * self._server_saving(self.counts[a], self.counts[b], weight)
+        return cost
+
+    def _server_saving(self, clients: np.ndarray, servers: np.ndarray, weight: float) -> np.ndarray:
+        """Per node, the change in the pair's clients' cut (bytes a client pod
+        sends, per unit) when one more server runs there. Only the clients of
+        that node's zone change route: a zone without servers had all its
+        clients' bytes cross zones; once it has one, none do. A negative
+        change is a saving."""
+        zone = self.zone
+        in_zone = np.bincount(zone, weights=servers, minlength=ZONES)[zone]
+        zone_clients = np.bincount(zone, weights=clients, minlength=ZONES)[zone]
+        if not servers.sum():  # the first server: every client's bytes start
+            return zone_clients - clients + (1 + weight) * (clients.sum() - zone_clients)
+        first_in_zone = -(clients + weight * zone_clients)
+        if self.routing == SAME_NODE:
+            here = np.where(servers > 0, 0.0, -clients)
+        else:
+            beside = np.bincount(zone, weights=clients * servers, minlength=ZONES)[zone]
+            here = beside / np.maximum(in_zone, 1.0) - (beside + clients) / (in_zone + 1)
+        return np.where(in_zone > 0, here, first_in_zone)
 
     def place(self, w: int, node: int) -> None:
         self.counts[w, node] += 1
@@ -258,17 +353,25 @@ def learn(learning: BandwidthLearning) -> None:
 
 
 def simulate(
-    nodes: int, replica_factor: int, strategy: str, seed: int, zone_spread: bool = True
+    nodes: int,
+    replica_factor: int,
+    strategy: str,
+    seed: int,
+    zone_spread: bool = True,
+    routing: str = SPREAD,
 ) -> Outcome:
     """One draw (``seed``) placed by ``strategy``; the same draw for every
     strategy. ``zone_spread=False``: every pod carries a topology spread
     constraint per hostname alone, so kube-scheduler's default one per
-    zone does not apply (bench/scheduler_model.py)."""
+    zone does not apply (bench/scheduler_model.py). ``routing``: every
+    Service's trafficDistribution (ROUTINGS)."""
     rng = np.random.default_rng(seed)
     background, state = draw_cluster(nodes, rng)
     graph = draw_graph(rng, replica_factor)
     names = [f"node-{i:03d}" for i in range(nodes)]
-    cluster = Cluster(graph, background, state.zone, np.zeros((len(graph.names), nodes)))
+    cluster = Cluster(
+        graph, background, state.zone, np.zeros((len(graph.names), nodes)), routing=routing
+    )
     scheduler = KubeScheduler(state, np.random.default_rng(seed + 1), zone_spread=zone_spread)
     # Before the install: kube-scheduler alone, every workload in a drawn order.
     for w in rng.permutation(len(graph.names)):

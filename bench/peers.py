@@ -10,6 +10,7 @@ scheduler's, inter-node bytes at most 50%, at most 0.5% of placements hot,
 and the busiest link within 2 points of nettraffic without peers.
 """
 
+import math
 import statistics
 import time
 from collections.abc import Sequence
@@ -18,6 +19,8 @@ from bench.peer_simulation import (
     HOT,
     PRICE,
     ROUNDS,
+    ROUTINGS,
+    SPREAD,
     STRATEGIES,
     Outcome,
     simulate,
@@ -55,12 +58,24 @@ cross-zone bytes (exact rates, the same order: a greedy oracle, not an
 optimum). Limits: metrics are read as instant rates (no 2 m window), the
 learner's places and pairs are 30 s old at most, no pod fails or restarts."""
 
+ROUTED_NOTE = """\
+Here every Service carries `trafficDistribution: {routing}`, and a client's
+connections go as kube-proxy sends them (kubernetes/kubernetes
+pkg/proxy/topology.go, topologyModeFromHints, with the hints the
+EndpointSlice controller writes, staging/src/k8s.io/endpointslice/trafficdist):
+to the server pods on the client's node when there are any (PreferSameNode
+only), else to those in its zone when there are any, else evenly to all. A
+pair's ends are a caller and the workload it calls. The product is as
+above: it counts a pair's bytes as spread over the pods, whatever the
+Services say."""
+
 
 def run_draws(
-    nodes: int, factor: int, seeds: Sequence[int], zone_spread: bool = True
+    nodes: int, factor: int, seeds: Sequence[int], zone_spread: bool = True, routing: str = SPREAD
 ) -> dict[str, list[Outcome]]:
     return {
-        s: [simulate(nodes, factor, s, seed, zone_spread) for seed in seeds] for s in STRATEGIES
+        s: [simulate(nodes, factor, s, seed, zone_spread, routing) for seed in seeds]
+        for s in STRATEGIES
     }
 
 
@@ -69,8 +84,8 @@ def draw_verdicts(runs: dict[str, list[Outcome]]) -> list[dict[str, float | bool
     for default, ours, alone, oracle in zip(
         runs["default"], runs["peers"], runs["nettraffic"], runs["oracle"], strict=True
     ):
-        cross = ours.cross_zone / default.cross_zone
-        inter = ours.inter_node / default.inter_node
+        cross = _ratio(ours.cross_zone, default.cross_zone)
+        inter = _ratio(ours.inter_node, default.inter_node)
         hot = ours.hot / max(1, ours.placed)
         busiest = ours.busiest - alone.busiest
         verdicts.append(
@@ -81,11 +96,19 @@ def draw_verdicts(runs: dict[str, list[Outcome]]) -> list[dict[str, float | bool
                 "busiest": busiest,
                 "met": cross <= 0.4 and inter <= 0.5 and hot <= 0.005 and busiest <= 0.02,
                 # Not a verdict: how far any placement of the model gets.
-                "oracle_cross": oracle.cross_zone / default.cross_zone,
-                "oracle_inter": oracle.inter_node / default.inter_node,
+                "oracle_cross": _ratio(oracle.cross_zone, default.cross_zone),
+                "oracle_inter": _ratio(oracle.inter_node, default.inter_node),
             }
         )
     return verdicts
+
+
+def _ratio(ours: float, default: float) -> float:
+    """``ours`` / ``default``; where the default sends no bytes (Services
+    that keep every client on its zone), none is 0 and any is infinite."""
+    if default > 0:
+        return ours / default
+    return math.inf if ours > 0 else 0.0
 
 
 def _median_worst(values: Sequence[float], worst_is_max: bool = True) -> str:
@@ -129,14 +152,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="every pod carries a topology spread constraint per hostname alone, so the"
         " default one per zone does not apply (prints only)",
     )
+    parser.add_argument(
+        "--traffic-distribution",
+        choices=ROUTINGS,
+        default=SPREAD,
+        help="every Service's trafficDistribution: spread (none set: connections spread over"
+        " every endpoint, the default), PreferSameZone or PreferSameNode (kube-proxy keeps a"
+        " client on its zone's or node's endpoints when there are any)",
+    )
     args = parser.parse_args(argv)
     zone_spread = not args.hostname_spread_only
+    routing = args.traffic_distribution
     first = drawn_seed(args.seed)
     seeds = [first + i for i in range(args.draws)]
     started = time.time()
     rows, verdicts = [], []
     for name, nodes, factor in SCALES:
-        table_rows, verdict = tables(name, run_draws(nodes, factor, seeds, zone_spread))
+        table_rows, verdict = tables(name, run_draws(nodes, factor, seeds, zone_spread, routing))
         rows += table_rows
         verdicts.append(verdict)
     elapsed = time.time() - started
@@ -159,11 +191,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(verdict)
     print(f"\nseeds {seeds[0]}..{seeds[-1]}, {elapsed:.0f}s")
     if not args.no_write and zone_spread:
+        section, title, routed = "peers", "Steering by peers (simulation)", ""
+        if routing != SPREAD:
+            section, title = f"peers-{routing}", f"{title}, Services with {routing}"
+            routed = f"\n\n{ROUTED_NOTE.format(routing=routing)}"
         write_section(
-            "peers",
-            "Steering by peers (simulation)",
+            section,
+            title,
             rerun_command("bench.peers", argv, args.seed, first),
-            f"{MODEL_NOTE}\n\nEach figure is the median / the worst of {len(seeds)} draws "
+            f"{MODEL_NOTE}{routed}\n\nEach figure is the median / the worst of {len(seeds)} draws "
             f"(seeds {seeds[0]}..{seeds[-1]}). Cross-zone bytes are "
             f"priced at ${PRICE}/GB each way. A placement is hot when its node's link is above "
             f"{HOT:.0%} once the pod is on it.\n\n{table}\n\n"

@@ -1,0 +1,95 @@
+"""The peers simulation's model of a Service's trafficDistribution
+(bench/peer_simulation.py, Cluster): where a client's bytes go under
+PreferSameNode and PreferSameZone, by hand and against a recount."""
+
+from collections.abc import Sequence
+
+import numpy as np
+import pytest
+
+from bench.peer_simulation import SAME_NODE, SAME_ZONE, SPREAD, Cluster, Graph, Outcome
+from bench.peers import draw_verdicts
+
+
+def _cluster(counts: Sequence[Sequence[float]], routing: str, rate: float = 6.0) -> Cluster:
+    """Two workloads, client 0 calling server 1 (two replicas each), on
+    nodes whose zone is their index mod 3."""
+    matrix = np.array(counts)
+    nodes = matrix.shape[1]
+    graph = Graph(["client", "server"], [2, 2], {(0, 1): rate}, [0.0, 0.0])
+    return Cluster(graph, np.zeros(nodes), np.arange(nodes) % 3, matrix, routing=routing)
+
+
+def test_prefer_same_node_keeps_a_client_beside_a_server_off_the_link() -> None:
+    # Nodes 0..3, zones 0, 1, 2, 0. Clients on 0 and 1; servers on 1 and 3.
+    cluster = _cluster([[1, 1, 0, 0], [0, 1, 0, 1]], SAME_NODE)
+    # The client on node 1 calls the server there; the one on node 0 has
+    # none on its node but one in its zone (node 3): 3 bytes/s between nodes,
+    # none across zones.
+    assert cluster.pair_cut() == (3.0, 0.0)
+    # Each way: node 0 sends 3, node 3 receives them, halved for each way.
+    np.testing.assert_allclose(cluster.link_load(), [1.5, 0.0, 0.0, 1.5])
+
+
+def test_prefer_same_zone_spreads_over_the_zone_and_falls_back_to_every_endpoint() -> None:
+    # Clients on 0 (zone 0) and 2 (zone 2); servers on 0 and 3 (both zone 0).
+    cluster = _cluster([[1, 0, 1, 0], [1, 0, 0, 1]], SAME_ZONE)
+    # Node 0's client keeps half of its 3 bytes/s; node 2's zone has no
+    # server, so it spreads over both, all across zones.
+    assert cluster.pair_cut() == (1.5 + 3.0, 3.0)
+
+
+def test_without_hints_every_client_spreads_over_every_server() -> None:
+    # Clients on 0 and 1 (zones 0, 1); servers on 1 and 3 (zones 1, 0).
+    counts = [[1, 1, 0, 0], [0, 1, 0, 1]]
+    # Each client sends half its 3 bytes/s to each server: node 1's client
+    # keeps half; each client crosses zones for half.
+    assert _cluster(counts, SPREAD).pair_cut() == (3.0 + 1.5, 1.5 + 1.5)
+    # The same pods under PreferSameNode: 3 between nodes, none across zones.
+    assert _cluster(counts, SAME_NODE).pair_cut() == (3.0, 0.0)
+
+
+@pytest.mark.parametrize("routing", [SAME_NODE, SAME_ZONE])
+def test_the_oracles_added_cost_and_the_loads_agree_with_a_recount(routing: str) -> None:
+    rng = np.random.default_rng(7)
+    for _ in range(100):
+        nodes, workloads = int(rng.integers(3, 10)), int(rng.integers(2, 5))
+        replicas = [int(rng.integers(1, 5)) for _ in range(workloads)]
+        pairs = {
+            (a, b): float(rng.uniform(1, 10))
+            for a in range(workloads)
+            for b in range(a + 1, workloads)
+            if rng.random() < 0.7
+        }
+        counts = np.zeros((workloads, nodes))
+        for w in range(workloads):
+            for _ in range(replicas[w] - int(rng.integers(0, 2))):  # one may be replaced
+                counts[w, int(rng.integers(nodes))] += 1
+        graph = Graph([f"w{i}" for i in range(workloads)], replicas, pairs, [0.0] * workloads)
+        cluster = Cluster(graph, np.zeros(nodes), np.arange(nodes) % 3, counts, routing=routing)
+        w, weight = int(rng.integers(workloads)), float(rng.uniform(0, 2))
+        cost = cluster.added_cost(w, weight)
+        inter, cross = cluster.pair_cut()
+        for node in range(nodes):
+            cluster.place(w, node)
+            more_inter, more_cross = cluster.pair_cut()
+            cluster.remove(w, node)
+            assert cost[node] == pytest.approx(
+                more_inter - inter + weight * (more_cross - cross), abs=1e-9
+            )
+        # Every byte that leaves a node arrives at another: each way, the
+        # links carry the bytes between nodes once.
+        assert cluster.link_load().sum() == pytest.approx(inter)
+
+
+def test_a_draw_where_the_default_sends_nothing_across_zones_is_judged_not_divided_by_zero() -> (
+    None
+):
+    def runs(ours_cross: float) -> dict[str, list[Outcome]]:
+        default = Outcome(inter_node=100.0, cross_zone=0.0, busiest=0.5, placed=10)
+        ours = Outcome(inter_node=40.0, cross_zone=ours_cross, busiest=0.5, placed=10)
+        return {"default": [default], "peers": [ours], "nettraffic": [default], "oracle": [ours]}
+
+    assert draw_verdicts(runs(0.0))[0]["met"] is True
+    verdict = draw_verdicts(runs(1.0))[0]
+    assert verdict["cross"] == float("inf") and verdict["met"] is False
