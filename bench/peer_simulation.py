@@ -333,13 +333,12 @@ class SimulatedFlows:
         return peers_from(result, known, self.settings.peers.max_per_workload)
 
 
-def _settings(peers: bool) -> Settings:
+def _settings(peers: bool, pull_points: float | None = None) -> Settings:
+    chosen: dict[str, object] = {"source": "istio" if peers else "none"}
+    if pull_points is not None:
+        chosen["pullPoints"] = pull_points
     return settings_from_mapping(
-        {
-            "prometheus": {"url": "http://sim"},
-            "metricsServer": {"enabled": False},
-            "peers": {"source": "istio" if peers else "none"},
-        }
+        {"prometheus": {"url": "http://sim"}, "metricsServer": {"enabled": False}, "peers": chosen}
     )
 
 
@@ -352,27 +351,44 @@ def learn(learning: BandwidthLearning) -> None:
         learning.update()
 
 
+@dataclass(frozen=True)
+class SimulationOptions:
+    """A variant of the model: how pods are spread, how Services route, and
+    the peers' settings."""
+
+    # False: every pod carries a topology spread constraint per hostname
+    # alone, so kube-scheduler's default one per zone does not apply
+    # (bench/scheduler_model.py).
+    zone_spread: bool = True
+    routing: str = SPREAD  # every Service's trafficDistribution (ROUTINGS)
+    # Every pod also carries a zone constraint with this maxSkew, DoNotSchedule.
+    zone_max_skew: int | None = None
+    pull_points: float | None = None  # peers.pullPoints (None: the default)
+
+
 def simulate(
     nodes: int,
     replica_factor: int,
     strategy: str,
     seed: int,
-    zone_spread: bool = True,
-    routing: str = SPREAD,
+    options: SimulationOptions | None = None,
 ) -> Outcome:
     """One draw (``seed``) placed by ``strategy``; the same draw for every
-    strategy. ``zone_spread=False``: every pod carries a topology spread
-    constraint per hostname alone, so kube-scheduler's default one per
-    zone does not apply (bench/scheduler_model.py). ``routing``: every
-    Service's trafficDistribution (ROUTINGS)."""
+    strategy."""
+    options = options or SimulationOptions()
     rng = np.random.default_rng(seed)
     background, state = draw_cluster(nodes, rng)
     graph = draw_graph(rng, replica_factor)
     names = [f"node-{i:03d}" for i in range(nodes)]
     cluster = Cluster(
-        graph, background, state.zone, np.zeros((len(graph.names), nodes)), routing=routing
+        graph, background, state.zone, np.zeros((len(graph.names), nodes)), routing=options.routing
     )
-    scheduler = KubeScheduler(state, np.random.default_rng(seed + 1), zone_spread=zone_spread)
+    scheduler = KubeScheduler(
+        state,
+        np.random.default_rng(seed + 1),
+        zone_spread=options.zone_spread,
+        zone_max_skew=options.zone_max_skew,
+    )
     # Before the install: kube-scheduler alone, every workload in a drawn order.
     for w in rng.permutation(len(graph.names)):
         for _ in range(graph.replicas[w]):
@@ -384,7 +400,7 @@ def simulate(
         for w in range(len(graph.names))
     ]
     orders = [rng.permutation(len(graph.names)) for _ in range(ROUNDS)]
-    return _roll_out(cluster, state, scheduler, names, orders, strategy, seed)
+    return _roll_out(cluster, state, scheduler, names, orders, strategy, options.pull_points)
 
 
 def _roll_out(
@@ -394,12 +410,12 @@ def _roll_out(
     names: list[str],
     orders: list[np.ndarray],
     strategy: str,
-    seed: int,
+    pull_points: float | None,
 ) -> Outcome:
     graph = cluster.graph
     now = [0.0]
     steered = strategy in ("nettraffic", "peers")
-    settings = _settings(strategy == "peers")
+    settings = _settings(strategy == "peers", pull_points)
     # Each node's zone, and its copy as the tier label writer writes it with
     # a flow source (measuring/tier_labels.py).
     zone_labels = [

@@ -10,6 +10,7 @@ scheduler's, inter-node bytes at most 50%, at most 0.5% of placements hot,
 and the busiest link within 2 points of nettraffic without peers.
 """
 
+import argparse
 import math
 import statistics
 import time
@@ -23,6 +24,7 @@ from bench.peer_simulation import (
     SPREAD,
     STRATEGIES,
     Outcome,
+    SimulationOptions,
     simulate,
 )
 from bench.report import bench_parser, drawn_seed, rerun_command, write_section
@@ -69,14 +71,24 @@ pair's ends are a caller and the workload it calls. The product is as
 above: it counts a pair's bytes as spread over the pods, whatever the
 Services say."""
 
+ZONE_CONSTRAINT_NOTE = """\
+Here every pod carries two topology spread constraints: per zone, maxSkew
+1, `whenUnsatisfiable: DoNotSchedule` (a filter: podtopologyspread
+filtering.go, Filter), and per hostname, maxSkew 3, ScheduleAnyway (scored;
+the system defaults then do not apply)."""
+
+HOSTNAME_SPREAD_NOTE = """\
+Here every pod carries a topology spread constraint per hostname alone
+(maxSkew 3, ScheduleAnyway), so kube-scheduler's default one per zone does
+not apply (podtopologyspread, getConstraints: the defaults only for a pod
+with none)."""
+
 
 def run_draws(
-    nodes: int, factor: int, seeds: Sequence[int], zone_spread: bool = True, routing: str = SPREAD
+    nodes: int, factor: int, seeds: Sequence[int], options: SimulationOptions | None = None
 ) -> dict[str, list[Outcome]]:
-    return {
-        s: [simulate(nodes, factor, s, seed, zone_spread, routing) for seed in seeds]
-        for s in STRATEGIES
-    }
+    chosen = options or SimulationOptions()
+    return {s: [simulate(nodes, factor, s, seed, chosen) for seed in seeds] for s in STRATEGIES}
 
 
 def draw_verdicts(runs: dict[str, list[Outcome]]) -> list[dict[str, float | bool]]:
@@ -142,15 +154,42 @@ def tables(name: str, runs: dict[str, list[Outcome]]) -> tuple[list[str], str]:
     return rows, verdict
 
 
+def variant(args: argparse.Namespace) -> tuple[str, str, str]:
+    """The docs section, title and notes of the run's variant of the model."""
+    section, title, notes = "peers", "Steering by peers (simulation)", [MODEL_NOTE]
+    routing = args.traffic_distribution
+    if routing != SPREAD:
+        section, title = f"{section}-{routing}", f"{title}, Services with {routing}"
+        notes.append(ROUTED_NOTE.format(routing=routing))
+    if args.zone_constraint:
+        section, title = f"{section}-zone-constraint", f"{title}, pods spread over zones"
+        notes.append(ZONE_CONSTRAINT_NOTE)
+    if args.hostname_spread_only:
+        section, title = f"{section}-hostname-spread", f"{title}, pods spread per hostname only"
+        notes.append(HOSTNAME_SPREAD_NOTE)
+    if args.pull_points is not None:
+        points = f"{args.pull_points:g}"
+        section, title = f"{section}-pull-{points}", f"{title}, peers.pullPoints {points}"
+        notes.append(f"Here (c) runs with `peers.pullPoints` {points} (default 20).")
+    return section, title, "\n\n".join(notes)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = bench_parser(__doc__)
     parser.add_argument("--draws", type=int, default=5, help="draws per scale (default 5)")
     parser.add_argument("--seed", type=int, help="the first draw's seed (default: drawn)")
-    parser.add_argument(
+    spread = parser.add_mutually_exclusive_group()
+    spread.add_argument(
         "--hostname-spread-only",
         action="store_true",
         help="every pod carries a topology spread constraint per hostname alone, so the"
-        " default one per zone does not apply (prints only)",
+        " default one per zone does not apply",
+    )
+    spread.add_argument(
+        "--zone-constraint",
+        action="store_true",
+        help="every pod carries a zone topology spread constraint, maxSkew 1, DoNotSchedule,"
+        " and a hostname one, ScheduleAnyway",
     )
     parser.add_argument(
         "--traffic-distribution",
@@ -160,15 +199,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         " every endpoint, the default), PreferSameZone or PreferSameNode (kube-proxy keeps a"
         " client on its zone's or node's endpoints when there are any)",
     )
+    parser.add_argument(
+        "--pull-points",
+        type=float,
+        help="peers.pullPoints for (c) (default: the product's default, 20)",
+    )
     args = parser.parse_args(argv)
-    zone_spread = not args.hostname_spread_only
-    routing = args.traffic_distribution
+    options = SimulationOptions(
+        zone_spread=not args.hostname_spread_only,
+        routing=args.traffic_distribution,
+        zone_max_skew=1 if args.zone_constraint else None,
+        pull_points=args.pull_points,
+    )
     first = drawn_seed(args.seed)
     seeds = [first + i for i in range(args.draws)]
     started = time.time()
     rows, verdicts = [], []
     for name, nodes, factor in SCALES:
-        table_rows, verdict = tables(name, run_draws(nodes, factor, seeds, zone_spread, routing))
+        table_rows, verdict = tables(name, run_draws(nodes, factor, seeds, options))
         rows += table_rows
         verdicts.append(verdict)
     elapsed = time.time() - started
@@ -190,16 +238,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     print()
     print(verdict)
     print(f"\nseeds {seeds[0]}..{seeds[-1]}, {elapsed:.0f}s")
-    if not args.no_write and zone_spread:
-        section, title, routed = "peers", "Steering by peers (simulation)", ""
-        if routing != SPREAD:
-            section, title = f"peers-{routing}", f"{title}, Services with {routing}"
-            routed = f"\n\n{ROUTED_NOTE.format(routing=routing)}"
+    if not args.no_write:
+        section, title, notes = variant(args)
         write_section(
             section,
             title,
             rerun_command("bench.peers", argv, args.seed, first),
-            f"{MODEL_NOTE}{routed}\n\nEach figure is the median / the worst of {len(seeds)} draws "
+            f"{notes}\n\nEach figure is the median / the worst of {len(seeds)} draws "
             f"(seeds {seeds[0]}..{seeds[-1]}). Cross-zone bytes are "
             f"priced at ${PRICE}/GB each way. A placement is hot when its node's link is above "
             f"{HOT:.0%} once the pod is on it.\n\n{table}\n\n"

@@ -35,7 +35,9 @@ plugin normalised over the scored nodes only
   A pod that carries constraints of its own is scored by those instead of
   the defaults (podtopologyspread, getConstraints: the defaults only for a
   pod with none): ``zone_spread=False`` stands for pods that carry the
-  hostname one alone.
+  hostname one alone; ``zone_max_skew`` for pods that carry it and a zone
+  constraint with ``whenUnsatisfiable: DoNotSchedule``, a filter only
+  (``zone_skew_allows``; scoring counts ScheduleAnyway constraints alone).
 - NodeResourcesFit 1, LeastAllocated (noderesources/least_allocated.go,
   leastResourceScorer): per resource ``(capacity - requested) * 100 /
   capacity`` in integers, the pod included, averaged with equal weights.
@@ -144,6 +146,21 @@ def node_affinity_scores(
     return default_normalize_score(raw)
 
 
+def zone_skew_allows(state: ClusterState, workload: str, max_skew: int) -> np.ndarray:
+    """PodTopologySpread's filter for a zone constraint with
+    ``whenUnsatisfiable: DoNotSchedule`` (podtopologyspread/filtering.go,
+    Filter): a node passes when its zone's pods of the workload, plus this
+    one, less the fewest in any zone, are at most ``max_skew``. Every node
+    carries a zone, so every zone is a domain."""
+    counts = state.replicas.get(workload)
+    per_zone = np.bincount(
+        state.zone,
+        weights=np.zeros(state.size) if counts is None else counts,
+        minlength=int(state.zone.max()) + 1,
+    )
+    return per_zone[state.zone] + 1 - per_zone.min() <= max_skew
+
+
 def topology_spread_scores(
     state: ClusterState, workload: str, scored: np.ndarray, zone_spread: bool = True
 ) -> np.ndarray:
@@ -231,20 +248,25 @@ class KubeScheduler:
         balanced_rule: str = "v1.36",
         percentage_of_nodes_to_score: int = 0,
         zone_spread: bool = True,  # False: pods spread per hostname only
+        zone_max_skew: int | None = None,  # pods also carry a zone DoNotSchedule constraint
     ) -> None:
         self.state, self.rng = state, rng
-        self.zone_spread = zone_spread
+        self.zone_spread = zone_spread and zone_max_skew is None
+        self.zone_max_skew = zone_max_skew
         self.balanced_rule = balanced_rule
         self.percentage = percentage_of_nodes_to_score
         self.next_start_node_index = 0
         self.last_scored = np.zeros(0, dtype=np.int64)  # the nodes the last pod was scored on
 
-    def feasible_sample(self, cpu: float, memory: float) -> np.ndarray:
+    def feasible_sample(self, cpu: float, memory: float, workload: str = "") -> np.ndarray:
         """The feasible nodes the scheduler finds for a pod, in the order it finds them."""
         size = self.state.size
         wanted = num_feasible_nodes_to_find(size, self.percentage)
         order = (self.next_start_node_index + np.arange(size)) % size
-        feasible_in_order = np.flatnonzero(self.state.fits(cpu, memory)[order])
+        feasible = self.state.fits(cpu, memory)
+        if self.zone_max_skew is not None:
+            feasible &= zone_skew_allows(self.state, workload, self.zone_max_skew)
+        feasible_in_order = np.flatnonzero(feasible[order])
         found = feasible_in_order[:wanted]
         processed = int(found[-1]) + 1 if len(found) == wanted else size
         self.next_start_node_index = (self.next_start_node_index + processed) % size
@@ -259,7 +281,7 @@ class KubeScheduler:
         label_weights: np.ndarray | None = None,
     ) -> int | None:
         """The node the pod is bound to, or None: it stays Pending."""
-        scored = self.feasible_sample(cpu, memory)
+        scored = self.feasible_sample(cpu, memory, workload)
         self.last_scored = scored
         if len(scored) == 0:
             return None

@@ -17,6 +17,7 @@ from bench.scheduler_model import (
     node_affinity_scores,
     num_feasible_nodes_to_find,
     topology_spread_scores,
+    zone_skew_allows,
 )
 
 
@@ -84,6 +85,17 @@ def test_topology_spread_of_pods_with_a_hostname_constraint_alone_ignores_zones(
     # As above, without the zone term: both scored nodes hold none, raw 2 -> 2 each.
     scores = topology_spread_scores(state, "web", np.array([0, 1]), zone_spread=False)
     assert list(scores) == [100, 100]
+
+
+def test_a_zone_constraint_that_must_hold_filters_the_fuller_zones():
+    state = _state(6)  # zones 0, 1, 0, 1, 0, 1
+    assert zone_skew_allows(state, "web", 1).all()  # no pod yet
+    state.bind(0, "web", 0.1, 0.1)  # zone 0: 1, zone 1: 0
+    np.testing.assert_array_equal(zone_skew_allows(state, "web", 1), [0, 1, 0, 1, 0, 1])
+    assert zone_skew_allows(state, "web", 2).all()
+    scheduler = KubeScheduler(state, np.random.default_rng(0), zone_max_skew=1)
+    # However strongly a node of zone 0 is preferred, the pod goes to zone 1.
+    assert scheduler.schedule("web", 0.1, 0.1, {2: 100}) % 2 == 1
 
 
 def test_least_allocated_by_hand():

@@ -2,13 +2,14 @@
 (bench/peer_simulation.py, Cluster): where a client's bytes go under
 PreferSameNode and PreferSameZone, by hand and against a recount."""
 
+import argparse
 from collections.abc import Sequence
 
 import numpy as np
 import pytest
 
 from bench.peer_simulation import SAME_NODE, SAME_ZONE, SPREAD, Cluster, Graph, Outcome
-from bench.peers import draw_verdicts
+from bench.peers import draw_verdicts, variant
 
 
 def _cluster(counts: Sequence[Sequence[float]], routing: str, rate: float = 6.0) -> Cluster:
@@ -93,3 +94,28 @@ def test_a_draw_where_the_default_sends_nothing_across_zones_is_judged_not_divid
     assert draw_verdicts(runs(0.0))[0]["met"] is True
     verdict = draw_verdicts(runs(1.0))[0]
     assert verdict["cross"] == float("inf") and verdict["met"] is False
+
+
+def test_each_variant_of_the_model_is_published_in_a_section_of_its_own() -> None:
+    def section(**chosen: object) -> tuple[str, str]:
+        options = {
+            "traffic_distribution": SPREAD,
+            "zone_constraint": False,
+            "hostname_spread_only": False,
+            "pull_points": None,
+            **chosen,
+        }
+        name, _title, notes = variant(argparse.Namespace(**options))
+        return name, notes
+
+    assert section()[0] == "peers"
+    routed, notes = section(traffic_distribution=SAME_NODE, pull_points=40.0)
+    assert routed == "peers-PreferSameNode-pull-40"
+    assert "trafficDistribution: PreferSameNode" in notes and "`peers.pullPoints` 40" in notes
+    names = {
+        section(zone_constraint=True)[0],
+        section(hostname_spread_only=True)[0],
+        section(traffic_distribution=SAME_ZONE)[0],
+        "peers",
+    }
+    assert len(names) == 4
