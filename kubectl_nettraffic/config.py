@@ -225,7 +225,7 @@ class PeerSettings:
     # The score points (of 100) a node gains for a pod all of whose bytes
     # go to peers on it; the same again for its zone at the default price
     # below. A tenth of the bytes, a tenth of the points (steering/peer_pull.py).
-    pull_points: float = key(20.0, values.weight)
+    pull_points: float = key(40.0, values.weight)
     # What crossing zones costs, per GB each way ($0.01 on AWS and GCP):
     # shown by top workloads; the zone's pull scales with it (0: zones are
     # not counted).

@@ -124,7 +124,7 @@ def test_the_pulled_choice_is_the_full_scan_s(seed, replicas):
 def test_a_node_whose_peers_take_a_sliver_of_the_pod_s_bytes_gains_its_zone_s_pull_alone():
     # Two nodes in one zone, equally loaded. The peer has one pod on
     # "sliver" and 99 elsewhere in the zone: of the pod's bytes to it, 1%
-    # stays on "sliver", 0.2 points at the default 20 pullPoints; on "most"
+    # stays on "sliver", 0.4 points at the default 40 pullPoints; on "most"
     # it keeps 99%.
     loads = {"sliver": 5e6, "plain": 5e6, "most": 5e6}
     board = FixedBoard(loads, **{name: {"labels": {ZONE_LABEL: "zone-a"}} for name in loads})

@@ -17,8 +17,8 @@ n in zone z:
   kept on the node; at 0, zones are not counted).
 
 So a pod all of whose bytes go to one peer's node may be placed on a node
-up to 40 points (of 100) busier than the quietest, by default; one that
-talks to its peers for a tenth of its bytes, up to 4.
+up to 80 points (of 100) busier than the quietest, by default; one that
+talks to its peers for a tenth of its bytes, up to 8.
 
 A node's own part under MIN_OWN_POINTS is left out (the zone's part
 stays): the choice then looks up only the nodes that pull for real.
