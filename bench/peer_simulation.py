@@ -15,7 +15,9 @@ The model (bench/peers.py prints it beside the figures):
   the cluster.
 - A Service spreads a client's connections evenly over its endpoints, so
   a pair's bytes split evenly over the pairs of their pods; bytes between
-  two pods on one node touch no link.
+  two pods on one node touch no link. Or, with a trafficDistribution
+  (SimulationOptions.routing), kube-proxy keeps a client on its node's or
+  its zone's server pods (Cluster).
 - Nodes: 10 Gbit/s links, zone = node index mod 3, background load as in
   bench.placement (log-normal around 12%; 5% of nodes at 75-95%).
 - Before the install every pod was placed by kube-scheduler alone; the

@@ -87,8 +87,7 @@ with none)."""
 def run_draws(
     nodes: int, factor: int, seeds: Sequence[int], options: SimulationOptions | None = None
 ) -> dict[str, list[Outcome]]:
-    chosen = options or SimulationOptions()
-    return {s: [simulate(nodes, factor, s, seed, chosen) for seed in seeds] for s in STRATEGIES}
+    return {s: [simulate(nodes, factor, s, seed, options) for seed in seeds] for s in STRATEGIES}
 
 
 def draw_verdicts(runs: dict[str, list[Outcome]]) -> list[dict[str, float | bool]]:
