@@ -4,6 +4,8 @@ exporter every second, shared by the modules under tests/e2e."""
 import json
 import os
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 import requests
@@ -27,9 +29,11 @@ def _exporters() -> list[Exporter]:
     return exporters
 
 
-@pytest.fixture(scope="session")
-def prometheus():
-    exporter = LiveExporter(_exporters())
+@contextmanager
+def live_prometheus(exporters: list[Exporter]) -> Iterator[PrometheusServer]:
+    """A real Prometheus scraping ``exporters`` live every second, once a
+    full 10s window of samples is in."""
+    exporter = LiveExporter(exporters)
     server = PrometheusServer(scrape_targets=[exporter.target], scrape_interval="1s")
     server.exporter_target = exporter.target  # type: ignore[attr-defined]  # for a second Prometheus
 
@@ -43,13 +47,21 @@ def prometheus():
         ).json()
         return bool(answer["data"]["result"])
 
-    deadline = time.monotonic() + 60
-    while not window_full():
-        assert time.monotonic() < deadline, "Prometheus did not collect 10s of samples in 60s"
-        time.sleep(0.5)
-    yield server
-    server.stop()
-    exporter.stop()
+    try:
+        deadline = time.monotonic() + 60
+        while not window_full():
+            assert time.monotonic() < deadline, "Prometheus did not collect 10s of samples in 60s"
+            time.sleep(0.5)
+        yield server
+    finally:
+        server.stop()
+        exporter.stop()
+
+
+@pytest.fixture(scope="session")
+def prometheus():
+    with live_prometheus(_exporters()) as server:
+        yield server
 
 
 def node_file(directory, name: str, nodes: list[dict]) -> str:
