@@ -32,7 +32,7 @@ The model (bench/peers.py prints it beside the figures):
 import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, NamedTuple
 
 import jsonpatch
 import numpy as np
@@ -125,6 +125,17 @@ SPREAD, SAME_ZONE, SAME_NODE = "spread", "PreferSameZone", "PreferSameNode"
 ROUTINGS = (SPREAD, SAME_ZONE, SAME_NODE)
 
 
+class Routes(NamedTuple):
+    """Per node, for a client of one pair there, as the server's Service
+    routes it (Cluster._routes)."""
+
+    local: np.ndarray  # the share of its bytes that stays on the node
+    across: np.ndarray  # ... that crosses zones
+    on_node: np.ndarray  # it calls the servers on its node (PreferSameNode)
+    zoned: np.ndarray  # ... those of its zone
+    in_zone: np.ndarray  # the server's pods in the node's zone
+
+
 @dataclass
 class Cluster:
     """Where every pod runs: counts per workload and node; the link loads follow.
@@ -143,10 +154,10 @@ class Cluster:
         inter = cross = 0.0
         if self.routing != SPREAD:
             for pair, rate in self.graph.pairs.items():
-                local, across = self._routes(pair)
+                routes = self._routes(pair)
                 clients = self.counts[pair[0]] * rate / self.graph.replicas[pair[0]]
-                inter += float(clients @ (1 - local))
-                cross += float(clients @ across)
+                inter += float(clients @ (1 - routes.local))
+                cross += float(clients @ routes.across)
             return inter, cross
         zone_counts = self.zone_counts()
         for (a, b), rate in self.graph.pairs.items():
@@ -159,20 +170,20 @@ class Cluster:
     def zone_counts(self) -> np.ndarray:
         return np.stack([self.counts[:, self.zone == z].sum(axis=1) for z in range(ZONES)], axis=1)
 
-    def _routes(self, pair: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
-        """Per node, for a client of ``pair`` there: the share of its bytes that
-        stays on the node and the share that crosses zones, as the server's
-        Service routes them (``routing``)."""
+    def _routes(self, pair: tuple[int, int]) -> Routes:
+        """Per node, how the server's Service routes a client of ``pair``
+        there (``routing``)."""
         servers = self.counts[pair[1]]
         total = float(servers.sum())
-        if not total:  # no server yet (its only pod being replaced): no bytes
-            return np.ones(len(servers)), np.zeros(len(servers))
         in_zone = np.bincount(self.zone, weights=servers, minlength=ZONES)[self.zone]
+        if not total:  # no server yet (its only pod being replaced): no bytes
+            none = np.zeros(len(servers), bool)
+            return Routes(np.ones(len(servers)), np.zeros(len(servers)), ~none, none, in_zone)
         on_node = (servers > 0) if self.routing == SAME_NODE else np.zeros(len(servers), bool)
         zoned = ~on_node & (in_zone > 0)
         local = np.where(on_node, 1.0, servers / np.where(zoned, in_zone, total))
         across = np.where(on_node | zoned, 0.0, 1 - in_zone / total)
-        return local, across
+        return Routes(local, across, on_node, zoned, in_zone)
 
     def link_load(self) -> np.ndarray:
         """Bytes/s each way on every node's link: background, the front ends'
@@ -199,18 +210,15 @@ class Cluster:
         routes by topology: what the clients send off their node, and what
         the servers take from clients on other nodes."""
         a, b = pair
-        local, across = self._routes(pair)
+        routes = self._routes(pair)
         clients, servers = self.counts[a], self.counts[b]
         per_client = rate / self.graph.replicas[a]
-        sent = clients * per_client * (1 - local)
+        sent = clients * per_client * (1 - routes.local)
         # Each client's bytes split over the servers it routes to: those of
         # its zone (zone-routed), or all of them; none leave a node-routed one.
-        in_zone = np.bincount(self.zone, weights=servers, minlength=ZONES)[self.zone]
-        on_node = local >= 1.0
-        zoned = ~on_node & (across == 0)
-        spread = ~on_node & ~zoned
+        zoned, spread = routes.zoned, ~routes.on_node & ~routes.zoned
         zone_clients = np.bincount(self.zone, weights=clients * zoned, minlength=ZONES)[self.zone]
-        from_zone = (zone_clients - clients * zoned) * servers / np.maximum(in_zone, 1.0)
+        from_zone = (zone_clients - clients * zoned) * servers / np.maximum(routes.in_zone, 1.0)
         total = max(1.0, float(servers.sum()))
         from_all = (float(clients @ spread) - clients * spread) * servers / total
         return (sent + per_client * (from_zone + from_all)) / 2
@@ -256,8 +264,8 @@ class Cluster:
         for (a, b), rate in self.graph.pairs.items():
             per_client = rate / self.graph.replicas[a]
             if w == a:  # one more client: where its Service sends it
-                local, across = self._routes((a, b))
-                cost += per_client * (1 - local + weight * across)
+                routes = self._routes((a, b))
+                cost += per_client * (1 - routes.local + weight * routes.across)
             elif w == b:  # one more server: what it saves the clients near it
                 cost += per_client * self._server_saving(self.counts[a], self.counts[b], weight)
         return cost
