@@ -18,7 +18,7 @@ from kubectl_nettraffic.inflight.replica_share import NodeBlocks, ReplicaShare
 from kubectl_nettraffic.kube.workloads import Workload
 from kubectl_nettraffic.measuring.measurement import Snapshot
 from kubectl_nettraffic.scoring.node_scores import NodeScore
-from kubectl_nettraffic.scoring.placement import Handicap, Pull, link_handicap
+from kubectl_nettraffic.scoring.placement import Handicap, Pull, link_handicap, link_points
 
 # A heap drops its superseded entries (a pass over it: 1.7 ms at 5,000
 # nodes) once its walks have passed a quarter of its length's worth of them
@@ -339,11 +339,11 @@ class Heaps:
 
     def group_handicaps(self, bandwidth: float, others_unseen: float) -> list[float]:
         """Per group, the points its nodes lose for a pod of ``bandwidth``:
-        ``link_handicap``'s, and on the other replicas' nodes those of
+        ``link_points``, and on the other replicas' nodes those of
         ``others_unseen`` bytes/s they may be steering there unseen."""
         assert self.penalties is not None
         least = self.least_penalty
-        link = [(penalty - least) * bandwidth for penalty in self.penalties]
+        link = [link_points(penalty, least, bandwidth) for penalty in self.penalties]
         if not self.replica_grouped:
             return link
         return link + [

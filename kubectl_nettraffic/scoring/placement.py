@@ -15,7 +15,7 @@ Rules (docs/design/architecture.md, Contracts):
   (docs/design/late-bindings.md).
 - A handicap may lower some nodes' scores for this pod alone: on links of
   different speeds, what the pod's own bytes cost a node's link beyond what
-  they cost the fastest (``link_handicap``), so the nodes rank as they
+  they cost the fastest (``link_points``), so the nodes rank as they
   would score with the pod on them; with several
   replicas steering, the nodes that are not this replica's own count the
   part of a pod of this pod's size another replica may be steering there
@@ -69,13 +69,19 @@ def lowered_by(pull: Pull) -> Handicap:
     return lambda score: -pull.points(score)
 
 
+def link_points(penalty_per_byte: float, least_penalty: float, bandwidth: float) -> float:
+    """The points a pod of ``bandwidth`` bytes/s costs a link of
+    ``penalty_per_byte`` beyond what it costs the fastest (whose penalty per
+    byte is ``least_penalty``)."""
+    return (penalty_per_byte - least_penalty) * bandwidth
+
+
 def link_handicap(least_penalty: float, bandwidth: float) -> Handicap:
-    """The points a pod of ``bandwidth`` bytes/s costs a node's link beyond
-    what it costs the fastest (whose penalty per byte is ``least_penalty``):
-    with it, nodes rank as they would score with the pod on them."""
+    """``link_points`` per node: with it, nodes rank as they would score
+    with the pod on them."""
 
     def points(score: NodeScore) -> float:
-        return (score.penalty_per_byte - least_penalty) * bandwidth
+        return link_points(score.penalty_per_byte, least_penalty, bandwidth)
 
     return points
 
