@@ -345,6 +345,17 @@ def test_config_map_is_a_valid_config_for_the_engine():
         assert settings.server.port == 8443
 
 
+def test_the_chart_s_peers_section_is_the_engine_s_defaults():
+    """values.yaml writes the peers settings out in full: they must be the
+    engine's own defaults (peers.pullPoints among them), not older ones."""
+    from kubectl_nettraffic.config import settings_from_mapping
+
+    config = yaml.safe_load(by_kind(render("helm"), "ConfigMap")[0]["data"]["config.yaml"])
+    assert (
+        settings_from_mapping({"peers": config["peers"]}).peers == settings_from_mapping({}).peers
+    )
+
+
 @pytest.mark.parametrize(("replicas", "share"), [(1, 0.025), (2, 0.0125), (3, 0.025 / 3)])
 def test_the_learners_share_of_prometheus_is_split_between_the_replicas(replicas, share):
     """Each replica learns on its own, so each keeps to its part of
