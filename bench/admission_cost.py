@@ -287,12 +287,12 @@ def measure(count: int, flush: CacheFlusher) -> dict[str, tuple[float, float]]:
         parts.scoreboard.record(recorded(parts))
         # The other replicas' pods of an unlearned workload arrive with it
         # (BindingWatch books them so), and spread this replica's too.
-        unlearned = pod_workload(admitted) if admitted is unlearned_pod else None
+        workload, unlearned = pod_workload(admitted), admitted is unlearned_pod
         for index in range(IN_FLIGHT):
             if others is not None and index % 3:
                 replica = ("replica-a", "replica-c")[index % 3 - 1]
                 node = others[index % len(others)]
-                parts.inflight.book_seen(node, 2**20, time.time(), replica, unlearned)
+                parts.inflight.book_seen(node, 2**20, time.time(), replica, workload, unlearned)
             else:
                 parts.steerer.decide(admitted, None, False)
 

@@ -269,7 +269,7 @@ API = Workload("shop", "Deployment", "api")
 def test_a_booking_moves_once():
     store = Bookings(pod_startup=10, window=120, replica="r1")
     store.measure(90.0)
-    store.add("a", 1000.0, at=100.0, key=7, replica="r1", unlearned=WEB)
+    store.add("a", 1000.0, at=100.0, key=7, replica="r1", workload=WEB, unlearned=True)
     assert store.is_pending(7) and store.view == {"a": (1000.0, 1)}
     assert store.move(7, "b") is not None
     assert not store.is_pending(7) and store.move(7, "c") is None and store.drop(7) is None
@@ -278,9 +278,9 @@ def test_a_booking_moves_once():
 
 def test_unlearned_pods_count_where_their_booking_is_until_measured():
     store = Bookings(pod_startup=10, window=120)
-    assert store.add("a", 1.0, at=100.0, key=1, unlearned=WEB) == (WEB, "a", 1)
-    store.add("a", 1.0, at=101.0, key=2, unlearned=WEB)
-    store.add("b", 1.0, at=102.0, key=3, unlearned=API)
+    assert store.add("a", 1.0, at=100.0, key=1, workload=WEB, unlearned=True) == (WEB, "a", 1)
+    store.add("a", 1.0, at=101.0, key=2, workload=WEB, unlearned=True)
+    store.add("b", 1.0, at=102.0, key=3, workload=API, unlearned=True)
     store.add("b", 1.0, at=103.0, key=4)  # learned: counted for no workload
     assert store.unlearned == {WEB: {"a": 2}, API: {"b": 1}}
     moved = store.move(2, "c")
@@ -291,6 +291,25 @@ def test_unlearned_pods_count_where_their_booking_is_until_measured():
     assert store.measure(100.0 + 10 + 120) == [(WEB, "a", -1)]
     assert store.unlearned == {WEB: {"c": 1}}
     assert store.measure(400.0) == [(WEB, "c", -1)] and store.unlearned == {}
+
+
+def test_every_workload_counts_in_flight_where_its_booking_is_until_measured():
+    # The fan-in room of peers and the workload's spread read one view of
+    # every booking, learned or not, that moves and goes with its row.
+    store = Bookings(pod_startup=10, window=120)
+    store.add("a", 1.0, at=100.0, key=1, workload=WEB)
+    store.add("a", 1.0, at=101.0, key=2, workload=WEB, unlearned=True)
+    store.add("b", 1.0, at=102.0, key=3, workload=API)
+    store.add("b", 1.0, at=103.0, key=4)  # no workload: counted for none
+    assert store.in_flight == {WEB: {"a": 2}, API: {"b": 1}}
+    assert store.unlearned == {WEB: {"a": 1}}
+    moved = store.move(1, "c")
+    assert moved is not None and moved.counts == []  # learned: no unlearned count moves
+    assert store.drop(3) == ("b", [])
+    assert store.in_flight == {WEB: {"a": 1, "c": 1}}
+    assert store.measure(100.0 + 10 + 120) == []  # key 1's row is measured, its count goes
+    assert store.in_flight == {WEB: {"a": 1}}
+    assert store.measure(400.0) == [(WEB, "a", -1)] and store.in_flight == {}
 
 
 def test_a_node_a_booking_moves_off_declines_once_per_measurement():

@@ -1,26 +1,11 @@
 """Pure placement rules: table tests and a hypothesis property test."""
 
-import copy
-import json
-from typing import Any
-
-import jsonpatch
-import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from harness.fakeapi import node
 from harness.reviews import pod
-from kubectl_nettraffic.kube.node_affinity import pod_fits
-from kubectl_nettraffic.kube.nodes import node_from_json
-from kubectl_nettraffic.kube.pods import PREFERRED, REQUIRED
 from kubectl_nettraffic.labels import parse_selector
-from kubectl_nettraffic.learning.workload_bandwidth import LearnedBandwidth
-from kubectl_nettraffic.scoring.placement import Preference, choose_nodes
-from kubectl_nettraffic.serving import serving_parts
-from kubectl_nettraffic.steering.affinity_patch import affinity_patch, patch_text
-from kubectl_nettraffic.steering.patch_check import PatchCheckFailed, apply_and_check
-from kubectl_nettraffic.steering.pod_bandwidth import expected_bandwidth
+from tests.harness.choices import choose, heap_choice, heaps_over, scanned
 from tests.harness.scoreboards import FixedBoard
 from tests.harness.scoreboards import fixed_board as _board
 
@@ -30,7 +15,7 @@ EVERYONE = parse_selector("")
 def test_weights_are_graded_by_score_and_quartered_by_rank():
     board = _board({"a": 0.0, "b": 5e6, "c": 10e6, "d": 20e6})
     snap = board.snapshot
-    prefs = choose_nodes(snap.candidates, snap.tainted, snap.nodes, pod(), EVERYONE, {}, 3)
+    prefs = choose(snap, 3)
     # Scores 100, 75, 50: b's weight would be its score, but at most a
     # quarter of a's (25); c's at most a quarter of b's.
     assert [(p.node, p.weight, round(p.score)) for p in prefs] == [
@@ -41,400 +26,40 @@ def test_weights_are_graded_by_score_and_quartered_by_rank():
     # Far apart, the score gap is the lower bound of the two.
     board = _board({"a": 0.0, "b": 16e6, "c": 18e6, "d": 20e6})
     snap = board.snapshot
-    prefs = choose_nodes(snap.candidates, snap.tainted, snap.nodes, pod(), EVERYONE, {}, 4)
+    prefs = choose(snap, 4)
     assert [p.weight for p in prefs] == [100, 20, 6, 1]
     # Past the fourth, every weight is 1.
     board = _board({f"n{i}": 0.0 for i in range(10)})
     snap = board.snapshot
-    prefs = choose_nodes(snap.candidates, snap.tainted, snap.nodes, pod(), EVERYONE, {}, 10)
+    prefs = choose(snap, 10)
     assert [p.weight for p in prefs] == [100, 25, 6, 1, 1, 1, 1, 1, 1, 1]
 
 
 def test_choice_is_independent_of_cluster_size_past_the_top():
-    """Early stop: a node whose base score cannot beat the N-th best is never looked at."""
+    """Early stop: a node whose live score cannot beat the N-th best is never read."""
+    from kubectl_nettraffic.inflight.node_points import NodePoints
+
     loads = {f"n{i:04d}": float(i) * 1e3 for i in range(5000)}
-    board = _board(loads)
-    snap = board.snapshot
-    looked = []
+    heaps = heaps_over(_board(loads).snapshot)
+    read = []
 
-    class Watching(dict):
-        def get(self, key, default=None):
-            looked.append(key)
-            return super().get(key, default)
+    class Reading(NodePoints):
+        __slots__ = ()
 
-    prefs = choose_nodes(
-        snap.candidates, snap.tainted, Watching(snap.nodes), pod(), EVERYONE, {}, 3
-    )
-    assert [p.node for p in prefs] == ["n0000", "n0001", "n0002"]
-    assert len(looked) <= 4
+        def of(self, score, group):
+            read.append(score.name)
+            return super().of(score, group)
+
+    # A pod whose points are reckoned node by node (its workload's pods in
+    # flight on a node it never reaches), so each node read is seen.
+    points = Reading(heaps.groups, heaps.least_penalty, 0.0, 0.0, unlearned={"n4999": 1})
+    assert [entry[2].name for entry in heaps.shared.best(3, points)] == ["n0000", "n0001", "n0002"]
+    assert len(read) <= 4
 
 
 def test_inflight_load_moves_the_choice():
-    board = _board({"a": 1e6, "b": 2e6, "c": 8e6})
-    snap = board.snapshot
-    prefs = choose_nodes(
-        snap.candidates, snap.tainted, snap.nodes, pod(), EVERYONE, {"a": (2e6, 2)}, 2
-    )
-    assert [p.node for p in prefs] == ["b", "a"]
-
-
-@pytest.mark.parametrize(
-    ("spec", "fits"),
-    [
-        ({"nodeSelector": {"zone": "a"}}, {"x"}),
-        (
-            {
-                "affinity": {
-                    "nodeAffinity": {
-                        "requiredDuringSchedulingIgnoredDuringExecution": {
-                            "nodeSelectorTerms": [
-                                {
-                                    "matchExpressions": [
-                                        {"key": "zone", "operator": "NotIn", "values": ["a"]}
-                                    ]
-                                }
-                            ]
-                        }
-                    }
-                }
-            },
-            {"y", "z"},
-        ),
-        (
-            {
-                "affinity": {
-                    "nodeAffinity": {
-                        "requiredDuringSchedulingIgnoredDuringExecution": {
-                            "nodeSelectorTerms": [
-                                {
-                                    "matchExpressions": [
-                                        {"key": "gen", "operator": "Gt", "values": ["3"]}
-                                    ]
-                                },
-                                {
-                                    "matchFields": [
-                                        {"key": "metadata.name", "operator": "In", "values": ["x"]}
-                                    ]
-                                },
-                            ]
-                        }
-                    }
-                }
-            },
-            {"x", "z"},
-        ),
-        (
-            {
-                "affinity": {
-                    "nodeAffinity": {
-                        "requiredDuringSchedulingIgnoredDuringExecution": {
-                            "nodeSelectorTerms": [{}]
-                        }
-                    }
-                }
-            },
-            set(),
-        ),  # an empty term matches nothing, as in Kubernetes
-        (
-            {
-                "affinity": {
-                    "nodeAffinity": {
-                        "requiredDuringSchedulingIgnoredDuringExecution": {
-                            "nodeSelectorTerms": [
-                                {"matchExpressions": [{"key": "gpu", "operator": "DoesNotExist"}]}
-                            ]
-                        }
-                    }
-                }
-            },
-            {"x", "y"},
-        ),
-    ],
-)
-def test_pod_constraints(spec, fits):
-    nodes = [
-        node_from_json(node("x", labels={"zone": "a", "gen": "2"})),
-        node_from_json(node("y", labels={"zone": "b", "gen": "3"})),
-        node_from_json(node("z", labels={"zone": "b", "gen": "5", "gpu": "yes"})),
-    ]
-    predicate = pod_fits(pod(spec=spec))
-    assert {n.name for n in nodes if predicate(n)} == fits
-
-
-def test_bandwidth_annotation():
-    annotated = pod(annotations={"nettraffic.io/expected-bandwidth": "10Mi"})
-    assert expected_bandwidth(annotated, None, 1.0) == (10 * 2**20, "annotation", None)
-    unusable = pod(annotations={"nettraffic.io/expected-bandwidth": "10 MB"})
-    value, source, warning = expected_bandwidth(unusable, None, 7.0)
-    assert (value, source) == (7.0, "default")
-    assert "'10 MB' is not a bandwidth" in warning and "10Mi" in warning
-    assert "booked at the default, 7" in warning
-    # With a learned figure to fall back on, the warning names it, not the default.
-    learned = LearnedBandwidth({}, 3e6, 0.0)
-    value, source, warning = expected_bandwidth(unusable, learned, 7.0)
-    assert (value, source) == (3e6, "cluster")
-    assert "booked at the cluster-wide learned figure, 3e+06" in warning
-
-
-def test_patch_check_rejects_a_patch_that_would_change_other_fields():
-    original = pod()
-    bad = [{"op": "replace", "path": "/spec/restartPolicy", "value": "Never"}]
-    with pytest.raises(
-        PatchCheckFailed, match="replace /spec/restartPolicy reaches outside spec.affinity"
-    ):
-        apply_and_check(original, bad)
-    bad_weight = affinity_patch(original, [Preference("a", 0, 1.0)], {})
-    with pytest.raises(PatchCheckFailed, match="outside 1..100"):
-        apply_and_check(original, bad_weight)
-
-
-@pytest.mark.parametrize("part", ["metadata", "spec"])
-@pytest.mark.parametrize("value", [..., None, False, ["x"]])
-def test_patch_check_runs_on_the_pods_own_parts(part, value):
-    """A patch that adds under a part the pod lacks (or that is not an
-    object) would fail at the API server: the check fails it first."""
-    original = pod()
-    if value is ...:
-        del original[part]
-    else:
-        original[part] = value
-    patch = affinity_patch(pod(), [Preference("a", 100, 1.0)], {"nettraffic.io/x": "y"})
-    with pytest.raises(PatchCheckFailed, match=f"the pod has no {part} object"):
-        apply_and_check(original, patch)
-    with pytest.raises((jsonpatch.JsonPatchException, jsonpatch.JsonPointerException, TypeError)):
-        jsonpatch.apply_patch(original, patch)  # as the API server would find
-
-
-@pytest.mark.parametrize("part", ["metadata", "spec"])
-def test_pods_without_metadata_or_spec_objects_are_not_touched(part):
-    board = _board({"a": 1e6})
-    broken = pod()
-    broken[part] = None
-    decision = board.steerer.decide(broken, None, False)
-    assert decision.patch is None and decision.skip == "malformed-pod"
-
-
-_wrong_json = st.one_of(
-    st.text(max_size=4),
-    st.integers(-3, 3),
-    st.booleans(),
-    st.lists(st.text(max_size=3), min_size=1, max_size=2),
-    st.dictionaries(st.text(max_size=3), st.text(max_size=3), min_size=1, max_size=2),
-)
-# Places in a pod that steering reads, and the JSON type each must have there.
-_TYPED_PARTS = [
-    (("metadata", "annotations"), dict),
-    (("metadata", "labels"), dict),
-    (("metadata", "ownerReferences"), list),
-    (("metadata", "ownerReferences", 0), dict),
-    (("spec", "nodeSelector"), dict),
-    (("spec", "tolerations"), list),
-    (("spec", "tolerations", 0), dict),
-    (("spec", "affinity"), dict),
-    (("spec", "affinity", "nodeAffinity"), dict),
-    (("spec", "affinity", "nodeAffinity", REQUIRED), dict),
-    (("spec", "affinity", "nodeAffinity", REQUIRED, "nodeSelectorTerms"), list),
-    (("spec", "affinity", "nodeAffinity", REQUIRED, "nodeSelectorTerms", 0), dict),
-    (
-        ("spec", "affinity", "nodeAffinity", REQUIRED, "nodeSelectorTerms", 0, "matchExpressions"),
-        list,
-    ),
-    (("spec", "affinity", "nodeAffinity", PREFERRED), list),
-    (("spec", "affinity", "nodeAffinity", PREFERRED, 0), dict),
-    (("spec", "affinity", "nodeAffinity", PREFERRED, 0, "preference"), dict),
-]
-
-
-def _well_typed_pod() -> dict[str, Any]:
-    term = {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}
-    return pod(
-        spec={
-            "nodeSelector": {"kubernetes.io/os": "linux"},
-            "tolerations": [{"key": "dedicated", "operator": "Exists"}],
-            "affinity": {
-                "nodeAffinity": {
-                    REQUIRED: {"nodeSelectorTerms": [term]},
-                    PREFERRED: [{"weight": 5, "preference": term}],
-                }
-            },
-        },
-    )
-
-
-@settings(max_examples=300, deadline=None)
-@given(part=st.sampled_from(_TYPED_PARTS), value=_wrong_json)
-def test_a_pod_with_a_wrong_typed_part_is_skipped_as_malformed(part, value):
-    path, wanted = part
-    if isinstance(value, wanted):
-        value = 7  # a number is the wrong type for every part listed
-    broken = _well_typed_pod()
-    parent: Any = broken
-    for key in path[:-1]:
-        parent = parent[key]
-    parent[path[-1]] = value
-    board = _board({"a": 1e6, "b": 2e6})
-    decision = board.steerer.decide(broken, None, False)
-    assert decision.skip == "malformed-pod" and decision.patch is None
-    where = "".join(f"[{key}]" if isinstance(key, int) else f".{key}" for key in path)[1:]
-    assert f"nettraffic: {where} is " in decision.warnings[0], decision.warnings
-
-
-def test_the_well_typed_pod_of_the_malformed_test_is_steered():
-    board = _board({"a": 1e6, "b": 2e6})
-    decision = board.steerer.decide(_well_typed_pod(), None, False)
-    # No node has the zone its required affinity asks for: a soft skip, after every rule ran.
-    assert decision.skip == "no-candidate", decision
-
-
-def test_patch_check_rejects_an_op_writing_inside_an_earlier_value():
-    # Applied, the second op would change the first op's value in the patch we send.
-    original = pod()
-    nested = [
-        {"op": "add", "path": "/metadata/annotations", "value": {}},
-        {"op": "add", "path": "/metadata/annotations/a", "value": "b"},
-    ]
-    with pytest.raises(PatchCheckFailed, match="inside the value added at /metadata/annotations"):
-        apply_and_check(original, nested)
-    assert nested[0]["value"] == {}
-
-
-def test_stale_and_missing_snapshots_skip_with_a_warning():
-    now = [1000.0]
-    board = FixedBoard({"a": 1.0}, clock=lambda: now[0])
-    assert board.steerer.decide(pod(), None, False).preferences
-    now[0] += 121
-    decision = board.steerer.decide(pod(), None, False)
-    assert decision.skip == "stale-snapshot" and "121s old" in decision.warnings[0]
-    unmeasured = serving_parts(board.settings).steerer
-    assert unmeasured.decide(pod(), None, False).skip == "no-snapshot"
-
-
-def test_the_steerer_adopts_each_new_snapshot():
-    loads = {"a": 1e6, "b": 5e8}
-    board = _board(loads)  # its traffic source reads ``loads`` at every refresh
-    assert board.steerer.decide(pod(), None, False).preferences[0].node == "a"
-    loads["a"], loads["b"] = 5e8, 1e6
-    board.refresh()
-    assert board.steerer.decide(pod(), None, False).preferences[0].node == "b"
-
-
-# ---------------------------------------------------------------- property
-
-_json_leaf = st.one_of(st.none(), st.booleans(), st.integers(-5, 5), st.text(max_size=5))
-_label = st.text(alphabet="abcxyz-./", min_size=1, max_size=8)
-_term = st.fixed_dictionaries(
-    {
-        "weight": st.integers(1, 100),
-        "preference": st.fixed_dictionaries(
-            {
-                "matchExpressions": st.lists(
-                    st.fixed_dictionaries(
-                        {
-                            "key": _label,
-                            "operator": st.sampled_from(["In", "NotIn", "Exists"]),
-                            "values": st.lists(_label, max_size=2),
-                        }
-                    ),
-                    max_size=2,
-                )
-            }
-        ),
-    }
-)
-_node_affinity = st.one_of(
-    st.none(),
-    st.just({}),
-    st.fixed_dictionaries(
-        {},
-        optional={
-            "preferredDuringSchedulingIgnoredDuringExecution": st.lists(_term, max_size=3),
-            "requiredDuringSchedulingIgnoredDuringExecution": st.just(
-                {
-                    "nodeSelectorTerms": [
-                        {"matchExpressions": [{"key": "zone", "operator": "Exists"}]}
-                    ]
-                }
-            ),
-        },
-    ),
-)
-_affinity = st.one_of(
-    st.none(),
-    st.just({}),
-    st.fixed_dictionaries(
-        {},
-        optional={
-            "nodeAffinity": _node_affinity,
-            "podAntiAffinity": st.just({"preferredDuringSchedulingIgnoredDuringExecution": []}),
-        },
-    ),
-)
-_annotations = st.one_of(st.none(), st.dictionaries(_label, st.text(max_size=5), max_size=3))
-
-
-def _leaves(value, path=()):
-    if isinstance(value, dict):
-        for key, item in value.items():
-            yield from _leaves(item, (*path, key))
-    elif isinstance(value, list):
-        for index, item in enumerate(value):
-            yield from _leaves(item, (*path, index))
-    else:
-        yield path, value
-
-
-def _lookup(value, path):
-    for part in path:
-        value = value[part]
-    return value
-
-
-@settings(max_examples=300, deadline=None)
-@given(
-    affinity=_affinity,
-    annotations=_annotations,
-    extra=st.dictionaries(_label, _json_leaf, max_size=3),
-    # Names that JSON must escape, too: the patch text is written from templates.
-    names=st.lists(
-        st.sampled_from(["a", "b", "c", 'q"uote', "back\\slash", "n\u00fcrnberg-1"]),
-        min_size=1,
-        max_size=3,
-        unique=True,
-    ),
-)
-def test_patch_is_idempotent_and_never_removes_a_field(affinity, annotations, extra, names):
-    original = pod(spec={"affinity": affinity} if affinity is not None else {})
-    if annotations is not None:
-        original["metadata"]["annotations"] = annotations
-    original["metadata"]["labels"].update({k: str(v) for k, v in extra.items()})
-    if affinity is None:
-        original["spec"].pop("affinity", None)
-    preferences = [Preference(n, 100 - i, 50.0) for i, n in enumerate(names)]
-    ours = {"nettraffic.io/preferred-nodes": ",".join(names), "nettraffic.io/source": "prometheus"}
-
-    once = jsonpatch.apply_patch(
-        copy.deepcopy(original), affinity_patch(original, preferences, ours)
-    )
-    twice = jsonpatch.apply_patch(copy.deepcopy(once), affinity_patch(once, preferences, ours))
-    assert twice == once
-    patch = affinity_patch(original, preferences, ours)
-    # What goes on the wire is what the stock encoder writes for these ops, byte for byte.
-    assert patch_text(patch) == json.dumps(patch, separators=(",", ":"))
-    sent = copy.deepcopy(patch)
-    checked = apply_and_check(original, patch)
-    assert patch == sent  # the check leaves the patch it returns untouched
-    # ... and patches exactly as stock jsonpatch does, on the parts it may touch.
-    assert checked["spec"].get("affinity") == once["spec"].get("affinity")
-    assert checked["metadata"].get("annotations") == once["metadata"].get("annotations")
-    for path, value in _leaves(original):
-        if value is None and path[-1] in (
-            "affinity",
-            "nodeAffinity",
-            "annotations",
-            "preferredDuringSchedulingIgnoredDuringExecution",
-        ):
-            continue  # null is Kubernetes' "absent": ours may fill it
-        assert _lookup(once, path) == value, path
+    snap = _board({"a": 1e6, "b": 2e6, "c": 8e6}).snapshot
+    assert [p.node for p in choose(snap, 2, unseen={"a": (2e6, 2)})] == ["b", "a"]
 
 
 @settings(max_examples=100, deadline=None)
@@ -453,70 +78,35 @@ def test_patch_is_idempotent_and_never_removes_a_field(affinity, annotations, ex
 # Four equal best nodes, two of them the other replica's.
 @example(loads=[0, 0, 0, 0, 1e3, 1e8], bookings=[(5, 0.0)], count=1, share=(0, 2), bandwidth=5e7)
 def test_live_heap_chooses_exactly_what_the_scan_chooses(loads, bookings, count, share, bandwidth):
-    """Also with a handicap: other replicas' nodes counting part of a pod
-    more, read by a walk (handicapped_top) and off the heap split in groups
-    by the share (top_grouped)."""
-    from kubectl_nettraffic.inflight.candidates import CandidateHeap, HeapLayout
+    """Also with the replica share: other replicas' nodes counting a pod of
+    this size more, their group's bound."""
     from kubectl_nettraffic.inflight.replica_share import NodeBlocks, ReplicaShare
-    from kubectl_nettraffic.scoring.placement import handicapped_top
 
     names = [f"n{i:02d}" for i in range(len(loads))]
     owner = None if share is None else ReplicaShare(share[0], NodeBlocks(names, share[1]))
     handicap = None if owner is None else owner.handicap(bandwidth)
-    board = _board(dict(zip(names, loads, strict=True)))
-    snap = board.snapshot
+    snap = _board(dict(zip(names, loads, strict=True))).snapshot
     inflight: dict[str, tuple[float, int]] = {}
-    live = CandidateHeap(HeapLayout(snap.candidates), inflight)
-    penalties = sorted({s.penalty_per_byte for s in snap.candidates})
-    grouped = CandidateHeap(
-        HeapLayout(
-            snap.candidates,
-            group_of=None if owner is None else (
-                lambda s: 0 if owner.owns(s.name) else 1 + penalties.index(s.penalty_per_byte)
-            ),
-        ),
-        inflight,
-    )  # fmt: skip
-    handicaps = [0.0] + [p * bandwidth for p in penalties] if owner else [0.0]
+    heaps = heaps_over(snap, inflight, owner)
     for index, booked in bookings:
         name = f"n{index % len(loads):02d}"
         extra, pods = inflight.get(name, (0.0, 0))
         inflight[name] = (extra + booked, pods + 1)
-        live.update(name)
-        grouped.update(name)
-        scanned = choose_nodes(
-            snap.candidates, snap.tainted, snap.nodes, pod(), EVERYONE, inflight, count,
-            None, handicap,
-        )  # fmt: skip
-        walked = choose_nodes(
-            snap.candidates, snap.tainted, snap.nodes, pod(), EVERYONE, inflight, count,
-            lambda c: live.top(c) if handicap is None else handicapped_top(live, c, handicap),
-            handicap,
-        )  # fmt: skip
-        from_groups = choose_nodes(
-            snap.candidates, snap.tainted, snap.nodes, pod(), EVERYONE, inflight, count,
-            lambda c: grouped.top_grouped(c, handicaps), handicap,
-        )  # fmt: skip
-        assert [p.node for p in walked] == [p.node for p in scanned]
-        assert [p.node for p in from_groups] == [p.node for p in scanned]
+        heaps.update(name)
+        full = scanned(
+            snap, count, (handicap and (lambda s: -handicap(s))) or (lambda s: 0.0), inflight
+        )
+        chosen = heap_choice(heaps, count, bandwidth)
+        assert [entry[2].name for entry in chosen] == [name for _, name in full]
 
 
-def test_a_handicap_reaching_past_the_best_nodes_chooses_among_them():
-    """handicapped_top reads at most MOST_READ nodes: with every one of the
-    best 128 handicapped, the 300th (the only one spared) is not reached."""
-    from kubectl_nettraffic.inflight.candidates import CandidateHeap, HeapLayout
-    from kubectl_nettraffic.scoring.placement import MOST_READ, handicapped_top
-
-    board = _board({f"n{i:03d}": i * 1e3 for i in range(300)})
-    live = CandidateHeap(HeapLayout(board.snapshot.candidates), {})
-
-    def spared(name):
-        return lambda score: 0.0 if score.name == name else 1000.0
-
-    assert MOST_READ == 128
-    # Within reach, exact: n127 is the 128th best by live score.
-    assert [e[2].name for e in handicapped_top(live, 1, spared("n127"))] == ["n127"]
-    assert [e[2].name for e in handicapped_top(live, 2, spared("n299"))] == ["n000", "n001"]
+def test_nothing_is_capped_the_only_node_a_pod_fits_is_found_however_far_down():
+    loads = {f"n{i:03d}": i * 1e3 for i in range(300)}
+    board = FixedBoard(loads, n299={"labels": {"disk": "ssd"}})
+    constrained = pod()
+    constrained["spec"]["nodeSelector"] = {"disk": "ssd"}
+    decision = board.steerer.decide(constrained, {}, dry_run=True)
+    assert [p.node for p in decision.preferences] == ["n299"]
 
 
 def test_the_heap_stays_right_after_many_bookings_of_nodes_below_its_root():
@@ -543,41 +133,22 @@ def test_the_heap_stays_right_after_many_bookings_of_nodes_below_its_root():
     assert [entry[2].name for entry in live.top(6)] == expected
 
 
-def test_the_grouped_heap_is_exact_past_the_walk_s_read_limit():
+def test_the_grouped_heap_is_exact_past_the_other_replicas_best_150():
     """The other replica's nodes are the best 150 by score, each a whole
-    pod's handicap down: the walk stops at MOST_READ nodes and chooses among
-    them; the heap split by the share reads each group's top and chooses
+    pod's handicap down: the choice reads each group's best and chooses
     what the scan does, this replica's best three."""
-    from kubectl_nettraffic.inflight.candidates import CandidateHeap, HeapLayout
     from kubectl_nettraffic.inflight.replica_share import NodeBlocks, ReplicaShare
-    from kubectl_nettraffic.scoring.placement import MOST_READ, handicapped_top
 
     names = [f"n{i:03d}" for i in range(400)]
     share = ReplicaShare(0, NodeBlocks(names, 2))
-    theirs = [n for n in names if not share.owns(n)][:150]
-    mine = [n for n in names if share.owns(n)][:100]
-    loads = {name: i * 1e3 for i, name in enumerate(theirs + mine)}
+    theirs = [n for n in names if not share.owns(n)]
+    mine = [n for n in names if share.owns(n)]
+    order = theirs[:150] + mine + theirs[150:]  # the heaps' blocks are over every node
+    loads = {name: i * 1e3 for i, name in enumerate(order)}
     snap = _board(loads).snapshot
-    assert len(theirs) > MOST_READ
     bandwidth = 1e9  # each of the other replica's nodes 100+ points down
     handicap = share.handicap(bandwidth)
-    penalties = sorted({s.penalty_per_byte for s in snap.candidates})
-    grouped = CandidateHeap(
-        HeapLayout(
-            snap.candidates,
-            group_of=lambda s: 0 if share.owns(s.name) else 1 + penalties.index(s.penalty_per_byte),
-        ),
-        {},
-    )
-    handicaps = [0.0, *(p * bandwidth for p in penalties)]
-    scanned = choose_nodes(
-        snap.candidates, snap.tainted, snap.nodes, pod(), EVERYONE, {}, 3, None, handicap
-    )
-    from_groups = choose_nodes(
-        snap.candidates, snap.tainted, snap.nodes, pod(), EVERYONE, {}, 3,
-        lambda c: grouped.top_grouped(c, handicaps), handicap,
-    )  # fmt: skip
-    walked = handicapped_top(CandidateHeap(HeapLayout(snap.candidates), {}), 3, handicap)
-    assert [p.node for p in scanned] == mine[:3]
-    assert [p.node for p in from_groups] == mine[:3]
-    assert [e[2].name for e in walked] == theirs[:3]  # all it read were theirs
+    full = scanned(snap, 3, lambda s: -handicap(s))
+    chosen = heap_choice(heaps_over(snap, share=share), 3, bandwidth)
+    assert [name for _, name in full] == mine[:3]
+    assert [entry[2].name for entry in chosen] == mine[:3]

@@ -1,13 +1,15 @@
-"""The choice with peers, read off the heap grouped by zone, is the one a
-full scan finds: every candidate's live score plus its pull, on random
-clusters, conversations and bursts."""
+"""The one choice is the one a full scan finds: every candidate's live
+score plus its points (pull, links, replicas, unlearned pods,
+constraints), on random clusters, conversations and bursts."""
 
 import dataclasses
+import math
 import random
 
 import pytest
 
 from harness.reviews import pod
+from kubectl_nettraffic.inflight.handicaps import POINTS_PER_POD
 from kubectl_nettraffic.inflight.replica_share import NodeBlocks, ReplicaShare
 from kubectl_nettraffic.kube.nodes import ZONE_LABEL
 from kubectl_nettraffic.kube.pods import EXPECTED_BANDWIDTH
@@ -15,13 +17,19 @@ from kubectl_nettraffic.kube.workloads import Workload, pod_workload
 from kubectl_nettraffic.learning.conversations import Conversations
 from kubectl_nettraffic.learning.workload_bandwidth import LearnedBandwidth
 from kubectl_nettraffic.steering.peer_pull import PeerPull
+from tests.harness.choices import scanned
 from tests.harness.scoreboards import MEASURED_AT, FixedBoard
 
 ZONES = ("zone-a", "zone-b", "zone-c")
 
 
-def _admitted() -> dict:
-    return pod(annotations={EXPECTED_BANDWIDTH: "2Mi"})
+def _admitted(annotated: bool = True, zone: str | None = None) -> dict:
+    """The talker's pod: annotated (else booked at the default: unlearned),
+    and with ``zone``, kept to it by a nodeSelector."""
+    admitted = pod(annotations={EXPECTED_BANDWIDTH: "2Mi"} if annotated else {})
+    if zone is not None:
+        admitted["spec"]["nodeSelector"] = {ZONE_LABEL: zone}
+    return admitted
 
 
 def _board(
@@ -62,20 +70,23 @@ def _board(
 
 
 @pytest.mark.parametrize("seed", range(12))
-@pytest.mark.parametrize("replicas", [1, 2])
-def test_the_pulled_choice_is_the_full_scan_s(seed, replicas):
-    """Also on links of different speeds (a slower link loses what the pod
-    fills of it beyond the fastest) and with a second replica steering (its
-    nodes count one more pod while this one admits: the walk over the shared
-    heap, exact within its MOST_READ nodes)."""
+@pytest.mark.parametrize("replicas", [1, 2, 3])
+def test_the_choice_is_the_full_scan_s(seed, replicas):
+    """Every term at once, on random clusters: the pull of peers, links of
+    different speeds (a slower link loses what the pod fills of it beyond
+    the fastest), other replicas steering (their nodes count one more pod
+    while this one admits), a workload booked at the default (its pods in
+    flight count against their nodes) and pods kept to a zone."""
     rng = random.Random(seed)
-    sizes = (20, 60, 200) if replicas == 1 else (20, 60)
-    board, talker = _board(rng, rng.choice(sizes), None if replicas == 1 else "r0")
+    board, talker = _board(rng, rng.choice((20, 60, 200)), None if replicas == 1 else "r0")
+    names = sorted(board.snapshot.nodes)
     share = None
-    if replicas == 2:
-        names = sorted(board.snapshot.nodes)
-        board.inflight.book_seen(names[0], 0.0, MEASURED_AT, "r1")
-        share = ReplicaShare(0, NodeBlocks(names, 2))
+    if replicas > 1:
+        for other in range(1, replicas):
+            board.inflight.book_seen(names[other], 0.0, MEASURED_AT, f"r{other}")
+        share = ReplicaShare(0, NodeBlocks(names, replicas))
+    annotated = rng.random() < 0.5
+    zone = rng.choice((None, None, *ZONES))
     # A strong pull (100 points for all of a pod's bytes on a node), so
     # that the busier half, where the peers run, can win.
     peers = dataclasses.replace(board.settings.peers, source="istio", pull_points=100.0)
@@ -85,40 +96,69 @@ def test_the_pulled_choice_is_the_full_scan_s(seed, replicas):
     learned = snapshot.learned
     assert learned is not None and learned.conversations is not None
     least = min(s.penalty_per_byte for s in snapshot.candidates)
-    bandwidth = 2 * 2**20
+    bandwidth = 2 * 2**20 if annotated else settings.steering.default_pod_bandwidth
     booked = False  # this replica has booked a pod: it is admitting
     for _ in range(15):  # a burst: each booking moves the next choice
         unseen = board.inflight.view()
-        # The other replica's nodes: one pod more while this one admits.
+        # The other replicas' nodes: one pod more while this one admits.
         others = share.handicap(bandwidth if booked else 0.0) if share else lambda s: 0.0
-        # The full scan, from a pull of its own with the same steered counts.
+        # The full scan, from a pull of its own with the same pods in flight.
         shadow = PeerPull(learned.conversations, snapshot.nodes, settings.peers)
-        if board.steerer._peers is not None:
-            shadow.steered.update(board.steerer._peers.steered)
         plan = shadow.plan(talker)
         assert plan is not None
-        pull = shadow.for_pod(talker, plan, bandwidth, unseen)
-        ranked = sorted(
-            (
-                (
-                    s.score_with(unseen.get(s.name, (0.0, 0))[0])
-                    + pull.points(s)
-                    - (s.penalty_per_byte - least) * bandwidth
-                    - others(s),
-                    -i,
-                    s.name,
-                )
-                for i, s in enumerate(snapshot.candidates)
-            ),
-            reverse=True,
-        )
-        decision = board.steerer.decide(_admitted(), {}, dry_run=False)
+        with board.inflight.admission(snapshot) as admission:
+            in_flight = dict(admission.in_flight(talker))
+        pull = shadow.for_pod(plan, bandwidth, unseen, in_flight)
+        unlearned = {} if annotated else in_flight
+
+        def points(s, pull=pull, others=others, unlearned=unlearned):
+            if zone is not None and snapshot.nodes[s.name].labels.get(ZONE_LABEL) != zone:
+                return -math.inf
+            return (
+                pull.points(s)
+                - (s.penalty_per_byte - least) * bandwidth
+                - others(s)
+                - POINTS_PER_POD * unlearned.get(s.name, 0)
+            )
+
+        full = [entry for entry in scanned(snapshot, 3, points, unseen) if entry[0] > -math.inf]
+        decision = board.steerer.decide(_admitted(annotated, zone), {}, dry_run=False)
         booked = booked or decision.booking_key != 0
-        chosen = [p.node for p in decision.preferences]
-        assert chosen == [name for _, _, name in ranked[: len(chosen)]]
-        assert [p.score for p in decision.preferences] == pytest.approx(
-            [effective for effective, _, _ in ranked[: len(chosen)]]
+        assert [p.node for p in decision.preferences] == [name for _, name in full]
+        assert [p.score for p in decision.preferences] == pytest.approx([e for e, _ in full])
+
+
+@pytest.mark.parametrize("replicas", [1, 2, 3])
+def test_a_peer_ranked_300th_of_1500_is_preferred_with_any_replicas(replicas):
+    """The pod's one peer runs on the node ranked 301st by score (80
+    against the best 99): its pull lifts that node first, with one, two or
+    three replicas steering (the chart's default is two)."""
+    nodes = 1500
+    loads = {f"n{i:04d}": 1e6 + i * 1e5 for i in range(nodes)}  # n0000 quietest
+    board = FixedBoard(loads, replica=None if replicas == 1 else "r0", link_speed=1e9)
+    talker = pod_workload(_admitted())
+    assert talker is not None
+    peer = Workload("default", "Deployment", "peer")
+    target = f"n{300:04d}"
+    conversations = Conversations(
+        {talker: ((peer, 2 * 2**20),)}, {talker: {"n1499": 1}, peer: {target: 1}}, 0.0
+    )
+    outcome = board.measurer.measure()
+    assert outcome.snapshot is not None
+    learned = LearnedBandwidth({}, None, 0.0, conversations)
+    board.scoreboard.record(
+        dataclasses.replace(
+            outcome, snapshot=dataclasses.replace(outcome.snapshot, learned=learned)
         )
+    )
+    scores = {s.name: s.score for s in board.snapshot.candidates}
+    assert sorted(scores, key=lambda n: -scores[n]).index(target) == 300
+    for other in range(1, replicas):  # the other replicas seen steering
+        board.inflight.book_seen(f"n{other:04d}", 0.0, MEASURED_AT, f"r{other}")
+    peers = dataclasses.replace(board.settings.peers, source="istio")
+    board.steerer.settings = dataclasses.replace(board.settings, peers=peers)
+    decision = board.steerer.decide(_admitted(), {}, dry_run=False)
+    assert decision.preferences[0].node == target
 
 
 def test_a_node_whose_peers_take_a_sliver_of_the_pod_s_bytes_gains_its_zone_s_pull_alone():
@@ -137,7 +177,7 @@ def test_a_node_whose_peers_take_a_sliver_of_the_pod_s_bytes_gains_its_zone_s_pu
     pull = PeerPull(conversations, board.snapshot.nodes, settings)
     plan = pull.plan(talker)
     assert plan is not None
-    pod_pull = pull.for_pod(talker, plan, 2 * 2**20, {})
+    pod_pull = pull.for_pod(plan, 2 * 2**20, {}, {})
     scores = {score.name: score for score in board.snapshot.candidates}
     zone_only = pod_pull.points(scores["plain"])
     assert zone_only > 0

@@ -9,15 +9,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness.reviews import pod
 from kubectl_nettraffic.inflight.replica_share import (
     RATE_WINDOW,
     NodeBlocks,
     Replicas,
     ReplicaShare,
 )
-from kubectl_nettraffic.labels import parse_selector
-from kubectl_nettraffic.scoring.placement import choose_nodes
+from tests.harness.choices import choose
 from tests.harness.scoreboards import fixed_board
 
 HORIZON = 130.0
@@ -141,11 +139,7 @@ POD = 4e5  # 10 points
 
 
 def _choose(loads, share, bandwidth=POD):
-    snap = fixed_board(loads).snapshot
-    prefs = choose_nodes(
-        snap.candidates, snap.tainted, snap.nodes, pod(), parse_selector(""), {}, 3,
-        None, None if share is None else share.handicap(bandwidth),
-    )  # fmt: skip
+    prefs = choose(fixed_board(loads).snapshot, 3, bandwidth, share=share)
     # Each node with its score under the handicap, as points below the best's
     # 100 (the weights sent are capped by rank as well: test_placement.py).
     return [(p.node, round(100 - (prefs[0].score - p.score))) for p in prefs]

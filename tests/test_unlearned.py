@@ -6,7 +6,9 @@ from dataclasses import replace
 import pytest
 
 from harness.reviews import pod
-from kubectl_nettraffic.inflight.handicaps import POINTS_PER_POD, unlearned_handicap
+from kubectl_nettraffic.inflight.candidates import Group
+from kubectl_nettraffic.inflight.handicaps import POINTS_PER_POD
+from kubectl_nettraffic.inflight.node_points import NodePoints
 from kubectl_nettraffic.inflight.state import OWN_HEAP_FROM
 from kubectl_nettraffic.kube.pods import EXPECTED_BANDWIDTH
 from kubectl_nettraffic.kube.workloads import Workload
@@ -22,10 +24,11 @@ def _node(name: str) -> NodeScore:
 
 
 def test_each_pod_in_flight_counts_against_its_node_for_its_workload_only():
-    assert unlearned_handicap({}) is None and unlearned_handicap(None) is None
-    points = unlearned_handicap({"a": 2, "b": 1})
-    assert points is not None
-    assert [points(_node(n)) for n in "abc"] == [2 * POINTS_PER_POD, POINTS_PER_POD, 0.0]
+    groups = [Group("", 0.0, True)]
+    assert NodePoints(groups, 0.0, 1.0, 0.0).uniform
+    points = NodePoints(groups, 0.0, 1.0, 0.0, unlearned={"a": 2, "b": 1})
+    assert not points.uniform
+    assert [points.of(_node(n), 0) for n in "abc"] == [-2 * POINTS_PER_POD, -POINTS_PER_POD, 0.0]
 
 
 # Scores: a 100, b 97.5, c 0; the default booking (1Mi) costs 0.26 points.

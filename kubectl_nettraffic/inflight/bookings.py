@@ -2,8 +2,8 @@
 
 A booking counts a pod's expected bandwidth against a node until a
 measurement shows the pod's traffic. Its row: node, bandwidth (bytes/s),
-admitted at, key, its workload when unlearned (booked at the default),
-whether it is this replica's and not shown by the watch yet (another
+admitted at, key, its workload (and whether it is unlearned: booked at the
+default), whether it is this replica's and not shown by the watch yet (another
 replica's is booked when the watch shows it), and its state:
 pending (its key may still move it to the node its pod was bound to, or
 drop it), settled (moved or kept once, or booked without a key), dropped
@@ -19,7 +19,9 @@ it, all of it a full window later. With ``edge`` the measurement time less
     measured  t <= edge - window        unseen = 0
 
 The views, kept current as rows come, move and go: ``view`` (node ->
-unseen bytes/s, pods), ``unlearned`` (workload -> node -> pods, handicaps.py),
+unseen bytes/s, pods), ``in_flight`` (workload -> node -> pods: the fan-in
+room of peers and the workload's spread read it), ``unlearned`` (the same
+for the unlearned rows alone, handicaps.py),
 ``declined`` (nodes a booking moved off since the measurement,
 handicaps.py) and ``watch_delay``.
 
@@ -75,7 +77,9 @@ class Walk:
     changes: int  # the store's changes other than appends when it started
     ramp: dict[str, RampSums]
     view: UnseenView
-    forgotten: list[CountChange]  # unlearned rows the walk measured
+    forgotten: list[
+        tuple[Workload, str, bool]
+    ]  # rows with a workload the walk measured: (workload, node, unlearned)
 
 
 class Bookings:
@@ -91,7 +95,8 @@ class Bookings:
         self._bandwidths = array("d")
         self._nodes: list[str] = []
         self._keys = array("q")  # 0: none
-        self._unlearned = array("I")  # index into _workloads; 0: learned
+        self._workload = array("I")  # index into _workloads; 0: none
+        self._unlearned = bytearray()  # 1: booked at the default (handicaps.py)
         self._unshown = bytearray()  # 1: this replica's row its watch has not shown
         self._workloads: list[Workload | None] = [None]
         self._index: dict[Workload | None, int] = {None: 0}
@@ -102,6 +107,7 @@ class Bookings:
         self._ramp: dict[str, RampSums] = {}
         self._edge: float | None = None
         self.view: UnseenView = {}
+        self.in_flight: dict[Workload, dict[str, int]] = {}
         self.unlearned: dict[Workload, dict[str, int]] = {}
         self.declined: dict[str, float] = {}
         self.declined_total = 0  # nodes declined, each once per measurement
@@ -117,11 +123,13 @@ class Bookings:
         at: float,
         key: int = 0,
         replica: str = "",
-        unlearned: Workload | None = None,
+        workload: Workload | None = None,
+        unlearned: bool = False,
     ) -> CountChange | None:
-        """Book ``bandwidth`` bytes/s on ``node`` for a pod admitted at
-        ``at``; a positive ``key`` (unique) lets ``move`` and ``drop`` find
-        it. Returns the unlearned count it changed, if any."""
+        """Book ``bandwidth`` bytes/s on ``node`` for a pod of ``workload``
+        admitted at ``at`` (``unlearned``: booked at the default); a positive
+        ``key`` (unique) lets ``move`` and ``drop`` find it. Returns the
+        unlearned count it changed, if any."""
         if self._origin is None:
             self._origin = at
         at -= self._origin
@@ -131,12 +139,17 @@ class Bookings:
         self._bandwidths.append(bandwidth)
         self._nodes.append(node)
         self._keys.append(key)
-        self._unlearned.append(self._intern(unlearned))
+        self._workload.append(self._intern(workload))
+        unlearned = unlearned and workload is not None
+        self._unlearned.append(1 if unlearned else 0)
         self._unshown.append(1 if key and replica and replica == self.replica else 0)
         if key:
             self._index_of[key] = self._base + len(self._times) - 1
         self._enter_view(node, bandwidth)
-        return None if unlearned is None else self._count(unlearned, node, 1)
+        if workload is None or not bandwidth:
+            return None
+        _counted(self.in_flight, workload, node, 1)
+        return self._count(workload, node, 1) if unlearned else None
 
     def _enter_view(self, node: str, bandwidth: float) -> None:
         edge = self._edge
@@ -171,8 +184,8 @@ class Bookings:
             self._workloads.append(workload)
         return index
 
-    def _workload(self, row: int) -> Workload | None:
-        return self._workloads[self._unlearned[row]]
+    def _workload_of(self, row: int) -> Workload | None:
+        return self._workloads[self._workload[row]]
 
     def move(self, key: int, node: str) -> Moved | None:
         """Put the pending row ``key`` on ``node`` (where its pod was bound),
@@ -194,8 +207,12 @@ class Bookings:
         if old not in self.declined:
             declined = self.declined[old] = DECLINE_POINTS
             self.declined_total += 1
-        workload = self._workload(index)
+        workload = self._workload_of(index)
         if workload is None:
+            return Moved(old, [], declined)
+        _counted(self.in_flight, workload, old, -1)
+        _counted(self.in_flight, workload, node, 1)
+        if not self._unlearned[index]:
             return Moved(old, [], declined)
         return Moved(
             old, [self._count(workload, old, -1), self._count(workload, node, 1)], declined
@@ -209,8 +226,11 @@ class Bookings:
             return None
         self._withdraw(index)
         self._bandwidths[index] = 0.0
-        node, workload = self._nodes[index], self._workload(index)
-        return node, [] if workload is None else [self._count(workload, node, -1)]
+        node, workload = self._nodes[index], self._workload_of(index)
+        if workload is None:
+            return node, []
+        _counted(self.in_flight, workload, node, -1)
+        return node, [self._count(workload, node, -1)] if self._unlearned[index] else []
 
     def _withdraw(self, index: int) -> float:
         """Take a row out of its node's sums and view: its unseen share."""
@@ -251,14 +271,7 @@ class Bookings:
             self.view[node] = (max(0.0, unseen + bandwidth), count)
 
     def _count(self, workload: Workload, node: str, pods: int) -> CountChange:
-        nodes = self.unlearned.setdefault(workload, {})
-        count = nodes.get(node, 0) + pods
-        if count > 0:
-            nodes[node] = count
-        else:
-            nodes.pop(node, None)
-            if not nodes:
-                del self.unlearned[workload]
+        _counted(self.unlearned, workload, node, pods)
         return workload, node, pods
 
     def _node_ramp_unseen(self, node: str) -> float:
@@ -327,10 +340,11 @@ class Bookings:
     def walk(self, edge: float, start: Walk) -> Walk:
         """The view and sums at ``edge``, walked from ``start`` to the log's
         end then. Reads rows, and changes only keys measured at ``start``'s edge."""
-        times, bandwidths, nodes, unlearned = (
+        times, bandwidths, nodes, workloads, unlearned = (
             self._times,
             self._bandwidths,
             self._nodes,
+            self._workload,
             self._unlearned,
         )
         ramp, end = start.ramp, start.end
@@ -347,10 +361,10 @@ class Bookings:
             bandwidth = bandwidths[index]
             if bandwidth:
                 leave(ramp, nodes[index], bandwidth, times[index])
-                if unlearned[index]:
-                    workload = self._workload(index)
-                    assert workload is not None  # unlearned[index] is not 0
-                    forgotten.append((workload, nodes[index], -1))
+                if workloads[index]:
+                    workload = self._workloads[workloads[index]]
+                    assert workload is not None  # workloads[index] is not 0
+                    forgotten.append((workload, nodes[index], bool(unlearned[index])))
         # Keys of rows measured at the start's edge go (those measured now go
         # at the next walk: until this one is in place, they may still move).
         index_of = self._index_of
@@ -400,7 +414,11 @@ class Bookings:
         self._unkeyed, self._ramp, self.view = walked.unkeyed, walked.ramp, walked.view
         self.declined = {}  # every node is named on its measurement again
         self.changes += 1
-        forgotten = [self._count(workload, node, -1) for workload, node, _ in walked.forgotten]
+        forgotten = []
+        for workload, node, unlearned in walked.forgotten:
+            _counted(self.in_flight, workload, node, -1)
+            if unlearned:
+                forgotten.append(self._count(workload, node, -1))
         self._trim()
         return forgotten
 
@@ -410,10 +428,24 @@ class Bookings:
         if cut >= _TRIM_AT and cut * 2 >= len(self._times):
             self._time_unshown_before(self._times[cut - 1])
             del self._times[:cut], self._bandwidths[:cut], self._nodes[:cut], self._keys[:cut]
-            del self._unlearned[:cut], self._unshown[:cut]
+            del self._workload[:cut], self._unlearned[:cut], self._unshown[:cut]
             self._measured, self._hidden, self._unkeyed = (
                 self._measured - cut,
                 self._hidden - cut,
                 0,
             )
             self._base += cut
+
+
+def _counted(
+    counts: dict[Workload, dict[str, int]], workload: Workload, node: str, pods: int
+) -> None:
+    """``pods`` more (or fewer) of ``workload`` on ``node`` in ``counts``; none left: gone."""
+    nodes = counts.setdefault(workload, {})
+    count = nodes.get(node, 0) + pods
+    if count > 0:
+        nodes[node] = count
+    else:
+        nodes.pop(node, None)
+        if not nodes:
+            del counts[workload]

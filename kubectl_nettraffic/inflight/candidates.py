@@ -1,31 +1,31 @@
 """The candidate heaps: the eligible nodes by live score, kept current as
 pods are booked (CandidateHeap), and one snapshot's set of them (Heaps):
-the shared heap, grouped for the replica share, and the unlearned
-workloads' own. The mutable half of placement: scoring/placement.py grades
-what is read here.
+the shared heap, in groups, and the unlearned workloads' own; and the one
+exact choice read off them (``CandidateHeap.best``). The mutable half of
+placement: scoring/placement.py grades what is chosen here.
 """
 
 import heapq
 import itertools
 import math
 from collections import OrderedDict
-from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Container, Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from kubectl_nettraffic.inflight.handicaps import POINTS_PER_POD
 from kubectl_nettraffic.inflight.replica_share import NodeBlocks, ReplicaShare
+from kubectl_nettraffic.kube.nodes import zones_of
 from kubectl_nettraffic.kube.workloads import Workload
 from kubectl_nettraffic.measuring.measurement import Snapshot
 from kubectl_nettraffic.scoring.node_scores import NodeScore
-from kubectl_nettraffic.scoring.placement import Handicap, Pull, link_handicap, link_points
 
 # A heap drops its superseded entries (a pass over it: 1.7 ms at 5,000
 # nodes) once its walks have passed a quarter of its length's worth of them
 # since the last drop, or it holds twice its nodes.
 PASSED_SHARE = 4
 # With this many distinct penalties per byte (link speeds) or more, the heap
-# is not split by them, and a choice walks it (handicapped_top).
+# is not split by them: a choice reckons each node's link as it reads it.
 MOST_GROUPS = 16
 # At most this many unlearned workloads' own heaps are kept (those chosen
 # for last); each booking updates every one of them.
@@ -34,18 +34,55 @@ MOST_OWN_HEAPS = 8
 Ranked = tuple[float, int, NodeScore]  # (live score, position, score)
 
 
+class Group(NamedTuple):
+    """What every node of one group of a heap has in common."""
+
+    zone: str  # "" for the nodes without one
+    penalty: float | None  # penalty per byte (link speed); None: of several
+    owned: bool  # this replica's own node (every node, without the replica share)
+
+
 class HeapLayout:
     """What every heap over one snapshot's candidates shares, worked out once
-    per snapshot: the nodes in order, each one's position and its group
-    (``group_of``; one group when None). Read only."""
+    per snapshot: the nodes in order, each one's position and its group, the
+    groups in the order first met (``key_of``: a node's group; one group
+    when None). Read only."""
 
     def __init__(
-        self, candidates: Sequence[NodeScore], group_of: Callable[[NodeScore], int] | None = None
+        self,
+        candidates: Sequence[NodeScore],
+        key_of: Callable[[NodeScore], Hashable] | None = None,
     ) -> None:
         self.candidates = list(candidates)
         self.position = {score.name: position for position, score in enumerate(candidates)}
-        self.group = [0 if group_of is None else group_of(s) for s in candidates]
-        self.groups = 1 + max(self.group, default=0)
+        index: dict[Hashable, int] = {}
+        self.group = [
+            0 if key_of is None else index.setdefault(key_of(s), len(index)) for s in candidates
+        ]
+        self.keys: list[Hashable] = list(index) or [None]
+        self.groups = len(self.keys)
+
+
+class Points(Protocol):
+    """The points each node gains (below zero: loses) for one pod, beside its
+    live score (inflight/node_points.py's NodePoints): exact per node, and
+    bounded per group, so that a walk best first knows when to stop."""
+
+    uniform: bool  # every node gains exactly its group's bound
+
+    def bound(self, group: int) -> float:
+        """The most any node of ``group`` gains, but for ``raised`` ones;
+        -inf: none may be chosen."""
+        ...
+
+    def of(self, score: NodeScore, group: int) -> float:
+        """What the node gains exactly; -inf: it may not be chosen."""
+        ...
+
+    def raised(self) -> Iterator[tuple[str, float]]:
+        """The nodes that may gain more than their group's bound, as (node,
+        the most beyond it), the most first."""
+        ...
 
 
 class CandidateHeap:
@@ -129,14 +166,6 @@ class CandidateHeap:
         live = score.score_with(self._unseen.get(name, (0.0, 0))[0]) - self._points[position]
         return live, position, score
 
-    def group_head(self, group: int) -> Ranked | None:
-        """The best of one group; None when it has no node."""
-        heap = self._valid_root(group)
-        if not heap:
-            return None
-        negative, position, _ = heap[0]
-        return -negative, position, self._candidates[position]
-
     def _valid_root(self, group: int) -> list[tuple[float, int, int]]:
         """One group's heap, its root's superseded entries popped."""
         heap, version = self._heaps[group], self._version
@@ -144,35 +173,79 @@ class CandidateHeap:
             heapq.heappop(heap)  # superseded by a later booking
         return heap
 
-    def group_walk(self, group: int) -> Iterator[Ranked]:
-        """One group's valid entries, best first, as ``walk`` reads them."""
-        return self._walk(group)
-
     def top(self, count: int) -> list[Ranked]:
         """The best ``count`` as (live score, position, score), best first."""
         return list(itertools.islice(self.walk(), count))
 
-    def top_grouped(
-        self,
-        count: int,
-        handicaps: Sequence[float],
-        rest: Handicap | None = None,
-        exposed: int = 0,
-    ) -> list[Ranked]:
-        """The best ``count`` by live score less their group's handicap
-        (``handicaps[group]``) and less ``rest`` (a handicap of at most
-        ``exposed`` nodes, so a group's best are among its first count +
-        exposed), as (that score, position, score), best first; ties go to
-        the lower position, as in ``top``."""
-        best: list[tuple[float, int, NodeScore]] = []
-        for group, handicap in zip(range(self.groups), handicaps, strict=False):
-            for live, position, score in itertools.islice(self._walk(group), count + exposed):
-                effective = live - handicap
-                if rest is not None:
-                    effective -= rest(score)
-                best.append((effective, -position, score))
-        best.sort(key=lambda entry: entry[:2], reverse=True)
-        return [(effective, -negative, score) for effective, negative, score in best[:count]]
+    def best(self, count: int, points: Points) -> list[Ranked]:
+        """The best ``count`` by live score plus ``points`` (exact), as (that
+        score, position, score), best first; ties go to the lower position.
+
+        Each group is read best first by live score, the groups whose best
+        could reach furthest first, until even the group's bound cannot lift
+        the next node to the count-th kept (the bar); then the nodes that
+        may gain more than their group's bound (``points.raised``), looked
+        up one by one, the most first, until even the best live score with
+        that much cannot reach the bar. A node ``points`` excludes (-inf)
+        is never kept. Nothing is capped: every node that could make the
+        count is read.
+        """
+        kept: list[tuple[float, int, NodeScore]] = []  # the best ``count``, worst first
+        bar = -math.inf  # what a node must reach to be kept: the count-th's score
+        uniform = points.uniform
+        raising = not uniform
+        read: set[int] = set()
+
+        def consider(
+            live: float, position: int, score: NodeScore, group: int, bound: float
+        ) -> None:
+            nonlocal bar
+            effective = live + (bound if uniform else points.of(score, group))
+            if effective == -math.inf:
+                return  # excluded
+            entry = (effective, -position, score)
+            if len(kept) < count:
+                heapq.heappush(kept, entry)
+            elif entry[:2] > kept[0][:2]:
+                heapq.heapreplace(kept, entry)
+            else:
+                return
+            if len(kept) == count:
+                bar = kept[0][0]
+
+        heads = []
+        for group in range(self.groups):
+            bound = points.bound(group)
+            if bound == -math.inf:
+                continue
+            heap = self._valid_root(group)
+            if heap:
+                heads.append((bound - heap[0][0], group, bound))
+        heads.sort(key=lambda head: (-head[0], head[1]))
+        for most, group, bound in heads:
+            if most < bar:
+                break  # nor can any later group's best
+            for live, position, score in self._walk(group):
+                if live + bound < bar:
+                    break  # nor can any after it in this group
+                if raising:
+                    read.add(position)
+                consider(live, position, score, group, bound)
+        if raising:
+            # No node's live score plus its group's bound is above the best head's.
+            ceiling = heads[0][0] if heads else -math.inf
+            for name, beyond in points.raised():
+                if ceiling + beyond < bar:
+                    break  # nor can any node raised less
+                ranked = self.live(name)
+                if ranked is None or ranked[1] in read:
+                    continue  # not a candidate here, or read already
+                live, position, score = ranked
+                group = self._group[position]
+                if live + points.bound(group) + beyond >= bar:
+                    consider(live, position, score, group, 0.0)
+        kept.sort(key=lambda entry: entry[:2], reverse=True)
+        return [(effective, -negative, score) for effective, negative, score in kept]
 
     def walk(self) -> Iterator[Ranked]:
         """Every valid entry as (live score, position, score), best first
@@ -216,163 +289,35 @@ def own_heap(
     return CandidateHeap(layout, view, points)
 
 
-class ZonePull(Pull, Protocol):
-    """A pull the same on every node of a zone but for a few nodes of its
-    own (steering/peer_pull.py's PodPull)."""
-
-    @property
-    def zone_of(self) -> Mapping[str, str]:
-        """node -> zone, for the nodes that have one."""
-        ...
-
-    def zone_points(self, zone: str) -> float:
-        """The most a node of ``zone`` gains for the zone alone."""
-        ...
-
-    def own_nodes(self) -> Iterator[tuple[str, float]]:
-        """The nodes that gain more than their zone, as (node, the points
-        beyond its zone), the most first."""
-        ...
-
-    def most_on(self, node: str) -> float:
-        """The most ``node`` can gain: its own part and its zone's."""
-        ...
-
-
-def pulled_top(
-    zoned: CandidateHeap,
-    zones: Sequence[str],
-    shared: CandidateHeap,
-    count: int,
-    pull: ZonePull,
-    rest: Handicap | None,
-) -> list[Ranked]:
-    """The best ``count`` by live score plus ``pull`` less ``rest``, best
-    first; ties go to the lower position. Exact, and it reads few nodes:
-    each zone's nodes best first by live score (the heap grouped by zone,
-    ``zones[group]``) until even its zone's pull cannot lift the next one
-    to the count-th kept (the bar); then the nodes that gain more than
-    their zone (``pull.own_nodes``), looked up one by one, the most pulled
-    first, until even the best live score with that pull cannot reach the
-    bar. ``rest`` and the hot guard (which takes a pull away) only lower a
-    node below such a bound."""
-    kept: list[tuple[float, int, NodeScore]] = []  # the best ``count``, worst first
-    read: set[int] = set()
-    bar = -math.inf  # what a node must reach to be kept: the count-th's score
-
-    def consider(live: float, position: int, score: NodeScore) -> None:
-        nonlocal bar
-        effective = live + pull.points(score)
-        if rest is not None:
-            effective -= rest(score)
-        read.add(position)
-        entry = (effective, -position, score)
-        if len(kept) < count:
-            heapq.heappush(kept, entry)
-        elif entry[:2] > kept[0][:2]:
-            heapq.heapreplace(kept, entry)
-        if len(kept) == count:
-            bar = kept[0][0]
-
-    # The zones whose best node could score most first: once a zone's best
-    # cannot reach the bar, nor can any later zone's.
-    heads = []
-    for group, zone in enumerate(zones):
-        head = zoned.group_head(group)
-        if head is not None:
-            lift = pull.zone_points(zone)
-            heads.append((head[0] + lift, group, lift))
-    heads.sort(key=lambda head: (-head[0], head[1]))
-    for most, group, lift in heads:
-        if most < bar:
-            break
-        for live, position, score in zoned.group_walk(group):
-            if live + lift < bar:
-                break  # nor can any after it in this zone
-            consider(live, position, score)
-    # No node's live score is above the best zone's best, nor its zone's
-    # pull above the most of any zone.
-    ceiling = max((most - lift for most, _, lift in heads), default=-math.inf)
-    most_lift = max((lift for _, _, lift in heads), default=0.0)
-    for node, own in pull.own_nodes():
-        if ceiling + most_lift + own < bar:
-            break  # nor can any node pulled less
-        entry = shared.live(node)
-        if entry is None or entry[1] in read or entry[0] + pull.most_on(node) < bar:
-            continue
-        consider(*entry)
-    kept.sort(key=lambda entry: entry[:2], reverse=True)
-    return [(effective, -negative, score) for effective, negative, score in kept]
-
-
 @dataclass
 class Heaps:
     """One snapshot's heaps: the shared one and the unlearned workloads' own
-    (most recently chosen last), over one layout; and, once a pod with
-    peers is chosen for, one grouped by zone (``zones[group]``, "" for the
-    nodes without one).
+    (most recently chosen last), over one layout.
 
-    The layout groups the nodes by penalty per byte (their link speed), so
-    that a pod's own bytes, which cost a slower link more points, are a
-    handicap the same on every node of a group (``group_handicaps``); with
-    the replica share, this replica's own nodes apart from the others'.
-    With one penalty and no share there is one group. ``penalties``: the
-    groups' penalties, least first (None: too many to group by, and one
-    group)."""
+    The layout groups the nodes by what a pod's points depend on alike on
+    every node of a group (``Group``): the zone (a peer's pull, the
+    workload's spread), the penalty per byte (a slower link loses more
+    points to the pod's own bytes), and with the replica share, this
+    replica's own nodes apart from the others'. ``penalties``: the distinct
+    penalties, least first (None: too many to group by, and each node's
+    link is reckoned as it is read)."""
 
     shared: CandidateHeap
     own: OrderedDict[Workload, CandidateHeap]
     layout: HeapLayout
     penalties: list[float] | None
     least_penalty: float  # the fastest link's
-    replica_grouped: bool  # the groups after the penalties' are the other replicas' nodes
     blocks: NodeBlocks | None  # the nodes' blocks among the replicas
-    zoned: CandidateHeap | None = None
-    zones: tuple[str, ...] = ()
+    share: ReplicaShare | None  # this replica's place among them, when grouped by it
+    zone_of: Mapping[str, str]  # node -> zone, for the nodes that have one
 
-    def link_handicap(self, bandwidth: float) -> Handicap | None:
-        """scoring/placement.py's ``link_handicap`` over these candidates;
-        None when every link is alike."""
-        if self.penalties is not None and len(self.penalties) < 2:
-            return None
-        return link_handicap(self.least_penalty, bandwidth)
-
-    def group_handicaps(self, bandwidth: float, others_unseen: float) -> list[float]:
-        """Per group, the points its nodes lose for a pod of ``bandwidth``:
-        ``link_points``, and on the other replicas' nodes those of
-        ``others_unseen`` bytes/s they may be steering there unseen."""
-        assert self.penalties is not None
-        least = self.least_penalty
-        link = [link_points(penalty, least, bandwidth) for penalty in self.penalties]
-        if not self.replica_grouped:
-            return link
-        return link + [
-            points + penalty * others_unseen
-            for points, penalty in zip(link, self.penalties, strict=True)
-        ]
-
-    def by_zone(
-        self,
-        zone_of: Mapping[str, str],
-        view: Mapping[str, tuple[float, int]],
-        declined: Mapping[str, float],
-    ) -> CandidateHeap:
-        """The heap grouped by zone, built when first needed."""
-        if self.zoned is None:
-            names = sorted(set(zone_of.values()))
-            group = {zone: index for index, zone in enumerate(names, start=1)}
-            layout = HeapLayout(
-                self.layout.candidates, lambda score: group.get(zone_of.get(score.name, ""), 0)
-            )
-            self.zoned, self.zones = CandidateHeap(layout, view, declined), ("", *names)
-        return self.zoned
+    @property
+    def groups(self) -> list[Group]:
+        return self.layout.keys  # type: ignore[return-value]  # Heaps.build's keys are Groups
 
     def update(self, node: str) -> None:
-        """``node``'s unseen load changed, and no unlearned count: the
-        shared heap, and the zoned one if any."""
+        """``node``'s unseen load changed, and no unlearned count: the shared heap."""
         self.shared.update(node)
-        if self.zoned is not None:
-            self.zoned.update(node)
 
     @classmethod
     def build(
@@ -384,9 +329,10 @@ class Heaps:
         declined: Mapping[str, float],
         blocks: NodeBlocks | None,
     ) -> "Heaps":
-        """Ranked by ``view`` less the ``declined`` points, grouped by the
-        replica share ``grouped_by`` (place, replicas), an own heap for each
-        workload of ``in_flight``. Reads nothing else: it may run beside the admissions."""
+        """Ranked by ``view`` less the ``declined`` points, grouped by zone,
+        link speed and the replica share ``grouped_by`` (place, replicas),
+        an own heap for each workload of ``in_flight``. Reads nothing else:
+        it may run beside the admissions."""
         candidates = snapshot.candidates
         distinct = sorted({score.penalty_per_byte for score in candidates})
         penalties = distinct if len(distinct) < MOST_GROUPS else None
@@ -394,17 +340,16 @@ class Heaps:
         if grouped_by is not None:
             blocks = NodeBlocks.over(snapshot.nodes, grouped_by[1], blocks)
             share = ReplicaShare(grouped_by[0], blocks)
-        replica_grouped = share is not None and penalties is not None
-        group_of: Callable[[NodeScore], int] | None = None
-        if penalties is not None and (replica_grouped or len(penalties) > 1):
-            group = {penalty: index for index, penalty in enumerate(penalties)}
-            others = len(penalties)
+        zone_of = zones_of(snapshot.nodes.values())
 
-            def group_of(score: NodeScore) -> int:
-                index = group[score.penalty_per_byte]
-                return index if share is None or share.owns(score.name) else others + index
+        def key_of(score: NodeScore) -> Group:
+            return Group(
+                zone_of.get(score.name, ""),
+                None if penalties is None else score.penalty_per_byte,
+                share is None or share.owns(score.name),
+            )
 
-        layout = HeapLayout(candidates, group_of)
+        layout = HeapLayout(candidates, key_of)
         own = OrderedDict((w, own_heap(layout, view, p, declined)) for w, p in in_flight.items())
         return cls(
             CandidateHeap(layout, view, declined),
@@ -412,8 +357,9 @@ class Heaps:
             layout,
             penalties,
             distinct[0] if distinct else 0.0,
-            replica_grouped,
             blocks,
+            share,
+            zone_of,
         )
 
     def own_for(
@@ -459,6 +405,5 @@ class Heaps:
 
     def decline(self, node: str, points: float) -> None:
         """``node`` was declined: it loses ``points`` in every heap."""
-        zoned = () if self.zoned is None else (self.zoned,)
-        for heap in (self.shared, *zoned, *self.own.values()):
+        for heap in (self.shared, *self.own.values()):
             heap.update(node, points)

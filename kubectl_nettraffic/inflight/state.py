@@ -9,29 +9,24 @@ for /scores and the extender).
 """
 
 import itertools
+import math
 import threading
 import time
 from collections.abc import Callable, Iterable
+from typing import Any
 
 from kubectl_nettraffic.config import Settings
 from kubectl_nettraffic.inflight.bookings import Bookings, CountChange, UnseenView
-from kubectl_nettraffic.inflight.candidates import Heaps, Ranked, ZonePull, pulled_top
-from kubectl_nettraffic.inflight.handicaps import (
-    declined_handicap,
-    unlearned_handicap,
-)
-from kubectl_nettraffic.inflight.replica_share import Replicas, ReplicaShare
+from kubectl_nettraffic.inflight.candidates import Heaps, Ranked
+from kubectl_nettraffic.inflight.node_points import NodePoints, Pull
+from kubectl_nettraffic.inflight.replica_share import Replicas
+from kubectl_nettraffic.kube.node_affinity import has_node_constraints, pod_fits
+from kubectl_nettraffic.kube.nodes import ineligibility
 from kubectl_nettraffic.kube.pods import Pod
 from kubectl_nettraffic.kube.workloads import Workload
 from kubectl_nettraffic.labels import LabelSelector
 from kubectl_nettraffic.measuring.measurement import Snapshot
-from kubectl_nettraffic.scoring.placement import (
-    Preference,
-    choose_nodes,
-    combined,
-    handicapped_top,
-    lowered_by,
-)
+from kubectl_nettraffic.scoring.placement import Preference, graded
 
 # An unlearned workload gets a heap of its own once its pods in flight are
 # on this many nodes: below it, reading that many nodes more off the shared
@@ -77,11 +72,12 @@ class Admission:
         bandwidth: float,
         now: float,
         unlearned: Workload | None = None,
-        pull: ZonePull | None = None,
+        pull: Pull | None = None,
     ) -> list[Preference]:
         """The best ``count`` nodes for ``pod`` (booked at ``bandwidth``;
         ``unlearned``: its workload, when booked at the default; ``pull``:
-        the points its peers add to some nodes)."""
+        the points its peers add to some nodes): one exact choice over the
+        candidates by live score plus NodePoints, whatever the pod."""
         state, snapshot = self._state, self.snapshot
         bookings, replicas = state._bookings, state._replicas
         grouped_by = replicas.advance(now)
@@ -90,87 +86,80 @@ class Admission:
             state._rebuild()
         heaps = state._heaps
         assert heaps is not None
-        share = None
-        if grouped_by is not None and heaps.blocks is not None:
-            share = ReplicaShare(grouped_by[0], heaps.blocks, replicas.concurrent())
+        others = 0.0 if heaps.share is None else bandwidth * replicas.concurrent()
         pods = None if unlearned is None else bookings.unlearned.get(unlearned)
-        rest = unlearned_handicap(pods)
-        # A slower link fills more with this pod: the nodes rank as they
-        # would score with it on them, as kube-scheduler scores a node with
-        # the pod's requests added (docs/design/behaviour.md).
-        link = heaps.link_handicap(bandwidth)
-        share_points = None if share is None else share.handicap(bandwidth)
-        top: Callable[[int], list[Ranked]] = heaps.shared.top  # the usual pod: no handicap
-        # For nodes read one by one (constrained pods, tainted nodes); the
-        # heaps carry the declined nodes' points already.
-        handicap = declined_handicap(bookings.declined)
-        lift = 0.0
-        if pull is not None:
-            # Peers raise scores, mostly a zone's alike: one pod's choice
-            # reads the heap grouped by zone; with the replica share (a
-            # grouping of its own) the shared heap is walked best first.
-            lift = pull.most
-            on_heap = combined(share_points, rest, link, lowered_by(pull))
-            assert on_heap is not None
-            handicap = combined(on_heap, handicap)
-            if share is None:
-                zoned = heaps.by_zone(pull.zone_of, bookings.view, bookings.declined)
-                lowered = combined(rest, link)
-
-                def top(wanted: int) -> list[Ranked]:
-                    return pulled_top(zoned, heaps.zones, heaps.shared, wanted, pull, lowered)
-
-            else:
-
-                def top(wanted: int) -> list[Ranked]:
-                    return handicapped_top(heaps.shared, wanted, on_heap, lift)
-
-        elif share is not None or rest is not None or link is not None:
-            handicap = combined(share_points, rest, link, handicap)
-
-            def top(wanted: int) -> list[Ranked]:
-                heap, points, exposed = heaps.shared, rest, 0
-                if pods and unlearned is not None:
-                    if len(pods) >= OWN_HEAP_FROM:
-                        declined = bookings.declined
-                        heap, points = heaps.own_for(unlearned, pods, bookings.view, declined), None
-                    else:
-                        exposed = len(pods)  # its nodes may be that many further down
-                if heaps.penalties is None:  # too many link speeds to group by
-                    every = combined(share_points, points, link)
-                    assert every is not None
-                    return handicapped_top(heap, wanted, every)
-                if points is None and heap.groups == 1:
-                    # One group: the fastest links', this replica's own; no handicap.
-                    return heap.top(wanted)
-                others = 0.0 if share is None else bandwidth * share.concurrent
-                handicaps = heaps.group_handicaps(bandwidth, others)
-                return heap.top_grouped(wanted, handicaps, points, exposed)
-
-        return choose_nodes(
-            snapshot.candidates,
-            snapshot.tainted,
+        heap = heaps.shared
+        if pods and unlearned is not None and len(pods) >= OWN_HEAP_FROM:
+            # Its pods in flight count in a heap of its own.
+            heap, pods = heaps.own_for(unlearned, pods, bookings.view, bookings.declined), None
+        fits = pod_fits(pod) if has_node_constraints(pod) else None
+        points = NodePoints(
+            heaps.groups,
+            heaps.least_penalty,
+            bandwidth,
+            others,
+            pods or None,
+            pull,
+            fits,
             snapshot.nodes,
-            pod,
-            selector,
-            bookings.view,
-            count,
-            top,
-            handicap,
-            lift,
         )
+        ranked = heap.best(count, points)
+        tolerations = (pod.get("spec") or {}).get("tolerations")
+        if tolerations and snapshot.tainted:
+            ranked = self._with_tainted(ranked, count, points, selector, tolerations)
+        return graded(ranked)
+
+    def _with_tainted(
+        self,
+        ranked: list[Ranked],
+        count: int,
+        points: NodePoints,
+        selector: LabelSelector,
+        tolerations: list[dict[str, Any]],
+    ) -> list[Ranked]:
+        """``ranked`` and the nodes blocked only by taints the pod
+        tolerates (usually few), the best ``count``."""
+        state, snapshot = self._state, self.snapshot
+        heaps, view, declined = state._heaps, state._bookings.view, state._bookings.declined
+        assert heaps is not None
+        entries = [(effective, -position, score) for effective, position, score in ranked]
+        for position, score in enumerate(snapshot.tainted, start=len(snapshot.candidates)):
+            node = snapshot.nodes.get(score.name)
+            if node is None or ineligibility(node, selector, tolerations) is not None:
+                continue
+            owned = heaps.share is None or heaps.share.owns(score.name)
+            live = score.score_with(view.get(score.name, (0.0, 0))[0]) - declined.get(
+                score.name, 0.0
+            )
+            effective = live + points.of_node(score, owned)
+            if effective != -math.inf:
+                entries.append((effective, -position, score))
+        entries.sort(key=lambda entry: entry[:2], reverse=True)
+        return [(effective, -negative, score) for effective, negative, score in entries[:count]]
 
     def new_key(self) -> int:
         """A key for a booking, unique in this process."""
         return next(self._state._keys)
 
     def book(
-        self, node: str, bandwidth: float, at: float, key: int, unlearned: Workload | None = None
+        self,
+        node: str,
+        bandwidth: float,
+        at: float,
+        key: int,
+        workload: Workload | None = None,
+        unlearned: bool = False,
     ) -> None:
-        """Book this replica's own admission on ``node``."""
+        """Book this replica's own admission of a pod of ``workload`` on
+        ``node`` (``unlearned``: booked at the default)."""
         state = self._state
         state._replicas.admitted(at)
-        state._book(node, bandwidth, at, key, state.replica or "", unlearned)
+        state._book(node, bandwidth, at, key, state.replica or "", workload, unlearned)
+
+    def in_flight(self, workload: Workload) -> dict[str, int]:
+        """node -> ``workload``'s pods booked there and not measured yet:
+        the live view, read within this admission only."""
+        return self._state._bookings.in_flight.get(workload, {})
 
 
 class InflightState:
@@ -292,7 +281,8 @@ class InflightState:
         bandwidth: float,
         at: float,
         replica: str,
-        unlearned: Workload | None = None,
+        workload: Workload | None = None,
+        unlearned: bool = False,
     ) -> int:
         """Book a pod this process did not admit (``replica`` steered it:
         another one, or this one before a restart), seen in the watch;
@@ -300,7 +290,7 @@ class InflightState:
         with self._lock:
             self._replicas.saw(replica, at)
             key = next(self._keys)
-            self._book(node, bandwidth, at, key, replica, unlearned)
+            self._book(node, bandwidth, at, key, replica, workload, unlearned)
             return key
 
     def shown(self, key: int, at: float) -> None:
@@ -359,9 +349,10 @@ class InflightState:
         at: float,
         key: int,
         replica: str,
-        unlearned: Workload | None,
+        workload: Workload | None,
+        unlearned: bool,
     ) -> None:
-        counted = self._bookings.add(node, bandwidth, at, key, replica, unlearned)
+        counted = self._bookings.add(node, bandwidth, at, key, replica, workload, unlearned)
         heaps = self._heaps
         if counted is None and heaps is not None and not heaps.own:
             heaps.update(node)  # the usual booking: one heap (two with peers), one node

@@ -67,7 +67,8 @@ class BookingKeeper(Protocol):
         bandwidth: float,
         at: float,
         replica: str,
-        unlearned: Workload | None = None,
+        workload: Workload | None = None,
+        unlearned: bool = False,
     ) -> int: ...
     def is_pending(self, key: int) -> bool: ...
     def shown(self, key: int, at: float) -> None: ...
@@ -124,9 +125,10 @@ class SeenBooking(NamedTuple):
     node: str  # its first preferred node
     bandwidth: float  # bytes/s
     created: float  # the pod's creation, epoch seconds
-    # Its workload when it was booked at the default (unlearned): its pods
-    # spread (inflight/handicaps.py) on every replica.
-    unlearned: Workload | None
+    workload: Workload | None  # its pods' spread and fan-in count it on every replica
+    # Booked at the default (unlearned): its workload's pods spread
+    # (inflight/handicaps.py) on every replica.
+    unlearned: bool
 
 
 def _seen_booking(pod: Mapping[str, Any]) -> SeenBooking | None:
@@ -142,7 +144,7 @@ def _seen_booking(pod: Mapping[str, Any]) -> SeenBooking | None:
     if not node or not math.isfinite(bandwidth) or bandwidth <= 0:
         return None
     default = annotations.get(BANDWIDTH_SOURCE) == "default"
-    return SeenBooking(node, bandwidth, created, pod_workload(pod) if default else None)
+    return SeenBooking(node, bandwidth, created, pod_workload(pod), default)
 
 
 class BindingWatch(Reflector):
@@ -282,7 +284,12 @@ class BindingWatch(Reflector):
                 self._ignore("too-old" if booking is not None else "unusable")
                 return
             ours = self.keeper.book_seen(
-                booking.node, booking.bandwidth, booking.created, replica, booking.unlearned
+                booking.node,
+                booking.bandwidth,
+                booking.created,
+                replica,
+                booking.workload,
+                booking.unlearned,
             )
             self._seen[(replica, their_key)] = (ours, booking.created)
             self._count("seen")

@@ -31,8 +31,9 @@ exactly as without a flow source. Two guards, and a term:
   W's conversations it hosts (its local bytes over all of W's bytes to
   peers), and never more than half of W's pods: fifty clients of a server
   with five pods go five ways, not onto the first server's node. W's pods
-  there are those the learner's last pass saw plus those steered there
-  since.
+  there are those the learner's last pass saw plus those booked there
+  since (the bookings store's ``in_flight``, which follows each pod to the
+  node it is bound to, on every replica).
 - *Never past hot.* A node whose link, with what is booked on it and this
   pod's whole expected bytes (as if none stayed: the peers' places are a
   pass old), would be fuller than ``peers.maxLinkUtilization`` gains
@@ -46,7 +47,6 @@ exactly as without a flow source. Two guards, and a term:
 """
 
 import math
-from collections import Counter
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
@@ -76,8 +76,6 @@ class PeerPlan:
     pods_on: Mapping[str, int]  # node -> the workload's pods there (the last pass)
     peers_on: Mapping[str, tuple[Workload, ...]]  # node -> its peers there, for explain
     by_local: tuple[str, ...]  # the nodes of ``local``, the most bytes first
-    most_local: float  # the most of ``local``
-    most_in_zone: float  # the most of ``in_zone``
 
 
 def plan_for(
@@ -119,8 +117,6 @@ def plan_for(
         dict(own),
         {node: tuple(peers) for node, peers in peers_on.items()},
         tuple(sorted(local, key=lambda node: (-local[node], node))),
-        max(local.values(), default=0.0),
-        max(in_zone.values(), default=0.0),
     )
 
 
@@ -128,14 +124,13 @@ def plan_for(
 class PeerPull:
     """The pull of one snapshot's conversations, one plan per workload,
     worked out on its first pod. Used under the in-flight lock (an
-    admission), which also guards the pods counted as steered since."""
+    admission)."""
 
     conversations: Conversations
     nodes: Mapping[str, Node]
     settings: PeerSettings
     zone_of: dict[str, str] = field(init=False)
     plans: dict[Workload, PeerPlan | None] = field(default_factory=dict)
-    steered: Counter[tuple[Workload, str]] = field(default_factory=Counter)
 
     def __post_init__(self) -> None:
         self.zone_of = zones_of(self.nodes.values())
@@ -155,43 +150,38 @@ class PeerPull:
 
     def for_pod(
         self,
-        workload: Workload,
         plan: PeerPlan,
         bandwidth: float,
         unseen: Mapping[str, tuple[float, int]],
+        in_flight: Mapping[str, int],
     ) -> "PodPull":
-        return PodPull(self, workload, plan, bandwidth, unseen)
+        return PodPull(self, plan, bandwidth, unseen, in_flight)
 
     def on_nodes(self, nodes: Mapping[str, Node]) -> "PeerPull":
-        """The same pull for a new node list: plans again, the pods steered
-        since kept."""
-        return PeerPull(self.conversations, nodes, self.settings, steered=self.steered)
-
-    def steered_to(self, workload: Workload, node: str) -> None:
-        self.steered[(workload, node)] += 1
+        """The same pull for a new node list: planned again."""
+        return PeerPull(self.conversations, nodes, self.settings)
 
 
 class PodPull:
-    """One pod's pull: ``points(score)`` for each candidate node, and
-    ``most``, the most any node can gain (the walk over the live ranking
-    stops once no later node can catch up)."""
+    """One pod's pull: ``points(score)`` for each candidate node, its zone's
+    part (``zone_points``) and the nodes that gain more (``own_nodes``), so
+    that the choice knows when no later node can catch up."""
 
     def __init__(
         self,
         pull: PeerPull,
-        workload: Workload,
         plan: PeerPlan,
         bandwidth: float,
         unseen: Mapping[str, tuple[float, int]],
+        in_flight: Mapping[str, int],
     ) -> None:
-        self._pull, self._workload, self._plan = pull, workload, plan
-        self._bandwidth, self._unseen = bandwidth, unseen
+        self._pull, self._plan = pull, plan
+        self._bandwidth, self._unseen, self._in_flight = bandwidth, unseen, in_flight
         settings = pull.settings
         self._weight = settings.cross_zone_price_per_gb / PRICE_UNIT
         self._most_utilization = settings.max_link_utilization
         # Points per byte/s kept: the share of the pod's expected bytes.
         self._per_byte = settings.pull_points / max(bandwidth, plan.to_peers)
-        self.most = self._per_byte * (plan.most_local + self._weight * plan.most_in_zone)
         self.zone_of = pull.zone_of
         # zone -> the bytes kept in it, weighed by the price.
         self._zone_saved = {zone: self._weight * b for zone, b in plan.in_zone.items()}
@@ -204,7 +194,7 @@ class PodPull:
         local = plan.local.get(node, 0.0)
         if not local:
             return 0.0
-        here = plan.pods_on.get(node, 0) + self._pull.steered[(self._workload, node)]
+        here = plan.pods_on.get(node, 0) + self._in_flight.get(node, 0)
         return local if here < plan.room[node] else 0.0
 
     def _pulling_bytes(self, node: str) -> float:
@@ -225,10 +215,6 @@ class PodPull:
 
     def zone_points(self, zone: str) -> float:
         return self._per_byte * self._zone_saved.get(zone, 0.0)
-
-    def most_on(self, node: str) -> float:
-        zone = self._zone_saved.get(self.zone_of.get(node, ""), 0.0)
-        return self._per_byte * (zone + self._plan.local.get(node, 0.0))
 
     def points(self, score: NodeScore) -> float:
         name = score.name

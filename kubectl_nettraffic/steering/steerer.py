@@ -154,7 +154,7 @@ class Steerer:
         )
         warnings = (warning,) if warning else ()
         conversations = snapshot.learned.conversations if snapshot.learned else None
-        workload = pod_workload(pod) if conversations or bandwidth_source == "default" else None
+        workload = pod_workload(pod)
         # Booked at the default, nothing learned yet: its workload's burst
         # spreads (inflight/handicaps.py).
         unlearned = workload if bandwidth_source == "default" else None
@@ -174,9 +174,6 @@ class Steerer:
             score = round(p.score)  # in-flight load can take it below 0
             names.append(p.node)
             scores.append(f"{p.node}={0 if score < 0 else 100 if score > 100 else score}")
-        if pull is not None:
-            # What stays on the node never loads its link.
-            bandwidth = max(0.0, bandwidth - pull.local_bytes(names[0]))
         annotations = {
             PREFERRED_NODES: ",".join(names),
             SCORED_AT: self._derived_of(snapshot)[2],
@@ -215,10 +212,9 @@ class Steerer:
                 warnings=(*warnings, f"nettraffic: patch not applied ({error})"),
             )
         if key:
-            admission.book(preferences[0].node, bandwidth, now, key, unlearned)
-        if pull is not None and workload is not None and not dry_run and self._peers is not None:
-            # Counted for the fan-in spread, booked or not (all its bytes local).
-            self._peers.steered_to(workload, preferences[0].node)
+            # At its whole expected bytes: what its peers keep on the node is
+            # for the measurement to show, wherever kube-scheduler binds it.
+            admission.book(preferences[0].node, bandwidth, now, key, workload, bool(unlearned))
         return Decision(patch, tuple(preferences), None, warnings, key)
 
     def _pull(
@@ -234,9 +230,9 @@ class Steerer:
         peers = self._peers
         if peers is None or peers.conversations is not conversations:
             peers = self._peers = PeerPull(conversations, snapshot.nodes, self.settings.peers)
-        elif peers.nodes is not snapshot.nodes:  # the same pods steered since count on
+        elif peers.nodes is not snapshot.nodes:
             peers = self._peers = peers.on_nodes(snapshot.nodes)
         plan = peers.plan(workload)
         if plan is None:
             return None
-        return peers.for_pod(workload, plan, bandwidth, admission.unseen)
+        return peers.for_pod(plan, bandwidth, admission.unseen, admission.in_flight(workload))
