@@ -56,6 +56,7 @@ from bench.placement_simulation import (
     summarise,
 )
 from bench.report import bench_parser, drawn_seed, rerun_command, write_section
+from bench.workload_spread import SpreadSummary, spread_kept
 
 MODEL_NOTE = """\
 The simulation drives the real engine (Scoreboard, Steerer, the in-flight
@@ -215,6 +216,29 @@ def heavy_table_rows(rows: list[HeavyRow], goal_up_to: float) -> list[str]:
     return lines
 
 
+def spread_rows(scenario: Scenario, results: dict[str, Summary], seeds: int) -> list[str]:
+    """Each strategy's workloads' spread in one scenario, and for the
+    steered ones the draws whose spread is kept against (a)'s
+    (bench/workload_spread.py: in a calm cluster zone skew and pods per
+    node within 0.5 of (a)'s; always no more workloads past zone skew 5 nor
+    missing a zone)."""
+    alone = results["default"].seed_spreads
+    rows = []
+    for strategy in STRATEGIES:
+        draws = results[strategy].seed_spreads
+        mean = SpreadSummary.mean(draws)
+        kept = "-"
+        if strategy in STEERED:
+            calm = scenario.calm is not None
+            met = sum(spread_kept(o, a, calm) for o, a in zip(draws, alone, strict=True))
+            kept = f"{met} of {len(draws)}"
+        rows.append(
+            f"| {scenario.name} ({seeds} seeds) | {LABELS[strategy]} | {mean.zone_skew:.1f} | "
+            f"{mean.past_skew:.0%} | {mean.most_on_node:.1f} | {mean.lost_zone:.0%} | {kept} |"
+        )
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = bench_parser(__doc__)
     parser.add_argument("--quick", action="store_true", help="fewer seeds (for a smoke run)")
@@ -243,6 +267,10 @@ def main(argv: list[str] | None = None) -> int:
         return "-" if value is None else f"{value:.{digits}%}"
 
     verdicts = []
+    spread_lines = [
+        "| scenario | strategy | zone skew, mean | workloads past zone skew 5 | most pods of a workload on one node, mean | workloads of 3+ pods missing a zone | draws whose spread is kept (vs (a) on the same draw) |",
+        "|---|---|---|---|---|---|---|",
+    ]
     limit_lines: list[str] = []
     plots: dict[str, dict[str, np.ndarray]] = {}
     learning_rows = []
@@ -282,6 +310,7 @@ def main(argv: list[str] | None = None) -> int:
                     f"{summary.burst_max_share:.0%} | {share(summary.first_preference_share)} | "
                     f"{share(summary.preferred_scored_share)} | {share(summary.on_preferred_share)} |"
                 )
+            spread_lines += spread_rows(scenario, results, len(seeds))
             oracle, tutorial = results["oracle"], results["tutorial"]
             oracles[same_oracle] = oracle
             if scenario.name == MEAN_ORACLE_ROW:
@@ -367,9 +396,12 @@ def main(argv: list[str] | None = None) -> int:
         ]
     )
     shown_table = "\n".join([*heavy_header, *heavy_table_rows(shown, GOAL_DELAY)])
+    spread_table = "\n".join(spread_lines)
     print(table)
     print()
     print(verdict)
+    print()
+    print(spread_table)
     print()
     print(learning_table)
     print()
@@ -399,6 +431,12 @@ def main(argv: list[str] | None = None) -> int:
             f"{MODEL_NOTE}\n\n{table}\n\nAgainst the goals (within 2% of d on max utilisation; at most 0.5% hot "
             "placements or (d)'s share + 0.2 points, whichever is larger; at least 5x fewer than b), "
             f"and the node label writes (e) needs:\n\n{verdict}\n\n"
+            "Each workload's spread at the end of a draw, as its topology spread sees it "
+            "(kube-scheduler's default constraints: zone maxSkew 5, hostname maxSkew 3); the "
+            "oracle keeps the zone constraint. A draw's spread is kept when no more of its "
+            "workloads are past zone skew 5 or miss a zone (those of 3 pods or more) than under "
+            "(a) on the same draw, and, in the calm rows, when its mean zone skew and pods of a "
+            f"workload per node are within 0.5 of (a)'s:\n\n{spread_table}\n\n"
             + f"\n\nReturning workloads, with and without learned bandwidth (pods carry no "
             "annotation; a burst is a scale-up or rollout of one of the last few Deployments, or, "
             "one time in four, a new one; each pod sends around its Deployment's own mean). "

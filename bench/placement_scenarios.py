@@ -22,6 +22,9 @@ class Scenario:
     # could reach, for the limit it leaves.
     annotate_workload_mean: bool = False
     hot_fraction: float = 0.10
+    # Every node's background utilisation drawn uniform in this range (a calm
+    # cluster); None: the skewed default (most light, hot_fraction near full).
+    calm: tuple[float, float] | None = None
     preferred_nodes: int = 3  # steering.preferredNodes
     # Link speeds (bytes/s) and the share of nodes with each.
     links: tuple[tuple[float, float], ...] = ((LINK, 1.0),)
@@ -63,6 +66,8 @@ LIMIT_TWIN = ", pods annotated with their workload's mean"
 SHOWN_AT_ADMISSION = ", every replica shown each pod at admission"
 # The row whose (d) is also run knowing only each workload's mean.
 MEAN_ORACLE_ROW = "50 nodes, heavy new workloads among light pods already learned"
+# The calm rows: every link 3-15% busy, workloads of 3-12 pods at about 1 MB/s.
+CALM_SUFFIX = ", calm: every link 3-15% busy, workloads of 3-12 pods at 1 MB/s"
 # The binding delays of the heavy rows (seconds from admission until the
 # watches show the pod bound): at once, then as a control plane shows them.
 BINDING_DELAYS = (0.0, 0.15, 0.5, 1.0, 2.0)
@@ -86,6 +91,19 @@ def delay_name(seconds: float) -> str:
     return "" if seconds <= 0 else f", bindings shown after {delay_label(seconds)}"
 
 
+def calm_scenario(nodes: int, bursts: int) -> Scenario:
+    """Every link 3-15% busy, workloads of 3-12 pods at about 1 MB/s: nothing to gain."""
+    return Scenario(
+        f"{nodes} nodes{CALM_SUFFIX}",
+        nodes,
+        bursts,
+        burst_sizes=(3, 12),
+        pod_median=1e6,
+        hot_fraction=0.0,
+        calm=(0.03, 0.15),
+    )
+
+
 def all_scenarios(
     seeds_small: Seeds, seeds_large: Seeds, seeds_unknown: Seeds
 ) -> list[tuple[Scenario, Seeds]]:
@@ -96,6 +114,8 @@ def all_scenarios(
     mean needs many more seeds than the others' to hold still."""
     mixed = ((GBIT, 0.3), (10 * GBIT, 0.5), (25 * GBIT, 0.2))
     main_scenarios = [
+        (calm_scenario(50, 12), seeds_small),
+        (calm_scenario(500, 40), seeds_large),
         (Scenario("50 nodes", nodes=50, bursts=12), seeds_small),
         (Scenario("500 nodes", nodes=500, bursts=40), seeds_large),
         (Scenario("5,000 nodes", nodes=5000, bursts=40), seeds_large),

@@ -19,17 +19,18 @@ import numpy as np
 
 from bench.control_plane import PodTimes, scale_up, watch_latency
 from bench.placement_scenarios import Scenario
-from bench.scheduler_model import ClusterState, KubeScheduler
+from bench.scheduler_model import MAX_SKEW_ZONE, ClusterState, KubeScheduler, zone_skew_allows
 from bench.simulated_pod_traffic import SimulatedPodTraffic
+from bench.workload_spread import SpreadSummary, WorkloadSpread, workload_spreads
 from harness.fakeapi import node
 from harness.reviews import pod as pod_object
 from kubectl_nettraffic.config import settings_from_mapping
 from kubectl_nettraffic.kube.binding_watch import BindingWatch
-from kubectl_nettraffic.kube.nodes import node_from_json
+from kubectl_nettraffic.kube.nodes import ZONE_LABEL, node_from_json
 from kubectl_nettraffic.kube.workloads import Workload
 from kubectl_nettraffic.learning.learner import BandwidthLearning
+from kubectl_nettraffic.learning.pod_sample import PodSample
 from kubectl_nettraffic.learning.pod_traffic import PodTrafficReport
-from kubectl_nettraffic.learning.workload_bandwidth import PodSample
 from kubectl_nettraffic.measuring.measurement import Measurer
 from kubectl_nettraffic.measuring.tier_labels import snapshot_tiers
 from kubectl_nettraffic.scoring.readings import NodeTraffic
@@ -116,6 +117,8 @@ class Run:
     watch_delays: list[float] = field(default_factory=list)
     label_writes: int = 0  # traffic-tier label changes after the first labelling
     labelled_minutes: float = 0.0  # simulated time over which they were counted
+    # Each workload placed after the install: its spread over zones and nodes.
+    spreads: list[WorkloadSpread] = field(default_factory=list)
     # Placements of a workload's first burst, and of its later ones (returning workloads).
     first_burst_pods: int = 0
     first_burst_hot: int = 0
@@ -189,6 +192,8 @@ def _cluster(
     utilisation = np.clip(rng.lognormal(math.log(0.12), 0.6, n), 0.01, 0.6)
     hot = rng.choice(n, size=max(1, round(n * scenario.hot_fraction)), replace=False)
     utilisation[hot] = rng.uniform(0.75, 0.95, len(hot))
+    if scenario.calm is not None:
+        utilisation = rng.uniform(*scenario.calm, n)
     state = ClusterState(
         cpu_allocatable=np.full(n, 16.0),
         memory_allocatable=np.full(n, 64.0),
@@ -208,7 +213,11 @@ def simulate(scenario: Scenario, strategy: str, seed: int) -> tuple[Run, np.ndar
     index = {name: i for i, name in enumerate(names)}
     now = [0.0]
     source = MeasuredTraffic(background, links, names, lambda: now[0])
-    nodes = [node_from_json(node(name)) for name in names]
+    # The zones the scheduler model spreads over (ClusterState.zone), on the Nodes.
+    nodes = [
+        node_from_json(node(name, labels={ZONE_LABEL: f"zone-{zone}"}))
+        for name, zone in zip(names, state.zone, strict=True)
+    ]
     settings = settings_from_mapping(
         {
             "prometheus": {"url": "http://sim"},
@@ -370,6 +379,7 @@ def simulate(scenario: Scenario, strategy: str, seed: int) -> tuple[Run, np.ndar
                 heapq.heappush(events, (due, next(sequence), watch, line))
 
     seen: set[str] = set()
+    installed_workloads: set[str] = set()
     means: dict[str, float] = {}
     order = 0
     for burst in range(scenario.running_bursts + scenario.bursts):
@@ -396,6 +406,8 @@ def simulate(scenario: Scenario, strategy: str, seed: int) -> tuple[Run, np.ndar
             mean = means[workload] * math.exp(0.2**2 / 2)
         first_burst = workload not in seen
         seen.add(workload)
+        if installed:
+            installed_workloads.add(workload)
         template_hash = f"{burst:06x}"
         counts: dict[int, int] = {}
         firsts: dict[int, int] = {}
@@ -439,7 +451,12 @@ def simulate(scenario: Scenario, strategy: str, seed: int) -> tuple[Run, np.ndar
                 # The least-utilised link, the pod included, among the nodes it
                 # fits on; knowing the pod's traffic, or only its workload's mean.
                 known = traffic[j] if acting == "oracle" else mean
-                fits = np.flatnonzero(state.fits(POD_CPU, POD_MEMORY))
+                # It keeps the workload's zone spread as kube-scheduler's
+                # default constraint asks (maxSkew 5).
+                allowed = state.fits(POD_CPU, POD_MEMORY) & zone_skew_allows(
+                    state, workload, MAX_SKEW_ZONE
+                )
+                fits = np.flatnonzero(allowed)
                 after = (committed[fits] + known) / links[fits]
                 chosen = int(fits[np.argmin(after)]) if len(fits) else None
                 if chosen is not None:
@@ -487,6 +504,7 @@ def simulate(scenario: Scenario, strategy: str, seed: int) -> tuple[Run, np.ndar
             run.burst_sizes.append(replicas)
             if acting in STEERED:
                 run.watch_delays.append(statistics.mean(w.inflight.watch_delay for w in webhooks))
+    run.spreads = workload_spreads(state, installed_workloads)
     return run, committed / links
 
 
@@ -508,6 +526,7 @@ class Summary:
     # Per seed, in the order run: the busiest link, and (pods placed hot, pods placed).
     seed_maxima: tuple[float, ...] = ()
     seed_hot: tuple[tuple[int, int], ...] = ()
+    seed_spreads: tuple[SpreadSummary, ...] = ()  # per seed: its workloads' spread
 
 
 def summarise(
@@ -516,6 +535,7 @@ def summarise(
     """``mapper``: runs the seeds (the builtin map, or a process pool's
     imap: each seed's run depends only on the seed)."""
     maxima, stds, spread, first_spread = [], [], [], []
+    seed_spreads: list[SpreadSummary] = []
     seed_hot: list[tuple[int, int]] = []
     pending = steered = preferred_scored = on_preferred = on_first = 0
     label_writes = 0
@@ -527,6 +547,7 @@ def summarise(
         maxima.append(float(utilisation.max()))
         stds.append(float(utilisation.std()))
         seed_hot.append((run.hot, len(run.placements)))
+        seed_spreads.append(SpreadSummary.of(run.spreads))
         pending += run.pending
         steered += run.steered
         preferred_scored += run.preferred_scored
@@ -564,5 +585,6 @@ def summarise(
         statistics.mean(watch_delays) if watch_delays else None,
         tuple(maxima),
         tuple(seed_hot),
+        tuple(seed_spreads),
     )
     return summary, last

@@ -25,8 +25,8 @@ from kubectl_nettraffic.kube.nodes import node_from_json
 from kubectl_nettraffic.kube.pods import PREFER_NO_EVICTION
 from kubectl_nettraffic.kube.workloads import Workload
 from kubectl_nettraffic.learning.learner import BandwidthLearning
+from kubectl_nettraffic.learning.pod_sample import PodSample
 from kubectl_nettraffic.learning.pod_traffic import PodTrafficReport
-from kubectl_nettraffic.learning.workload_bandwidth import PodSample
 from kubectl_nettraffic.measuring.measurement import Measurer
 from kubectl_nettraffic.measuring.tier_labels import snapshot_tiers
 from kubectl_nettraffic.rebalancing.eviction_rules import EvictionPolicy, PodFacts, owner_counts

@@ -8,9 +8,9 @@ share each)."""
 
 from collections.abc import Callable, Mapping
 
+from kubectl_nettraffic.learning.pod_sample import PodSample
 from kubectl_nettraffic.learning.pod_slices import WHOLE, PodSlice
 from kubectl_nettraffic.learning.pod_traffic import PodTrafficReport
-from kubectl_nettraffic.learning.workload_bandwidth import PodSample
 from kubectl_nettraffic.learning.young_workloads import equal_shares
 
 

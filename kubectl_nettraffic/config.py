@@ -141,6 +141,16 @@ class SteeringSettings:
     # hot node sheds its heavier pods first. Off until bench.rebalancing shows
     # it pays (docs/operations.md, Rebalancing).
     prefer_no_eviction_below: float = key(0.0, values.ratio)
+    # 0.5: below half its speed a link queues a pod's packets no longer than
+    # another does, so the nodes are alike and kube-scheduler's own plugins
+    # decide; past it each share more costs the pod (scoring/savings.py).
+    busy_above: float = key(0.5, values.busy_share)
+    # 5 and 3: kube-scheduler's own default topology spread constraints
+    # (PodTopologySpread's systemDefaultConstraints), for the pods that carry
+    # none of their own; set them as your scheduler's defaultConstraints. 0:
+    # not kept (scoring/spread.py).
+    zone_max_skew: int = key(5, values.integer(0, 1000))
+    hostname_max_skew: int = key(3, values.integer(0, 1000))
 
 
 @dataclass(frozen=True)
@@ -233,6 +243,10 @@ class PeerSettings:
     # A node whose link would be fuller than this with the pod gains nothing
     # from its peers: peers never take a node past hot.
     max_link_utilization: float = key(0.8, values.ratio)
+    # 3: pairs read three learner passes ago (each pass reads every pod, a
+    # few minutes on a large cluster) may have moved; older ones stop
+    # pulling until a flow read succeeds again.
+    max_age_passes: int = key(3, values.integer(1, 1000))
 
 
 @dataclass(frozen=True)

@@ -69,6 +69,15 @@ def ratio(key: str, value: Any) -> float:
     return number
 
 
+def busy_share(key: str, value: Any) -> float:
+    number = weight(key, value)
+    if not number < 1:
+        raise ConfigError(
+            f"config key {key}: {value!r} is a share of a link; use 0 up to below 1 (e.g. 0.5)"
+        )
+    return number
+
+
 def share(key: str, value: Any) -> float:
     number = weight(key, value)
     if not 0 < number <= 1:

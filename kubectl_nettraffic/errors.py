@@ -14,7 +14,13 @@ class ConfigError(NetTrafficError):
 
 
 class SourceError(NetTrafficError):
-    """A metrics source (Prometheus, metrics-server) failed or answered nonsense."""
+    """A metrics source (Prometheus, metrics-server) failed or answered nonsense;
+    ``reason``: a short word for counting (timeout, unreachable, tls, http,
+    malformed, ...)."""
+
+    def __init__(self, message: str, reason: str = "error") -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 class ClusterError(NetTrafficError):

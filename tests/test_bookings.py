@@ -301,15 +301,27 @@ def test_every_workload_counts_in_flight_where_its_booking_is_until_measured():
     store.add("a", 1.0, at=101.0, key=2, workload=WEB, unlearned=True)
     store.add("b", 1.0, at=102.0, key=3, workload=API)
     store.add("b", 1.0, at=103.0, key=4)  # no workload: counted for none
-    assert store.in_flight == {WEB: {"a": 2}, API: {"b": 1}}
+    assert store.in_flight.per_node == {WEB: {"a": 2}, API: {"b": 1}}
     assert store.unlearned == {WEB: {"a": 1}}
     moved = store.move(1, "c")
     assert moved is not None and moved.counts == []  # learned: no unlearned count moves
     assert store.drop(3) == ("b", [])
-    assert store.in_flight == {WEB: {"a": 1, "c": 1}}
+    assert store.in_flight.per_node == {WEB: {"a": 1, "c": 1}}
     assert store.measure(100.0 + 10 + 120) == []  # key 1's row is measured, its count goes
-    assert store.in_flight == {WEB: {"a": 1}}
-    assert store.measure(400.0) == [(WEB, "a", -1)] and store.in_flight == {}
+    assert store.in_flight.per_node == {WEB: {"a": 1}}
+    assert store.measure(400.0) == [(WEB, "a", -1)] and store.in_flight.per_node == {}
+
+
+def test_the_pods_in_flight_count_per_zone_too_and_again_when_the_zones_change():
+    store = Bookings(pod_startup=10, window=120)
+    store.in_flight.set_zones({"a": "z1", "b": "z1", "c": "z2"})
+    for key, node in enumerate("abcd", start=1):  # d has no zone
+        store.add(node, 1.0, at=100.0 + key, key=key, workload=WEB)
+    assert store.in_flight.per_zone == {WEB: {"z1": 2, "z2": 1}}
+    store.move(1, "c")
+    assert store.in_flight.per_zone == {WEB: {"z1": 1, "z2": 2}}
+    store.in_flight.set_zones({"a": "z1", "b": "z2", "c": "z2", "d": "z2"})  # relabelled
+    assert store.in_flight.per_zone == {WEB: {"z2": 4}}
 
 
 def test_a_node_a_booking_moves_off_declines_once_per_measurement():

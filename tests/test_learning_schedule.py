@@ -7,10 +7,10 @@ from kubectl_nettraffic.config import settings_from_mapping
 from kubectl_nettraffic.kube.workloads import Workload
 from kubectl_nettraffic.learning.learner import BandwidthLearning
 from kubectl_nettraffic.learning.peer_traffic import PeerReport
+from kubectl_nettraffic.learning.pod_sample import PodSample
 from kubectl_nettraffic.learning.pod_slices import WHOLE, PodSlice
 from kubectl_nettraffic.learning.pod_traffic import PodTrafficReport
 from kubectl_nettraffic.learning.schedule import PEERS, SLICE, YOUNG, LearningSchedule
-from kubectl_nettraffic.learning.workload_bandwidth import PodSample
 
 
 def test_a_round_starts_once_the_last_minute_leaves_room_for_it():

@@ -24,6 +24,8 @@ def _board(loads, speeds, mode="link-utilization", replica=None) -> FixedBoard:
             "prometheus": {"url": "http://unused"},
             "metricsServer": {"enabled": False},
             "scoring": {"mode": mode},
+            # Links alone: a burst's workload spread is tests/test_pulled_top.py's.
+            "steering": {"zoneMaxSkew": 0, "hostnameMaxSkew": 0},
         }
     )
     return FixedBoard(loads, link_speed=speeds, settings=settings, replica=replica)

@@ -11,11 +11,12 @@ import pytest
 from harness.reviews import pod
 from kubectl_nettraffic.inflight.handicaps import POINTS_PER_POD
 from kubectl_nettraffic.inflight.replica_share import NodeBlocks, ReplicaShare
-from kubectl_nettraffic.kube.nodes import ZONE_LABEL
+from kubectl_nettraffic.kube.nodes import ZONE_LABEL, zones_of
 from kubectl_nettraffic.kube.pods import EXPECTED_BANDWIDTH
 from kubectl_nettraffic.kube.workloads import Workload, pod_workload
 from kubectl_nettraffic.learning.conversations import Conversations
 from kubectl_nettraffic.learning.workload_bandwidth import LearnedBandwidth
+from kubectl_nettraffic.scoring.spread import Spread, SpreadRules
 from kubectl_nettraffic.steering.peer_pull import PeerPull
 from tests.harness.choices import scanned
 from tests.harness.scoreboards import MEASURED_AT, FixedBoard
@@ -110,9 +111,32 @@ def test_the_choice_is_the_full_scan_s(seed, replicas):
             in_flight = dict(admission.in_flight(talker))
         pull = shadow.for_pod(plan, bandwidth, unseen, in_flight)
         unlearned = {} if annotated else in_flight
+        # The workload's spread (kube-scheduler's defaults), over its pods
+        # booked and those the learner placed (scoring/spread.py's rules,
+        # checked by hand in tests/test_spread.py).
+        zone_of = zones_of(snapshot.nodes.values())
 
-        def points(s, pull=pull, others=others, unlearned=unlearned):
+        def per_zone(pods_on, zone_of=zone_of):
+            counts = {}
+            for node, pods in pods_on.items():
+                if node in zone_of:
+                    counts[zone_of[node]] = counts.get(zone_of[node], 0) + pods
+            return counts
+
+        placed = dict(learned.conversations.places.get(talker, {}))
+        spread = Spread(
+            SpreadRules(5, 3),
+            (in_flight, per_zone(in_flight)),
+            (placed, per_zone(placed)),
+            zone_of,
+            {zone_of[s.name] for s in snapshot.candidates if s.name in zone_of},
+            [s.name for s in snapshot.candidates],
+        )
+
+        def points(s, pull=pull, others=others, unlearned=unlearned, spread=spread):
             if zone is not None and snapshot.nodes[s.name].labels.get(ZONE_LABEL) != zone:
+                return -math.inf
+            if not spread.allows(s.name):
                 return -math.inf
             return (
                 pull.points(s)
@@ -122,6 +146,10 @@ def test_the_choice_is_the_full_scan_s(seed, replicas):
             )
 
         full = [entry for entry in scanned(snapshot, 3, points, unseen) if entry[0] > -math.inf]
+        if not full:  # the spread left no node the pod fits: chosen without it
+            unkept = Spread(SpreadRules(None, None), ({}, {}), ({}, {}), {}, ())
+            ranked = scanned(snapshot, 3, lambda s, unkept=unkept: points(s, spread=unkept), unseen)
+            full = [entry for entry in ranked if entry[0] > -math.inf]
         decision = board.steerer.decide(_admitted(annotated, zone), {}, dry_run=False)
         booked = booked or decision.booking_key != 0
         assert [p.node for p in decision.preferences] == [name for _, name in full]

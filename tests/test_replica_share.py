@@ -139,10 +139,9 @@ POD = 4e5  # 10 points
 
 
 def _choose(loads, share, bandwidth=POD):
-    prefs = choose(fixed_board(loads).snapshot, 3, bandwidth, share=share)
-    # Each node with its score under the handicap, as points below the best's
-    # 100 (the weights sent are capped by rank as well: test_placement.py).
-    return [(p.node, round(100 - (prefs[0].score - p.score))) for p in prefs]
+    chosen = choose(fixed_board(loads).snapshot, 3, bandwidth, share=share)
+    # Each node with its score under the handicap, as points below the best's 100.
+    return [(node, round(100 - (chosen[0][1] - score))) for node, score in chosen]
 
 
 def test_alone_the_best_nodes_by_score():

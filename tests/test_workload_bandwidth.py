@@ -7,11 +7,11 @@ from harness.reviews import pod
 from kubectl_nettraffic.config import settings_from_mapping
 from kubectl_nettraffic.errors import ConfigError
 from kubectl_nettraffic.kube.workloads import Workload, pod_workload
+from kubectl_nettraffic.learning.pod_sample import PodSample
 from kubectl_nettraffic.learning.workload_bandwidth import (
     GROWTH,
     BandwidthLearner,
     DecayingHistogram,
-    PodSample,
     bucket_of,
     bucket_top,
 )

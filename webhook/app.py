@@ -17,6 +17,8 @@ from werkzeug.exceptions import HTTPException
 from kubectl_nettraffic.config import Settings
 from kubectl_nettraffic.measuring.scoreview import (
     diagnostics_document,
+    pairs_age,
+    peer_read_failures,
     scores_document,
     workloads_document,
 )
@@ -190,7 +192,7 @@ def _add_views(app: Flask, serving: Serving, cert: CertReloader, metrics: Webhoo
     def readyz() -> Response:
         snapshot = board.snapshot
         status = cert.status()
-        body = {
+        body: dict[str, Any] = {
             "ready": snapshot is not None,
             "snapshotAgeSeconds": round(snapshot.age(board.clock()), 3) if snapshot else None,
             "stale": board.is_stale(snapshot),
@@ -200,6 +202,14 @@ def _add_views(app: Flask, serving: Serving, cert: CertReloader, metrics: Webhoo
                 "inSync": status.in_sync,
             },
         }
+        age = pairs_age(snapshot)
+        if age is not None:  # a flow source is set: its pairs' state
+            learned = snapshot.learned if snapshot else None
+            body["peers"] = {
+                "pairsAgePasses": age,
+                "pulling": bool(learned and learned.pulling is not None),
+                "failedReads": dict(peer_read_failures(snapshot)),
+            }
         return _json(body, 200 if snapshot is not None else 503)
 
     @app.get("/metrics")

@@ -13,8 +13,8 @@ class RequestCounter:
     """WSGI middleware counting answers by path and status code.
 
     It sees every answer, also those flask writes itself: a 405 on a route
-    counts under that route (flask's after_request hook, used before, had no
-    route for it). Paths that are not routes share the label "other", so a
+    counts under that route (an after_request hook never sees those). Paths
+    that are not routes share the label "other", so a
     scan of random URLs cannot grow the metric without bound.
 
     Paths in ``counted_by_app`` (/mutate) pass straight through: the app

@@ -1,7 +1,11 @@
 """The catalogue of the webhook's own metrics (/metrics): every series, its
 help text and where its value is read from."""
 
-from kubectl_nettraffic.measuring.scoreview import peer_bytes_by_place
+from kubectl_nettraffic.measuring.scoreview import (
+    pairs_age,
+    peer_bytes_by_place,
+    peer_read_failures,
+)
 from kubectl_nettraffic.serving import Serving
 from webhook.front import connections_closed_counter
 from webhook.metrics import ADMISSION_BUCKETS, Counter, Gauge, OutcomeHistogram, Reading, Registry
@@ -56,6 +60,19 @@ class WebhookMetrics:
         )
         self.skips = add(
             Counter("nettraffic_skips_total", "Pods not steered, by reason.", ("reason",))
+        )
+        steerer = serving.steerer
+        add(
+            Reading(
+                "nettraffic_choice_notes_total",
+                "Pods steered otherwise than asked, by note: no-gain (no chosen node "
+                "saved the pod a point: no term), spread-relaxed (the workload's spread "
+                "left no node the pod fits), spread-unknown-key (a spread constraint "
+                "on a key left to kube-scheduler).",
+                "counter",
+                ("note",),
+                lambda: {(note,): float(count) for note, count in list(steerer.notes.items())},
+            )
         )
         self.extender = add(
             Counter(
@@ -189,6 +206,20 @@ class WebhookMetrics:
                 lambda: {(): float(scoreboard.follow_failures)},
             )
         )
+        add(
+            Reading(
+                "nettraffic_source_failures_total",
+                "Failed reads per source.",
+                "counter",
+                ("source",),
+                lambda: {(k,): float(v) for k, v in scoreboard.source_failures.items()},
+            )
+        )
+        self._add_peers(serving)
+
+    def _add_peers(self, serving: Serving) -> None:
+        """The conversations between workloads: their bytes, their age and the failed reads."""
+        add = self.registry.add
         self.serving = serving
         self._peer_key: tuple[object, object] | None = None
         self._peer_totals: dict[tuple[str, ...], float] = {}
@@ -212,12 +243,23 @@ class WebhookMetrics:
             )
         )
         add(
+            Gauge(
+                "nettraffic_peer_pairs_age_passes",
+                "Learner passes since the pairs in use were read; at peers.maxAgePasses "
+                "they stop pulling.",
+                lambda: pairs_age(serving.scoreboard.snapshot),
+            )
+        )
+        add(
             Reading(
-                "nettraffic_source_failures_total",
-                "Failed reads per source.",
+                "nettraffic_peer_read_failures_total",
+                "Failed reads of the flow metrics between workloads, by reason.",
                 "counter",
-                ("source",),
-                lambda: {(k,): float(v) for k, v in scoreboard.source_failures.items()},
+                ("reason",),
+                lambda: {
+                    (reason,): float(n)
+                    for reason, n in peer_read_failures(serving.scoreboard.snapshot).items()
+                },
             )
         )
 

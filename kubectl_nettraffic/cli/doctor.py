@@ -86,7 +86,14 @@ class Doctor:
             self.configuration,
             "helm install nettraffic charts/nettraffic, or check --webhook-name",
         )
-        self.check("webhook ready with fresh scores", self.webhook_ready, "check the webhook pods")
+        if self.check(
+            "webhook ready with fresh scores", self.webhook_ready, "check the webhook pods"
+        ):
+            self.check(
+                "webhook's pairs between workloads still pull",
+                self.webhook_pairs,
+                "check the flow metrics (the peers check below) and the webhook log",
+            )
         if has_configuration:
             self.check("caBundle verifies the served cert", self.cert_verifies, "")
         if self.settings.prometheus.url:
@@ -156,6 +163,19 @@ class Doctor:
                 "check prometheus.url and the webhook log; kubectl nettraffic top --source prometheus",
             )
         return f"ready, data {self.readyz.get('snapshotAgeSeconds')}s old"
+
+    def webhook_pairs(self) -> str:
+        """The webhook's own pairs, as its /readyz says (read by webhook_ready)."""
+        peers = self.readyz.get("peers")
+        if peers is None:
+            return "no flow source, or no pairs read yet"
+        failed = peers.get("failedReads") or {}
+        detail = f"read {peers.get('pairsAgePasses')} learner pass(es) ago" + (
+            f", failed reads {failed}" if failed else ""
+        )
+        if not peers.get("pulling"):
+            raise Failed(f"pairs too old to pull: {detail}", "")
+        return detail
 
     def cert_verifies(self) -> str:
         ns, svc, secret = self.ns, self.svc, self.args.secret

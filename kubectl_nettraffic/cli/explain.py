@@ -104,6 +104,18 @@ def _peer_lines(pulled: str) -> list[str]:
     return ["Peers:      its conversations pulled it toward", *lines]
 
 
+def _node_weights(spec: dict[str, Any]) -> dict[str, int]:
+    """node -> the weight of the pod's one-node preferred term on it."""
+    affinity = (spec.get("affinity") or {}).get("nodeAffinity") or {}
+    weights = {}
+    for term in affinity.get(PREFERRED) or []:
+        for field in (term.get("preference") or {}).get("matchFields") or []:
+            if field.get("key") == "metadata.name" and field.get("operator") == "In":
+                for node in field.get("values") or []:
+                    weights[str(node)] = int(term.get("weight") or 0)
+    return weights
+
+
 def _ordinal(index: int) -> str:
     return {0: "1st", 1: "2nd", 2: "3rd"}.get(index, f"{index + 1}th")
 
@@ -125,18 +137,24 @@ def explain_text(
         then = dict(
             part.split("=", 1) for part in (annotations.get(SCORES) or "").split(",") if "=" in part
         )
+        weights = _node_weights(spec)
         lines.append(
             f"Steered:    yes, scored at {annotations.get(SCORED_AT, '?')} from {annotations.get(SOURCE, '?')}"
+            if weights
+            else f"Steered:    no term: scored at {annotations.get(SCORED_AT, '?')}, no node saved "
+            "it a point over the rest (no link busy enough, no peer near), so kube-scheduler's "
+            "own plugins place it"
         )
         lines.append(f"Scores now: {scores_note}")
-        lines.append("Preferred:")
+        lines.append("Preferred:" if weights else "Ranked:")
         width = max(len(n) for n in [*preferred, "NODE"])
-        lines.append(f"  {'NODE'.ljust(width)}   SCORE THEN   SCORE NOW   TIER NOW")
+        lines.append(f"  {'NODE'.ljust(width)}   WEIGHT   SCORE THEN   SCORE NOW   TIER NOW")
         for node in preferred:
             now = "-" if now_scores is None or node not in now_scores else str(now_scores[node])
+            termed = str(weights.get(node, "no term"))
             lines.append(
-                f"  {node.ljust(width)}   {then.get(node, '-').ljust(10)}   {now.ljust(9)}   "
-                f"{_tier(now_tiers, node)}"
+                f"  {node.ljust(width)}   {termed.ljust(6)}   {then.get(node, '-').ljust(10)}   "
+                f"{now.ljust(9)}   {_tier(now_tiers, node)}"
             )
         booked = annotations.get(BOOKED_BANDWIDTH)
         if booked is not None:
@@ -157,6 +175,8 @@ def explain_text(
         landed = spec.get("nodeName")
         if not landed:
             lines.append("Landed on:  not scheduled yet")
+        elif not weights:
+            lines.append(f"Landed on:  {landed}, kube-scheduler's own choice")
         elif landed in preferred:
             lines.append(f"Landed on:  {landed} ({_ordinal(preferred.index(landed))} preference)")
         else:

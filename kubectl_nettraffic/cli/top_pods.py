@@ -32,8 +32,9 @@ from kubectl_nettraffic.kube.nodes import zones_of
 from kubectl_nettraffic.kube.workloads import Workload
 from kubectl_nettraffic.learning.conversations import PodPlaces, conversations_of, shares_of
 from kubectl_nettraffic.learning.peer_traffic import read_peers
+from kubectl_nettraffic.learning.pod_sample import PodSample
 from kubectl_nettraffic.learning.pod_traffic import PodTrafficReport, PodTrafficSource
-from kubectl_nettraffic.learning.workload_bandwidth import BandwidthLearner, PodSample
+from kubectl_nettraffic.learning.workload_bandwidth import BandwidthLearner
 from kubectl_nettraffic.measuring.scoreview import peer_documents
 from kubectl_nettraffic.scoring.node_scores import directional_load
 from kubectl_nettraffic.sources.prometheus import PrometheusSource
@@ -65,7 +66,7 @@ Peers = dict[Workload, list[dict[str, Any]]] | None
 
 def _learned_from_webhook(
     settings: Settings, context: str | None, where: WebhookLocation
-) -> tuple[dict[Workload, float], Peers]:
+) -> tuple[dict[Workload, float], Peers, dict[str, Any] | None]:
     api = api_client(settings.kubeconfig, context)
     with api_call(f"reading learned bandwidth from the webhook {where.namespace}/{where.service}"):
         document = request_json(api, "GET", where.proxy_path("workloads"))
@@ -79,9 +80,10 @@ def _learned_from_webhook(
         for row in rows
         if row.get("learnedBytesPerSecond") is not None
     }
-    if document.get("conversations") is None:
-        return figures, None
-    return figures, {workload(row): list(row.get("peers") or []) for row in rows}
+    pairs = document.get("conversations")
+    if pairs is None:
+        return figures, None, None
+    return figures, {workload(row): list(row.get("peers") or []) for row in rows}, pairs
 
 
 def _learned_here(
@@ -131,13 +133,14 @@ def learned_figures(
     report: PodTrafficReport,
     verbose: bool,
     with_peers: bool = False,
-) -> tuple[dict[Workload, float], Peers, str]:
-    """Learned figures per workload, their peers (``with_peers``), and
-    where they came from."""
+) -> tuple[dict[Workload, float], Peers, str, dict[str, Any] | None]:
+    """Learned figures per workload, their peers (``with_peers``), where
+    they came from, and the pairs' read status (/workloads' conversations:
+    readAt, agePasses, pulling, failedReads) when the webhook has pairs."""
     if source != "prometheus":
         try:
-            figures, peers = _learned_from_webhook(settings, context, where)
-            return figures, peers, "webhook"
+            figures, peers, pairs = _learned_from_webhook(settings, context, where)
+            return figures, peers, "webhook", pairs
         except NetTrafficError as error:
             if source == "webhook":
                 raise
@@ -147,7 +150,7 @@ def learned_figures(
                 )
     figures = _learned_here(settings, report.samples, report.evaluated_at)
     peers = _peers_here(settings, context, report) if with_peers else None
-    return figures, peers, "this window"
+    return figures, peers, "this window", None
 
 
 def pod_rows(
@@ -291,6 +294,19 @@ def _top_peer(peers: Sequence[Mapping[str, Any]], bits: bool) -> str:
     return f"{peer['kind']}/{peer['name']} {format_rate(peer['bytesPerSecond'], bits)} {shares}"
 
 
+def pairs_line(pairs: Mapping[str, Any], max_age: int) -> str:
+    """How old the webhook's pairs are, and whether they still pull."""
+    age = int(pairs.get("agePasses") or 0)
+    when = f"read {pairs.get('readAt', '?')}, {age} learner pass{'' if age == 1 else 'es'} ago"
+    state = (
+        "pulling"
+        if pairs.get("pulling", True)
+        else f"too old: not pulling (peers.maxAgePasses {max_age})"
+    )
+    failed = ", ".join(f"{reason} {n}" for reason, n in (pairs.get("failedReads") or {}).items())
+    return f"\nPairs: {when}; {state}" + (f"; failed reads: {failed}" if failed else "") + "\n"
+
+
 def run_top_pods(
     args: argparse.Namespace, view: str, settings: Settings, namespace: str | None
 ) -> int:
@@ -307,7 +323,7 @@ def run_top_pods(
             if (namespace is None or s.namespace == namespace)
             and (wanted is None or (s.namespace, s.pod) in wanted)
         ]
-        learned, peers, origin = learned_figures(
+        learned, peers, origin, pairs = learned_figures(
             args.source,
             settings,
             args.context,
@@ -322,12 +338,14 @@ def run_top_pods(
         else:
             rows = pod_rows(samples, learned, direction)
         rows = sorted_rows(rows, args.sort_by)
-        document = {
+        document: dict[str, Any] = {
             "generatedAt": rfc3339(report.evaluated_at),
             "window": format_duration(settings.prometheus.window),
             "learnedFrom": origin,
             view: rows,
         }
+        if view == "workloads" and pairs is not None:
+            document["pairs"] = pairs
         if args.output == "json":
             text = json.dumps(document, indent=2) + "\n"
         elif args.output == "yaml":
@@ -341,6 +359,8 @@ def run_top_pods(
                 not args.no_headers,
                 args.units == "bits",
             )
+            if view == "workloads" and pairs is not None:
+                text += pairs_line(pairs, settings.peers.max_age_passes)
         if args.watch and frames:
             sys.stdout.write("\n")
         sys.stdout.write(text)

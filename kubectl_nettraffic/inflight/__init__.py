@@ -5,6 +5,7 @@ them (candidates.py), the points each node gains or loses for one pod
 and the one owner of all of it and its lock (state.py).
 
 Inside, each imports only those below it: state; node_points; candidates;
-bookings and replica_share (not each other); handicaps and ramp_sums.
+bookings and replica_share (not each other); handicaps, ramp_sums and
+workload_counts.
 May import: measuring and everything below it.
 """

@@ -19,9 +19,9 @@ it, all of it a full window later. With ``edge`` the measurement time less
     measured  t <= edge - window        unseen = 0
 
 The views, kept current as rows come, move and go: ``view`` (node ->
-unseen bytes/s, pods), ``in_flight`` (workload -> node -> pods: the fan-in
-room of peers and the workload's spread read it), ``unlearned`` (the same
-for the unlearned rows alone, handicaps.py),
+unseen bytes/s, pods), ``in_flight`` (workload -> node, and zone, -> pods:
+the fan-in room of peers and the workload's spread read it), ``unlearned`` (node -> pods for the unlearned rows alone,
+handicaps.py),
 ``declined`` (nodes a booking moved off since the measurement,
 handicaps.py) and ``watch_delay``.
 
@@ -42,6 +42,7 @@ from typing import NamedTuple
 
 from kubectl_nettraffic.inflight.handicaps import DECLINE_POINTS
 from kubectl_nettraffic.inflight.ramp_sums import RampSums, enter, leave, ramp_unseen
+from kubectl_nettraffic.inflight.workload_counts import WorkloadCounts, counted
 from kubectl_nettraffic.kube.workloads import Workload
 
 # Measured rows are cut from the log's front once this many and half of it.
@@ -107,7 +108,7 @@ class Bookings:
         self._ramp: dict[str, RampSums] = {}
         self._edge: float | None = None
         self.view: UnseenView = {}
-        self.in_flight: dict[Workload, dict[str, int]] = {}
+        self.in_flight = WorkloadCounts()
         self.unlearned: dict[Workload, dict[str, int]] = {}
         self.declined: dict[str, float] = {}
         self.declined_total = 0  # nodes declined, each once per measurement
@@ -148,7 +149,7 @@ class Bookings:
         self._enter_view(node, bandwidth)
         if workload is None or not bandwidth:
             return None
-        _counted(self.in_flight, workload, node, 1)
+        self.in_flight.add(workload, node, 1)
         return self._count(workload, node, 1) if unlearned else None
 
     def _enter_view(self, node: str, bandwidth: float) -> None:
@@ -210,8 +211,8 @@ class Bookings:
         workload = self._workload_of(index)
         if workload is None:
             return Moved(old, [], declined)
-        _counted(self.in_flight, workload, old, -1)
-        _counted(self.in_flight, workload, node, 1)
+        self.in_flight.add(workload, old, -1)
+        self.in_flight.add(workload, node, 1)
         if not self._unlearned[index]:
             return Moved(old, [], declined)
         return Moved(
@@ -229,7 +230,7 @@ class Bookings:
         node, workload = self._nodes[index], self._workload_of(index)
         if workload is None:
             return node, []
-        _counted(self.in_flight, workload, node, -1)
+        self.in_flight.add(workload, node, -1)
         return node, [self._count(workload, node, -1)] if self._unlearned[index] else []
 
     def _withdraw(self, index: int) -> float:
@@ -271,7 +272,7 @@ class Bookings:
             self.view[node] = (max(0.0, unseen + bandwidth), count)
 
     def _count(self, workload: Workload, node: str, pods: int) -> CountChange:
-        _counted(self.unlearned, workload, node, pods)
+        counted(self.unlearned, workload, node, pods)
         return workload, node, pods
 
     def _node_ramp_unseen(self, node: str) -> float:
@@ -416,7 +417,7 @@ class Bookings:
         self.changes += 1
         forgotten = []
         for workload, node, unlearned in walked.forgotten:
-            _counted(self.in_flight, workload, node, -1)
+            self.in_flight.add(workload, node, -1)
             if unlearned:
                 forgotten.append(self._count(workload, node, -1))
         self._trim()
@@ -435,17 +436,3 @@ class Bookings:
                 0,
             )
             self._base += cut
-
-
-def _counted(
-    counts: dict[Workload, dict[str, int]], workload: Workload, node: str, pods: int
-) -> None:
-    """``pods`` more (or fewer) of ``workload`` on ``node`` in ``counts``; none left: gone."""
-    nodes = counts.setdefault(workload, {})
-    count = nodes.get(node, 0) + pods
-    if count > 0:
-        nodes[node] = count
-    else:
-        nodes.pop(node, None)
-        if not nodes:
-            del counts[workload]

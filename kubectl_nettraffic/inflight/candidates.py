@@ -9,7 +9,16 @@ import heapq
 import itertools
 import math
 from collections import OrderedDict
-from collections.abc import Callable, Container, Hashable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import (
+    Callable,
+    Collection,
+    Container,
+    Hashable,
+    Iterable,
+    Iterator,
+    Mapping,
+    Sequence,
+)
 from dataclasses import dataclass
 from typing import NamedTuple, Protocol
 
@@ -310,6 +319,12 @@ class Heaps:
     blocks: NodeBlocks | None  # the nodes' blocks among the replicas
     share: ReplicaShare | None  # this replica's place among them, when grouped by it
     zone_of: Mapping[str, str]  # node -> zone, for the nodes that have one
+    zones: frozenset[str]  # the zones with a candidate
+
+    @property
+    def names(self) -> Collection[str]:
+        """The candidates' names."""
+        return self.layout.position.keys()
 
     @property
     def groups(self) -> list[Group]:
@@ -360,6 +375,7 @@ class Heaps:
             blocks,
             share,
             zone_of,
+            frozenset(zone_of[s.name] for s in candidates if s.name in zone_of),
         )
 
     def own_for(

@@ -9,13 +9,15 @@ per byte/s) in zone z(n):
               - (p(n) - p_fastest) * bandwidth   what the pod fills of a slower link
               - p(n) * others    (not owned)     what another replica may steer there unseen
               - 5 * pods(n)      (unlearned)     its workload's pods in flight there
-              = -inf where the pod may not go    (nodeSelector, required affinity)
+              = -inf where the pod may not go    (nodeSelector, required affinity,
+                                                  or its workload's spread: scoring/spread.py)
 
 Why each term: docs/design/behaviour.md. The declined nodes' points are in
 the heaps already (candidates.py). Every term but the pull and the
 unlearned pods is the same on every node of a heap's group (zone, link
 speed, ownership), so a group's ``bound`` is exact there; the pull of a
-node beyond its zone's is ``raised``.
+node beyond its zone's is ``raised``; a zone the spread bars has no bound
+(-inf), and a node it bars alone is read one by one.
 """
 
 import math
@@ -26,6 +28,7 @@ from kubectl_nettraffic.inflight.candidates import Group
 from kubectl_nettraffic.inflight.handicaps import POINTS_PER_POD
 from kubectl_nettraffic.kube.nodes import Node
 from kubectl_nettraffic.scoring.node_scores import NodeScore
+from kubectl_nettraffic.scoring.spread import Spread
 
 
 class Pull(Protocol):
@@ -59,6 +62,7 @@ class NodePoints:
         "_nodes",
         "_others",
         "_pull",
+        "_spread",
         "_unlearned",
         "uniform",
     )
@@ -73,16 +77,26 @@ class NodePoints:
         pull: Pull | None = None,
         fits: Callable[[Node], bool] | None = None,
         nodes: Mapping[str, Node] | None = None,
+        spread: Spread | None = None,
     ) -> None:
         self._groups, self._least, self._bandwidth = groups, least_penalty, bandwidth
         self._others = others_unseen
         self._unlearned, self._pull, self._fits, self._nodes = unlearned, pull, fits, nodes or {}
+        self._spread = spread if spread else None
         self._link = bandwidth > 0
         self._bounds = [self._bound(group) for group in groups]
         grouped = all(group.penalty is not None for group in groups)
-        self.uniform = grouped and unlearned is None and pull is None and fits is None
+        self.uniform = (
+            grouped
+            and unlearned is None
+            and pull is None
+            and fits is None
+            and (self._spread is None or not self._spread.bars_nodes)
+        )
 
     def _bound(self, group: Group) -> float:
+        if self._spread is not None and group.zone in self._spread.barred_zones:
+            return -math.inf
         zone = self._pull.zone_points(group.zone) if self._pull is not None else 0.0
         if group.penalty is None:
             return zone  # each node's link and share are reckoned as it is read
@@ -99,6 +113,9 @@ class NodePoints:
 
     def of_node(self, score: NodeScore, owned: bool) -> float:
         """``of`` for a node in no group (a tainted one): ``owned`` says whose it is."""
+        spread = self._spread
+        if spread is not None and not spread.allows(score.name):
+            return -math.inf
         fits = self._fits
         if fits is not None:
             node = self._nodes.get(score.name)

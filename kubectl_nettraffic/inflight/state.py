@@ -26,7 +26,7 @@ from kubectl_nettraffic.kube.pods import Pod
 from kubectl_nettraffic.kube.workloads import Workload
 from kubectl_nettraffic.labels import LabelSelector
 from kubectl_nettraffic.measuring.measurement import Snapshot
-from kubectl_nettraffic.scoring.placement import Preference, graded
+from kubectl_nettraffic.scoring.spread import Places, Spread, SpreadRules
 
 # An unlearned workload gets a heap of its own once its pods in flight are
 # on this many nodes: below it, reading that many nodes more off the shared
@@ -71,13 +71,20 @@ class Admission:
         count: int,
         bandwidth: float,
         now: float,
-        unlearned: Workload | None = None,
+        workload: Workload | None = None,
+        unlearned: bool = False,
         pull: Pull | None = None,
-    ) -> list[Preference]:
-        """The best ``count`` nodes for ``pod`` (booked at ``bandwidth``;
-        ``unlearned``: its workload, when booked at the default; ``pull``:
-        the points its peers add to some nodes): one exact choice over the
-        candidates by live score plus NodePoints, whatever the pod."""
+        spread: SpreadRules | None = None,
+        placed: Places | None = None,
+    ) -> tuple[list[Ranked], bool]:
+        """The best ``count`` nodes for ``pod`` of ``workload`` (booked at
+        ``bandwidth``; ``unlearned``: at the default; ``pull``: the points
+        its peers add to some nodes; ``spread``: the skew its workload may
+        take, over its pods booked and ``placed``, per node and per zone,
+        as the learner saw them): one exact choice over the candidates by live
+        score plus NodePoints, whatever the pod, as (score for the pod,
+        position, score), best first; and whether the spread had to be left
+        out (it left no node the pod fits)."""
         state, snapshot = self._state, self.snapshot
         bookings, replicas = state._bookings, state._replicas
         grouped_by = replicas.advance(now)
@@ -87,27 +94,38 @@ class Admission:
         heaps = state._heaps
         assert heaps is not None
         others = 0.0 if heaps.share is None else bandwidth * replicas.concurrent()
-        pods = None if unlearned is None else bookings.unlearned.get(unlearned)
+        pods = bookings.unlearned.get(workload) if unlearned and workload is not None else None
         heap = heaps.shared
-        if pods and unlearned is not None and len(pods) >= OWN_HEAP_FROM:
+        if pods and workload is not None and len(pods) >= OWN_HEAP_FROM:
             # Its pods in flight count in a heap of its own.
-            heap, pods = heaps.own_for(unlearned, pods, bookings.view, bookings.declined), None
+            heap, pods = heaps.own_for(workload, pods, bookings.view, bookings.declined), None
+        kept = None
+        if spread is not None and workload is not None:
+            counts = bookings.in_flight
+            booked = (counts.per_node.get(workload, {}), counts.per_zone.get(workload, {}))
+            kept = Spread(
+                spread, booked, placed or ({}, {}), heaps.zone_of, heaps.zones, heaps.names
+            )
         fits = pod_fits(pod) if has_node_constraints(pod) else None
-        points = NodePoints(
-            heaps.groups,
-            heaps.least_penalty,
-            bandwidth,
-            others,
-            pods or None,
-            pull,
-            fits,
-            snapshot.nodes,
-        )
-        ranked = heap.best(count, points)
         tolerations = (pod.get("spec") or {}).get("tolerations")
-        if tolerations and snapshot.tainted:
-            ranked = self._with_tainted(ranked, count, points, selector, tolerations)
-        return graded(ranked)
+        for spread_kept in (kept, None) if kept else (None,):
+            points = NodePoints(
+                heaps.groups,
+                heaps.least_penalty,
+                bandwidth,
+                others,
+                pods or None,
+                pull,
+                fits,
+                snapshot.nodes,
+                spread_kept,
+            )
+            ranked = heap.best(count, points)
+            if tolerations and snapshot.tainted:
+                ranked = self._with_tainted(ranked, count, points, selector, tolerations)
+            if ranked:
+                return ranked, bool(kept) and spread_kept is None
+        return [], False
 
     def _with_tainted(
         self,
@@ -159,7 +177,7 @@ class Admission:
     def in_flight(self, workload: Workload) -> dict[str, int]:
         """node -> ``workload``'s pods booked there and not measured yet:
         the live view, read within this admission only."""
-        return self._state._bookings.in_flight.get(workload, {})
+        return self._state._bookings.in_flight.per_node.get(workload, {})
 
 
 class InflightState:
@@ -242,6 +260,7 @@ class InflightState:
                 return
             touched, forgotten = committed
             self._snapshot, self._heaps = snapshot, heaps
+            bookings.in_flight.set_zones(heaps.zone_of)
             self._rerank(touched, ())
             self._rerank((), journal + forgotten)
 
@@ -268,6 +287,7 @@ class InflightState:
         self._heaps = Heaps.build(
             self._snapshot, bookings.view, self._grouped_by, {}, bookings.declined, blocks
         )
+        bookings.in_flight.set_zones(self._heaps.zone_of)
 
     # -- the binding watch -------------------------------------------------
 

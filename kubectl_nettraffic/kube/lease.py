@@ -82,7 +82,6 @@ class LeaseElection:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.last_error: str | None = None
-        self.transitions = 0  # times this instance became leader
 
     def is_leader(self) -> bool:
         return self._clock() - self._renewed_at < self.renew_deadline
@@ -170,7 +169,6 @@ class LeaseElection:
         self._renewed_at = now
         self.last_error = None
         if not was_leader:
-            self.transitions += 1
             log.info("became leader (Lease %s/%s, as %s)", self.namespace, self.name, self.identity)
         return True
 

@@ -33,7 +33,7 @@ class Taint:
 ZONE_LABEL = "topology.kubernetes.io/zone"
 # The same zone, copied by the tier label writer when a flow source is set:
 # a pod's preferred term selects only labels this project writes
-# (DESIGN.md, Pod mutation), and a term on the zone holds over whichever
+# (docs/design/architecture.md, Contracts: Pod mutation), and a term on the zone holds over whichever
 # nodes kube-scheduler samples.
 ZONE_COPY_LABEL = "nettraffic.io/zone"
 

@@ -10,7 +10,6 @@ from typing import Any
 
 from kubectl_nettraffic.kube.pod_shape import malformed_part
 
-ANNOTATION_PREFIX = "nettraffic.io/"
 PREFERRED_NODES = "nettraffic.io/preferred-nodes"
 SCORED_AT = "nettraffic.io/scored-at"
 SOURCE = "nettraffic.io/source"

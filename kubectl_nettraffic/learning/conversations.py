@@ -16,7 +16,7 @@ from typing import NamedTuple
 
 from kubectl_nettraffic.kube.workloads import Workload
 from kubectl_nettraffic.learning.peer_traffic import PeerReport
-from kubectl_nettraffic.learning.workload_bandwidth import PodSample
+from kubectl_nettraffic.learning.pod_sample import PodSample
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ failed round is logged and costs that round only: what was learned stays.
 import logging
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import Protocol
@@ -85,12 +86,14 @@ class BandwidthLearning:
         self.peers = peers
         self.places = PodPlaces()
         self.conversations: Conversations | None = None
-        self.peer_error: str | None = None
         self._pairs_at: float | None = None  # a pass ended then: its pairs are due
+        self.passes = 0  # passes over every pod done
+        self._pairs_pass = 0  # the passes done when the pairs in use were read
+        self.max_age = settings.peers.max_age_passes
+        self.peer_failures: Counter[str] = Counter()  # failed flow reads, by reason
         self.clock = clock
         self._latest: LearnedBandwidth | None = None
         self.missing: tuple[str, ...] = ()
-        self.last_error: str | None = None
         self.last_round_seconds = 0.0
         # The slices of the pass under way, and what the last pass measured.
         self.slices = 1
@@ -135,24 +138,32 @@ class BandwidthLearning:
                 if kind == SLICE and self.next_slice == self.slices - 1:
                     self._pairs_at = report.evaluated_at
         except NetTrafficError as error:
-            self.last_error = str(error)
             log.warning("learning: per-pod traffic unavailable this round: %s", error)
             return kind
         finally:
             self.last_round_seconds = self.clock() - started
             self.schedule.finished(kind, started, self.last_round_seconds)
-        self.last_error = None
         if kind == SLICE:
             self._slice_done(len(report.samples), self.last_round_seconds)
             self.missing = report.missing
         if report.missing:
             return kind
         self.learner.observe(report.samples, report.evaluated_at)
-        learned = self.learner.learned(report.evaluated_at)
-        if self.peers is not None:
-            learned = replace(learned, conversations=self.conversations)
-        self._latest = learned
+        self._latest = self._with_pairs(self.learner.learned(report.evaluated_at))
         return kind
+
+    def _with_pairs(self, learned: LearnedBandwidth) -> LearnedBandwidth:
+        """``learned`` with the pairs in use, their age and the failed reads."""
+        if self.peers is None:
+            return learned
+        age = self.passes - self._pairs_pass
+        return replace(
+            learned,
+            conversations=self.conversations,
+            pairs_age=age,
+            pairs_pull=age < self.max_age,
+            peer_failures=dict(self.peer_failures),
+        )
 
     def _read_peers(self) -> None:
         """The pairs, once a pass (after its last slice: every pod's node and
@@ -165,15 +176,14 @@ class BandwidthLearning:
         try:
             pairs = self.peers.read(known, at)
         except NetTrafficError as error:
-            self.peer_error = str(error)
+            self.peer_failures[getattr(error, "reason", "error")] += 1
             log.warning("learning: flow metrics between workloads unavailable: %s", error)
-            return
-        self.peer_error = None
-        if pairs is None:
-            return
-        self.conversations = conversations_of(pairs, self.places, at)
+            pairs = None
+        if pairs is not None:
+            self.conversations = conversations_of(pairs, self.places, at)
+            self._pairs_pass = self.passes
         if self._latest is not None:
-            self._latest = replace(self._latest, conversations=self.conversations)
+            self._latest = self._with_pairs(self._latest)
 
     def _slice_done(self, pods: int, seconds: float) -> None:
         self._pass_pods += pods
@@ -182,6 +192,7 @@ class BandwidthLearning:
         if self.next_slice < self.slices:
             return
         self.places.end_pass()
+        self.passes += 1
         # A pass is done: size the next one's slices so that each takes
         # SLICE_OF_BUDGET of what slices may use of a minute, at this pass's
         # speed, for the pods this one read (no count again).

@@ -32,8 +32,8 @@ from typing import Any
 
 from kubectl_nettraffic.config import LearningSettings
 from kubectl_nettraffic.kube.workloads import NO_OWNER, Workload, owner_workload
+from kubectl_nettraffic.learning.pod_sample import PodSample
 from kubectl_nettraffic.learning.pod_slices import WHOLE, PodSlice
-from kubectl_nettraffic.learning.workload_bandwidth import PodSample
 from kubectl_nettraffic.learning.young_workloads import (
     YOUNG_LOOK_EVERY,
     build_owned_pods_query,

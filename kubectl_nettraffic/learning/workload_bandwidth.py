@@ -48,14 +48,12 @@ measurements showed its pods (docs/design/learned-ramp.md).
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, NamedTuple
 
 from kubectl_nettraffic.config import Settings
 from kubectl_nettraffic.kube.workloads import Workload
+from kubectl_nettraffic.learning.conversations import Conversations
+from kubectl_nettraffic.learning.pod_sample import PodSample
 from kubectl_nettraffic.scoring.node_scores import directional_load
-
-if TYPE_CHECKING:  # conversations.py reads PodSample from here
-    from kubectl_nettraffic.learning.conversations import Conversations
 
 # Bytes/s. Below the first bucket everything is "about nothing".
 FIRST_BUCKET = 1024.0
@@ -141,23 +139,18 @@ class LearnedBandwidth:
     learned_at: float = 0.0
     # Who talks to whom, and where (learning/conversations.py); None without
     # a flow source (peers.source: none) or before the first pairs were read.
-    conversations: "Conversations | None" = None
+    conversations: Conversations | None = None
+    # Learner passes since those pairs were read; past peers.maxAgePasses
+    # they no longer pull (``pairs_pull`` false) but are still shown.
+    pairs_age: int = 0
+    pairs_pull: bool = True
+    # Failed flow reads so far, by reason (SourceError.reason).
+    peer_failures: Mapping[str, int] = field(default_factory=dict)
 
-
-class PodSample(NamedTuple):
-    """One pod's rates over the rate window, and its workload."""
-
-    namespace: str
-    pod: str
-    receive: float
-    transmit: float
-    workload: Workload | None  # None: no owner known (a bare pod)
-    # When the pod was created (epoch seconds), for a pod created so recently
-    # that its rates cover part of the window; None: they cover all of it.
-    created: float | None = None
-    # The node it runs on, read only when a flow source is set (steering by
-    # peers needs it); "" otherwise, and for a pod not scheduled yet.
-    node: str = ""
+    @property
+    def pulling(self) -> Conversations | None:
+        """The conversations that steer pods: None once they are too old."""
+        return self.conversations if self.pairs_pull else None
 
 
 @dataclass

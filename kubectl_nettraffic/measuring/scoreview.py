@@ -132,6 +132,10 @@ def workloads_document(snapshot: Snapshot, price_per_gb: float = 0.0) -> dict[st
         if conversations is None
         else {
             "readAt": rfc3339(conversations.read_at),
+            # Learner passes since; past peers.maxAgePasses they pull no more.
+            "agePasses": learned.pairs_age if learned else 0,
+            "pulling": bool(learned and learned.pairs_pull),
+            "failedReads": dict(sorted((learned.peer_failures if learned else {}).items())),
             "ignoredSeries": dict(sorted(conversations.ignored.items())),
             "droppedPairs": {str(w): n for w, n in sorted(conversations.dropped.items())},
             "nodesWithoutZone": sorted(set(snapshot.nodes) - set(zone_of)),
@@ -176,3 +180,18 @@ SECONDS_PER_MONTH = 30 * 86400.0
 def cross_zone_cost(bytes_per_second: float, price_per_gb: float) -> float:
     """A month of ``bytes_per_second`` across zones, billed each way (GB: 10^9 bytes)."""
     return bytes_per_second * SECONDS_PER_MONTH / 1e9 * price_per_gb * 2
+
+
+def pairs_age(snapshot: Snapshot | None) -> float | None:
+    """Learner passes since the pairs in use were read; None: no pairs,
+    and no read failed (no flow source, or none read yet)."""
+    learned = snapshot.learned if snapshot else None
+    if learned is None or (learned.conversations is None and not learned.peer_failures):
+        return None
+    return float(learned.pairs_age)
+
+
+def peer_read_failures(snapshot: Snapshot | None) -> Mapping[str, int]:
+    """Failed reads of the flow metrics so far, by reason."""
+    learned = snapshot.learned if snapshot else None
+    return {} if learned is None else learned.peer_failures

@@ -8,9 +8,12 @@ Rules (docs/design/architecture.md, Contracts):
   loses for this pod, is inflight/candidates.py's ``CandidateHeap.best``
   over inflight/node_points.py's ``NodePoints``.
 - The chosen nodes become one preferred term each, ``matchFields
-  metadata.name In [node]``, with weights graded by score and rank: the
-  best gets 100, each other 100 minus its score gap to the best but at
-  most a quarter of the weight before it, never below 1 (100, 25, 6).
+  metadata.name In [node]``, weighed by what each saves the pod over the
+  nodes kube-scheduler would pick without us (scoring/savings.py): a node
+  that saves less than a point gets no term, so where nothing is to gain
+  the pod is placed as it would be without us. Where the weights came
+  from before ("sharp weights", 100 / 25 / 6 by rank whatever the margin):
+  docs/design/behaviour.md, "How hard a pod is steered".
 - On links of different speeds a node loses what the pod's own bytes cost
   its link beyond what they cost the fastest (``link_points``), so the
   nodes rank as they would score with the pod on them; the extender's
@@ -20,10 +23,11 @@ The patch that carries the choice is steering/affinity_patch.py; it is
 checked by steering/patch_check.py before it is sent.
 """
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import NamedTuple
 
 from kubectl_nettraffic.scoring.node_scores import NodeScore
+from kubectl_nettraffic.scoring.savings import FieldCost, cost, weight
 
 # Score points a node loses for one pod's choice alone (never negative).
 Handicap = Callable[[NodeScore], float]
@@ -56,19 +60,24 @@ class Preference(NamedTuple):  # a tuple: several are made on every admission
     score: float
 
 
-def graded(ranked: Sequence[tuple[float, int, NodeScore]]) -> list[Preference]:
-    """Weights: the best 100, each other 100 minus its score gap but at most
-    a quarter of the one before it, never below 1."""
-    if not ranked:
-        return []
-    top = ranked[0][0]
+def weighed(
+    ranked: Sequence[tuple[float, int, NodeScore]],
+    field: FieldCost,
+    unseen: Mapping[str, tuple[float, int]],
+    bandwidth: float,
+    busy_above: float,
+    pulled: Mapping[str, float] | None = None,
+) -> list[Preference]:
+    """The chosen nodes, best first, each weighed by what it saves the pod
+    (scoring/savings.py): the field's cost less the node's, plus the points
+    its peers pull it by (``pulled``, node -> points); 0: no term."""
+    field_cost = field.mean(bandwidth)
     preferences = []
-    most = 400  # four times the first's weight
     for effective, _, score in ranked:
-        weight = round(100 - (top - effective))
-        most //= 4
-        # Comparisons, not max() and min(): two builtins fewer on every admission.
-        weight = most if weight > most else weight
-        weight = 1 if weight < 1 else weight
-        preferences.append(Preference(score.name, weight, effective))
+        saving = field_cost - cost(
+            score, unseen.get(score.name, (0.0, 0))[0], bandwidth, busy_above
+        )
+        if pulled:
+            saving += pulled.get(score.name, 0.0)
+        preferences.append(Preference(score.name, weight(saving), effective))
     return preferences

@@ -152,17 +152,20 @@ class PrometheusSource:
         except requests.Timeout:
             raise SourceError(
                 f"Prometheus at {self.settings.url} did not answer within "
-                f"{timeout:g}s; check prometheus.url or raise its timeout"
+                f"{timeout:g}s; check prometheus.url or raise its timeout",
+                "timeout",
             ) from None
         except requests.exceptions.SSLError as error:
             raise SourceError(
                 f"TLS to Prometheus at {self.settings.url} failed ({error.__class__.__name__}); "
-                "set prometheus.caFile to its CA"
+                "set prometheus.caFile to its CA",
+                "tls",
             ) from None
         except requests.RequestException as error:
             raise SourceError(
                 f"Prometheus at {self.settings.url} is unreachable "
-                f"({error.__class__.__name__}); check prometheus.url"
+                f"({error.__class__.__name__}); check prometheus.url",
+                "unreachable",
             ) from None
         try:
             body = json.loads(response.content)  # bytes: UTF-8 per RFC 8259, detected by json
@@ -181,13 +184,15 @@ class PrometheusSource:
             }.get(response.status_code, "")
             raise SourceError(
                 f"Prometheus at {self.settings.url} answered HTTP {response.status_code}: "
-                f"{detail}{hint}"
+                f"{detail}{hint}",
+                "http",
             )
         data_part = body.get("data") or {}
         if data_part.get("resultType") != "vector" or not isinstance(data_part.get("result"), list):
             raise SourceError(
                 f"Prometheus at {self.settings.url} answered a {data_part.get('resultType')!r} "
-                "where an instant vector was expected; is it a Prometheus-compatible API?"
+                "where an instant vector was expected; is it a Prometheus-compatible API?",
+                "malformed",
             )
         return list(data_part["result"])
 

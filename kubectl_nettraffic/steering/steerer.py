@@ -7,6 +7,7 @@ placement benchmark both call ``Steerer.decide``.
 
 import logging
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping
 from typing import NamedTuple
 
@@ -33,7 +34,9 @@ from kubectl_nettraffic.kube.workloads import Workload, pod_workload
 from kubectl_nettraffic.labels import parse_selector
 from kubectl_nettraffic.measuring.measurement import Snapshot
 from kubectl_nettraffic.measuring.scoreboard import Scoreboard
-from kubectl_nettraffic.scoring.placement import Preference
+from kubectl_nettraffic.scoring.placement import Preference, weighed
+from kubectl_nettraffic.scoring.savings import FieldCost
+from kubectl_nettraffic.scoring.spread import SpreadRules
 from kubectl_nettraffic.steering.affinity_patch import affinity_patch, annotation_ops, patch_text
 from kubectl_nettraffic.steering.patch_check import PatchCheckFailed, apply_and_check
 from kubectl_nettraffic.steering.peer_pull import PeerPull, PodPull
@@ -53,6 +56,16 @@ class Decision(NamedTuple):  # a tuple: one is made on every admission
     def patch_json(self) -> str | None:
         """The patch as the compact JSON the admission answer carries."""
         return None if self.patch is None else patch_text(self.patch)
+
+
+class PerSnapshot(NamedTuple):
+    """What every admission by one snapshot needs, worked out once."""
+
+    snapshot: Snapshot
+    stale_after: float  # when it turns stale
+    scored_at: str  # its time, RFC 3339
+    slowest_link: float  # the slowest eligible link, bytes/s; 0: none known
+    field: FieldCost  # what a pod costs the candidates kube-scheduler would pick from
 
 
 class Steerer:
@@ -76,32 +89,28 @@ class Steerer:
         self.settings = settings
         self.clock = clock
         self.selector = parse_selector(settings.nodes.selector)
-        # Of the latest snapshot seen, renewed when it changes: when it turns
-        # stale and its RFC 3339 time, needed on every admission. One tuple,
-        # so concurrent admissions swap it whole.
-        self._derived: tuple[Snapshot | None, float, str, float] = (
-            None,
-            float("-inf"),
-            "",
-            0.0,
-        )
+        # Of the latest snapshot seen, renewed when it changes; one tuple, so
+        # concurrent admissions swap it whole.
+        self._derived: PerSnapshot | None = None
         # The pull of the latest conversations (None: no flow source, or
         # none read yet); changed under the in-flight lock only.
         self._peers: PeerPull | None = None
+        # Pods steered otherwise than asked, by note (exported on /metrics):
+        # no-gain (no node saved a point: no term), spread-relaxed (the
+        # spread left no node the pod fits), spread-unknown-key.
+        self.notes: Counter[str] = Counter()
 
-    def _derived_of(self, snapshot: Snapshot) -> tuple[Snapshot | None, float, str, float]:
-        """Per snapshot: when it goes stale, its time as RFC 3339 and the
-        slowest eligible link (bytes/s, 0: none known)."""
+    def _derived_of(self, snapshot: Snapshot) -> "PerSnapshot":
         derived = self._derived
-        if derived[0] is not snapshot:
+        if derived is None or derived.snapshot is not snapshot:
             speeds = [c.link_speed for c in snapshot.candidates if c.link_speed]
-            derived = (
+            derived = self._derived = PerSnapshot(
                 snapshot,
                 self.scoreboard.stale_after(snapshot),
                 rfc3339(snapshot.generated_at),
                 min(speeds) if speeds else 0.0,
+                FieldCost(snapshot.candidates, self.settings.steering.busy_above),
             )
-            self._derived = derived
         return derived
 
     def _skipped(self, pod: Pod, reason: str, warning: str) -> Decision:
@@ -134,7 +143,7 @@ class Steerer:
                 "nettraffic: no traffic data yet; node choice left to the scheduler",
             )
         now = self.clock()
-        if now > self._derived_of(snapshot)[1]:
+        if now > self._derived_of(snapshot).stale_after:
             return self._skipped(
                 pod,
                 "stale-snapshot",
@@ -153,22 +162,51 @@ class Steerer:
             pod, snapshot.learned, steering.default_pod_bandwidth
         )
         warnings = (warning,) if warning else ()
-        conversations = snapshot.learned.conversations if snapshot.learned else None
+        # Too old, they pull no more (peers.maxAgePasses).
+        conversations = snapshot.learned.pulling if snapshot.learned else None
         workload = pod_workload(pod)
         # Booked at the default, nothing learned yet: its workload's burst
         # spreads (inflight/handicaps.py).
-        unlearned = workload if bandwidth_source == "default" else None
+        unlearned = bandwidth_source == "default"
         pull = self._pull(snapshot, workload, bandwidth, admission) if conversations else None
-        preferences = admission.choose(
-            pod, self.selector, steering.preferred_nodes, bandwidth, now, unlearned, pull
+        spread = SpreadRules.of(pod, steering.zone_max_skew, steering.hostname_max_skew)
+        if spread.unknown:
+            self.notes["spread-unknown-key"] += 1
+        # Where the learner saw the workload's pods (read for its peers alone).
+        placed = None if pull is None else pull.placed
+        ranked, relaxed = admission.choose(
+            pod,
+            self.selector,
+            steering.preferred_nodes,
+            bandwidth,
+            now,
+            workload,
+            unlearned,
+            pull,
+            spread,
+            placed,
         )
-        if not preferences:
+        if not ranked:
             decision = self._skipped(
                 pod, "no-candidate", "nettraffic: no eligible node fits this pod's constraints"
             )
             return Decision(
                 decision.patch, skip=decision.skip, warnings=warnings + decision.warnings
             )
+        if relaxed:
+            self.notes["spread-relaxed"] += 1
+        derived = self._derived_of(snapshot)
+        preferences = weighed(
+            ranked,
+            derived.field,
+            admission.unseen,
+            bandwidth,
+            steering.busy_above,
+            None if pull is None else pull.pulled,
+        )
+        terms = [p for p in preferences if p.weight]
+        if not terms:
+            self.notes["no-gain"] += 1
         names, scores = [], []
         for p in preferences:
             score = round(p.score)  # in-flight load can take it below 0
@@ -176,7 +214,7 @@ class Steerer:
             scores.append(f"{p.node}={0 if score < 0 else 100 if score > 100 else score}")
         annotations = {
             PREFERRED_NODES: ",".join(names),
-            SCORED_AT: self._derived_of(snapshot)[2],
+            SCORED_AT: derived.scored_at,
             SOURCE: snapshot.source,
             SCORES: ",".join(scores),
             BOOKED_BANDWIDTH: f"{bandwidth:.0f}",
@@ -187,9 +225,7 @@ class Steerer:
             annotations[PEER_PULL] = pulled
         # Off by default: then the admission pays one attribute read for it.
         share = steering.prefer_no_eviction_below
-        if share and light_for_every_link(
-            bandwidth, bandwidth_source, self._derived_of(snapshot)[3], share
-        ):
+        if share and light_for_every_link(bandwidth, bandwidth_source, derived.slowest_link, share):
             annotations[PREFER_NO_EVICTION] = "true"
         # sideEffects None: a dry run books nothing.
         key = admission.new_key() if bandwidth > 0 and not dry_run else 0
@@ -198,9 +234,9 @@ class Steerer:
         if key and replica:
             annotations[BOOKING] = str(key)
             labels = {STEERED_BY: replica}
-        zone_term = None if pull is None else pull.zone_term(names[0])
+        zone_term = None if pull is None or not terms else pull.zone_term(names[0])
         patch = affinity_patch(
-            pod, preferences, annotations, labels, steering.traffic_tiers, zone_term
+            pod, terms, annotations, labels, steering.traffic_tiers and bool(terms), zone_term
         )
         try:
             apply_and_check(pod, patch)
@@ -214,7 +250,7 @@ class Steerer:
         if key:
             # At its whole expected bytes: what its peers keep on the node is
             # for the measurement to show, wherever kube-scheduler binds it.
-            admission.book(preferences[0].node, bandwidth, now, key, workload, bool(unlearned))
+            admission.book(preferences[0].node, bandwidth, now, key, workload, unlearned)
         return Decision(patch, tuple(preferences), None, warnings, key)
 
     def _pull(
@@ -224,7 +260,7 @@ class Steerer:
         the in-flight lock (the admission): the pull of the conversations
         the snapshot carries is renewed here when they change."""
         learned = snapshot.learned
-        conversations = learned.conversations if learned else None
+        conversations = learned.pulling if learned else None
         if conversations is None or workload is None:
             return None
         peers = self._peers

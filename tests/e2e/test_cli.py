@@ -213,7 +213,9 @@ def test_explain_a_steered_pod(cluster, webhook):
     assert "Steered:    yes" in result.stdout
     assert "Landed on:  q2 (2nd preference)" in result.stdout
     q1_line = next(line for line in result.stdout.splitlines() if line.strip().startswith("q1"))
-    assert q1_line.split()[0] == "q1" and q1_line.split()[3] == "1"  # NODE, THEN, NOW, TIER NOW
+    # NODE, WEIGHT, SCORE THEN, SCORE NOW, TIER NOW
+    assert q1_line.split()[0] == "q1" and q1_line.split()[1].isdigit()
+    assert q1_line.split()[4] == "1"
     assert (
         "Tiers:      also prefers quiet nodes by their nettraffic.io/traffic-tier label"
         in result.stdout

@@ -2,7 +2,8 @@
 node_network_speed_bytes through a real Prometheus, the webhook and its
 extender in real gunicorn over TLS, scoring.mode link-utilization. A node
 ranks by its score with the pod's bytes on its link (docs/operations.md),
-so a big pod leaves the quiet slow link and a small one takes it."""
+so a big pod leaves the quiet slow link and a small one would take it
+(though with every link under half full it gets no term: nothing to gain)."""
 
 import base64
 import json
@@ -14,7 +15,7 @@ from harness.fakeapi import node
 from harness.prometheus import Device, Exporter
 from harness.reviews import pod, review
 from harness.webhook import WebhookProcess
-from kubectl_nettraffic.kube.pods import EXPECTED_BANDWIDTH, PREFERRED
+from kubectl_nettraffic.kube.pods import EXPECTED_BANDWIDTH, PREFERRED, PREFERRED_NODES
 from tests.e2e.conftest import live_prometheus, node_file, webhook_config
 
 GBIT = 1.25e8  # bytes/s
@@ -42,18 +43,22 @@ def _expecting(bandwidth: str) -> dict:
     return pod(annotations={EXPECTED_BANDWIDTH: bandwidth})
 
 
-def _first_choices(webhook: WebhookProcess, bandwidth: str) -> list[str]:
-    """The preferred nodes of a dry run (which books nothing), best first."""
+def _choices(webhook: WebhookProcess, bandwidth: str) -> tuple[list[str], list[str]]:
+    """The nodes ranked for a dry run (which books nothing), best first, and
+    those of them that got a preferred term."""
     obj = _expecting(bandwidth)
     answer = webhook.post("/mutate", review(obj, dry_run=True))
     assert answer.status_code == 200, answer.text
     patch = json.loads(base64.b64decode(answer.json()["response"]["patch"]))
-    terms = jsonpatch.apply_patch(obj, patch)["spec"]["affinity"]["nodeAffinity"][PREFERRED]
-    return [
+    patched = jsonpatch.apply_patch(obj, patch)
+    ranked = patched["metadata"]["annotations"][PREFERRED_NODES].split(",")
+    terms = ((patched["spec"].get("affinity") or {}).get("nodeAffinity") or {}).get(PREFERRED)
+    termed = [
         term["preference"]["matchFields"][0]["values"][0]
-        for term in terms
+        for term in terms or []
         if term["preference"].get("matchFields")
     ]
+    return ranked, termed
 
 
 def test_the_live_scores_rank_the_quiet_slow_link_first(webhook):
@@ -65,8 +70,12 @@ def test_the_live_scores_rank_the_quiet_slow_link_first(webhook):
 
 def test_a_big_pod_leaves_the_slow_link_a_small_one_takes_it(webhook):
     # Without the pod's bytes on each link "slow" would come first for both.
-    assert _first_choices(webhook, BIG) == ["mid", "fast", "slow"]
-    assert _first_choices(webhook, SMALL) == ["slow", "mid", "fast"]
+    # The big pod fills "slow" to 80%: past half, it costs 60 points against
+    # the field's 20, so only "mid" and "fast" (which save 20) get a term.
+    assert _choices(webhook, BIG) == (["mid", "fast", "slow"], ["mid", "fast"])
+    # Every link stays under half full with the small pod: nothing to gain,
+    # no term; kube-scheduler places it as without us.
+    assert _choices(webhook, SMALL) == (["slow", "mid", "fast"], [])
 
 
 def test_the_extender_ranks_a_big_pod_as_the_webhook_does(webhook):

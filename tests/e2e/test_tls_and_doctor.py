@@ -201,6 +201,7 @@ def test_doctor_passes_on_a_working_setup(working_setup):
         "webhook Service has ready endpoints",
         "MutatingWebhookConfiguration present",
         "webhook ready with fresh scores",
+        "webhook's pairs between workloads still pull",
         "caBundle verifies the served cert",
         "Prometheus reachable",
         "node_exporter series found",
@@ -210,7 +211,7 @@ def test_doctor_passes_on_a_working_setup(working_setup):
     ):
         assert f"PASS  {name}" in result.stdout, result.stdout
     assert "peers.source: none" in result.stdout  # says why no conversations are counted
-    assert "10 passed, 0 failed" in result.stdout
+    assert "11 passed, 0 failed" in result.stdout
 
 
 def test_doctor_names_each_failure_and_its_fix(working_setup):

@@ -8,7 +8,6 @@ from kubectl_nettraffic.inflight.node_points import NodePoints
 from kubectl_nettraffic.inflight.replica_share import ReplicaShare
 from kubectl_nettraffic.measuring.measurement import Snapshot
 from kubectl_nettraffic.scoring.node_scores import NodeScore
-from kubectl_nettraffic.scoring.placement import Preference, graded
 
 
 def heaps_over(
@@ -37,10 +36,12 @@ def choose(
     bandwidth: float = 0.0,
     unseen: Mapping[str, tuple[float, int]] | None = None,
     share: ReplicaShare | None = None,
-) -> list[Preference]:
-    """The preferences the choice gives a pod of ``bandwidth`` without constraints."""
+) -> list[tuple[str, float]]:
+    """The nodes the choice gives a pod of ``bandwidth`` without
+    constraints, best first, with their scores for it."""
     concurrent = 1.0 if share is None else share.concurrent
-    return graded(heap_choice(heaps_over(snapshot, unseen, share), count, bandwidth, concurrent))
+    chosen = heap_choice(heaps_over(snapshot, unseen, share), count, bandwidth, concurrent)
+    return [(score.name, effective) for effective, _, score in chosen]
 
 
 def scanned(

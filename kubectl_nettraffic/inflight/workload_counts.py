@@ -1,0 +1,47 @@
+"""A workload's pods per node and per zone, kept as rows come, move and go
+(the bookings store's ``in_flight`` and ``unlearned`` views)."""
+
+from collections.abc import Mapping
+
+from kubectl_nettraffic.kube.workloads import Workload
+
+
+def counted(
+    counts: dict[Workload, dict[str, int]], workload: Workload, key: str, pods: int
+) -> None:
+    """``pods`` more (or fewer) of ``workload`` at ``key`` in ``counts``; none left: gone."""
+    places = counts.setdefault(workload, {})
+    count = places.get(key, 0) + pods
+    if count > 0:
+        places[key] = count
+    else:
+        places.pop(key, None)
+        if not places:
+            del counts[workload]
+
+
+class WorkloadCounts:
+    """Pods per workload per node (``per_node``) and per zone (``per_zone``,
+    by ``zone_of``, which ``set_zones`` renews)."""
+
+    def __init__(self) -> None:
+        self.per_node: dict[Workload, dict[str, int]] = {}
+        self.per_zone: dict[Workload, dict[str, int]] = {}
+        self.zone_of: Mapping[str, str] = {}
+
+    def add(self, workload: Workload, node: str, pods: int) -> None:
+        counted(self.per_node, workload, node, pods)
+        zone = self.zone_of.get(node)
+        if zone:
+            counted(self.per_zone, workload, zone, pods)
+
+    def set_zones(self, zone_of: Mapping[str, str]) -> None:
+        """The nodes' zones: the pods counted per zone again when they changed."""
+        if zone_of == self.zone_of:
+            return
+        self.zone_of, self.per_zone = zone_of, {}
+        for workload, nodes in self.per_node.items():
+            for node, pods in nodes.items():
+                zone = zone_of.get(node)
+                if zone:
+                    counted(self.per_zone, workload, zone, pods)

@@ -1,0 +1,94 @@
+"""What a node saves a pod over the nodes kube-scheduler would pick without
+us: the weight of its preferred term.
+
+A link costs a pod nothing until it is busy: below ``steering.busyAbove``
+of its speed (default half), packets queue no longer on one node than on
+another, and the nodes are alike. Past it, each share more costs the pod:
+
+    cost(f) = 100 * max(0, f - B) / (1 - B)
+
+where f is the node's link fullness with the pod's own bytes and what is
+booked there: the measured utilisation plus (unseen + bandwidth) / link
+speed where the speed is known, else 1 - score / 100 (the score is then all
+there is; in ``traffic`` mode without link speeds the busiest node counts as
+full). Without our terms kube-scheduler picks any candidate alike (it
+scores a sample of them, by spread and requests), so the field's cost is
+the mean over the candidates for a pod of this size, from the measurement
+(``FieldCost``, once per snapshot; what is booked since is left out). So
+
+    saving(n) = field - cost(n) + pull(n)
+
+(``pull``: the points its peers add, for bytes kept on the node or in the
+zone). A preferred term's weight is its saving in points, at most 100; a
+node that saves less than one point gets no term, and where no chosen node
+does, the pod gets none at all and kube-scheduler's own plugins decide,
+as without us. kube-scheduler scales preferred-term weights to the best
+node's (NodeAffinity's NormalizeScore), so what the weights say is how the
+chosen nodes compare; whether the pod is steered at all is whether any
+node saves it a point.
+"""
+
+from bisect import bisect_right
+from collections.abc import Iterable
+from itertools import accumulate
+
+from kubectl_nettraffic.scoring.node_scores import NodeScore
+
+# A node that saves less than this gets no preferred term.
+MIN_SAVING = 1.0
+
+
+def fullness_per_byte(score: NodeScore) -> float:
+    """The share of its link one byte/s more fills."""
+    if score.link_speed and score.link_utilization is not None:
+        return 1.0 / score.link_speed
+    return score.penalty_per_byte / 100.0
+
+
+def measured_fullness(score: NodeScore) -> float:
+    """The share of its link in use, as measured."""
+    if score.link_speed and score.link_utilization is not None:
+        return score.link_utilization
+    return 1.0 - score.score / 100.0
+
+
+class FieldCost:
+    """The mean cost over one snapshot's candidates of a pod of any size:
+    per fullness per byte, the measured fullness sorted with its running
+    sums, so that a pod's mean is a bisection per link speed."""
+
+    def __init__(self, candidates: Iterable[NodeScore], busy_above: float) -> None:
+        self.busy = busy_above
+        by_slope: dict[float, list[float]] = {}
+        for score in candidates:
+            by_slope.setdefault(fullness_per_byte(score), []).append(measured_fullness(score))
+        self._groups: list[tuple[float, list[float], list[float]]] = []
+        self._count = 0
+        for slope, fills in by_slope.items():
+            fills.sort()
+            self._groups.append((slope, fills, [0.0, *accumulate(fills)]))
+            self._count += len(fills)
+
+    def mean(self, bandwidth: float) -> float:
+        """The mean cost, in points, of a pod of ``bandwidth`` bytes/s on a candidate."""
+        if not self._count:
+            return 0.0
+        busy, total = self.busy, 0.0
+        for slope, fills, sums in self._groups:
+            added = slope * bandwidth
+            first = bisect_right(fills, busy - added)  # the busy ones from here on
+            total += sums[-1] - sums[first] + (len(fills) - first) * (added - busy)
+        return 100.0 * total / (1.0 - busy) / self._count
+
+
+def cost(score: NodeScore, unseen: float, bandwidth: float, busy_above: float) -> float:
+    """The cost, in points, of a pod of ``bandwidth`` bytes/s on this node
+    with ``unseen`` bytes/s booked there."""
+    full = measured_fullness(score) + fullness_per_byte(score) * (unseen + bandwidth)
+    return 0.0 if full <= busy_above else 100.0 * (full - busy_above) / (1.0 - busy_above)
+
+
+def weight(saving: float) -> int:
+    """A saving as a term's weight: whole points, at most 100; 0 (no term)
+    under MIN_SAVING."""
+    return 0 if saving < MIN_SAVING else min(100, round(saving))

@@ -1,0 +1,118 @@
+"""A workload's spread: the nodes a preference may name without breaking it.
+
+kube-scheduler spreads a pod's workload by the pod's own
+``topologySpreadConstraints``, else by the cluster's default constraints
+(zone maxSkew 5, hostname maxSkew 3, ScheduleAnyway: PodTopologySpread's
+``systemDefaultConstraints``). A preference of ours never names a node
+that would break the spread the pod will be scheduled with:
+
+- zone (``topology.kubernetes.io/zone``): a node whose zone, with this
+  pod, would hold more than maxSkew pods of the workload over the zone
+  with fewest; and while a zone with a candidate holds none, every zone
+  that already holds one (kube-scheduler alone fills the empty zones
+  first: a workload of three pods gets one in each of three zones);
+- hostname (``kubernetes.io/hostname``): a node that, with this pod,
+  would hold more than maxSkew pods of the workload over the candidate
+  with fewest.
+
+The constraint's pods are taken to be the workload's (the usual
+labelSelector: the workload's own labels). A constraint on any other
+key is left to kube-scheduler and counted as ``unknown-key``. Its
+counts: the workload's pods booked since the last measurements (the
+bookings store's ``in_flight``, following each pod to the node it was
+bound to) and, where the learner reads them (a flow source is set), the
+nodes of its pods as its last pass saw them.
+"""
+
+from collections.abc import Collection, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+ZONE_KEY = "topology.kubernetes.io/zone"
+HOSTNAME_KEY = "kubernetes.io/hostname"
+
+
+@dataclass(frozen=True)
+class SpreadRules:
+    """The most skew the pod's workload may take per zone and per node; None: not kept."""
+
+    zone: int | None
+    hostname: int | None
+    unknown: int = 0  # constraints on another key, left to kube-scheduler
+
+    @classmethod
+    def of(cls, pod: Mapping[str, Any], zone: int, hostname: int) -> "SpreadRules":
+        """The pod's own constraints, else the defaults (``zone``,
+        ``hostname``; 0: none). A malformed constraint counts as unknown."""
+        own = (pod.get("spec") or {}).get("topologySpreadConstraints")
+        if not isinstance(own, list) or not own:
+            return cls(zone or None, hostname or None)
+        skews: dict[str, int] = {}
+        unknown = 0
+        for constraint in own:
+            key = constraint.get("topologyKey") if isinstance(constraint, dict) else None
+            skew = constraint.get("maxSkew") if isinstance(constraint, dict) else None
+            if key not in (ZONE_KEY, HOSTNAME_KEY) or type(skew) is not int or skew < 1:
+                unknown += 1
+                continue
+            skews[key] = min(skew, skews.get(key, skew))
+        return cls(skews.get(ZONE_KEY), skews.get(HOSTNAME_KEY), unknown)
+
+
+# A workload's pods per node and per zone.
+Places = tuple[Mapping[str, int], Mapping[str, int]]
+
+
+class Spread:
+    """One pod's spread over the candidates: the zones and nodes a
+    preference may not name (the module's docstring)."""
+
+    __slots__ = ("_booked", "_most_on_node", "_placed", "_zone_of", "barred_zones")
+
+    def __init__(
+        self,
+        rules: SpreadRules,
+        booked: Places,
+        placed: Places,
+        zone_of: Mapping[str, str],
+        zones: Iterable[str],
+        nodes: Collection[str] = (),
+    ) -> None:
+        """The workload's pods ``booked`` and ``placed`` (the learner's), per
+        node and per zone; ``zones``: the zones with a candidate; ``nodes``:
+        the candidates (read only when the workload may have a pod on each)."""
+        self._zone_of = zone_of
+        self._booked, self._placed = booked[0], placed[0]
+        self.barred_zones: frozenset[str] = frozenset()
+        if rules.zone is not None:
+            per_zone = {z: booked[1].get(z, 0) + placed[1].get(z, 0) for z in zones}
+            if len(per_zone) > 1:
+                fewest = min(per_zone.values())
+                most = 0 if fewest == 0 else fewest + rules.zone - 1  # pods a zone may hold
+                self.barred_zones = frozenset(z for z, n in per_zone.items() if n > most)
+        # The pods a node may hold before this one: maxSkew over the fewest.
+        self._most_on_node: int | None = None
+        if rules.hostname is not None:
+            self._most_on_node = rules.hostname + self._fewest_per_node(nodes)
+
+    def _fewest_per_node(self, nodes: Collection[str]) -> int:
+        """The workload's pods on the candidate with fewest: 0 unless it may
+        have a pod on every one."""
+        if not nodes or len(self._booked) + len(self._placed) < len(nodes):
+            return 0
+        return min(self._booked.get(n, 0) + self._placed.get(n, 0) for n in nodes)
+
+    @property
+    def bars_nodes(self) -> bool:
+        """Whether a node may be full (the workload has a pod booked or placed)."""
+        return self._most_on_node is not None and bool(self._booked or self._placed)
+
+    def __bool__(self) -> bool:
+        """Whether it may bar anything."""
+        return bool(self.barred_zones) or self.bars_nodes
+
+    def allows(self, node: str) -> bool:
+        most = self._most_on_node
+        if most is not None and self._booked.get(node, 0) + self._placed.get(node, 0) >= most:
+            return False
+        return self._zone_of.get(node, "") not in self.barred_zones

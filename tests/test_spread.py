@@ -1,0 +1,137 @@
+"""A workload's spread is kept: no preference names a node that would
+break the spread the pod is scheduled with (scoring/spread.py)."""
+
+import jsonpatch
+import pytest
+
+from harness.reviews import pod
+from kubectl_nettraffic.kube.nodes import ZONE_LABEL
+from kubectl_nettraffic.kube.pods import EXPECTED_BANDWIDTH, PREFERRED
+from kubectl_nettraffic.scoring.spread import HOSTNAME_KEY, ZONE_KEY, Spread, SpreadRules
+from tests.harness.scoreboards import FixedBoard
+
+LINK = 1e9
+
+
+def _constraint(key: str, skew: object) -> dict:
+    return {"topologyKey": key, "maxSkew": skew, "whenUnsatisfiable": "ScheduleAnyway"}
+
+
+def test_a_pod_s_own_constraints_replace_the_defaults():
+    assert SpreadRules.of(pod(), 5, 3) == SpreadRules(5, 3)
+    assert SpreadRules.of(pod(), 0, 0) == SpreadRules(None, None)
+    own = pod()
+    own["spec"]["topologySpreadConstraints"] = [_constraint(ZONE_KEY, 1)]
+    assert SpreadRules.of(own, 5, 3) == SpreadRules(1, None)  # no hostname one: none kept
+    own["spec"]["topologySpreadConstraints"] = [
+        _constraint(HOSTNAME_KEY, 2),
+        _constraint("example.com/rack", 1),  # left to kube-scheduler, counted
+        _constraint(ZONE_KEY, "two"),  # malformed: counted, not read
+        "not a constraint",
+    ]
+    assert SpreadRules.of(own, 5, 3) == SpreadRules(None, 2, unknown=3)
+
+
+ZONE_OF = {"a1": "a", "a2": "a", "b1": "b", "c1": "c"}
+
+
+def _places(pods_on: dict[str, int]) -> tuple[dict[str, int], dict[str, int]]:
+    per_zone: dict[str, int] = {}
+    for node, pods in pods_on.items():
+        per_zone[ZONE_OF[node]] = per_zone.get(ZONE_OF[node], 0) + pods
+    return pods_on, per_zone
+
+
+@pytest.mark.parametrize(
+    ("pods_on", "skew", "barred"),
+    [
+        ({}, 5, set()),  # nothing placed: every zone open
+        ({"a1": 1}, 5, {"a"}),  # b and c hold none: filled first
+        ({"a1": 1, "b1": 1, "c1": 1}, 5, set()),
+        ({"a1": 4, "a2": 2, "b1": 1, "c1": 2}, 5, {"a"}),  # a holds 6 = 1 + 5
+        ({"a1": 2, "b1": 1, "c1": 1}, 1, {"a"}),
+    ],
+)
+def test_zones_past_the_skew_or_while_a_zone_is_empty_are_barred(pods_on, skew, barred):
+    spread = Spread(SpreadRules(skew, None), _places(pods_on), ({}, {}), ZONE_OF, {"a", "b", "c"})
+    assert spread.barred_zones == barred
+    assert spread.allows("b1") == ("b" not in barred)
+    # Booked or placed by the learner, a pod counts alike.
+    placed = Spread(SpreadRules(skew, None), ({}, {}), _places(pods_on), ZONE_OF, {"a", "b", "c"})
+    assert placed.barred_zones == barred
+
+
+def test_a_node_holding_max_skew_pods_of_the_workload_is_full():
+    booked, placed = _places({"a1": 2, "a2": 2}), _places({"a1": 1})
+    spread = Spread(SpreadRules(None, 3), booked, placed, ZONE_OF, {"a", "b", "c"})
+    assert not spread.allows("a1") and spread.allows("a2") and spread.bars_nodes
+    assert not Spread(SpreadRules(None, 3), ({}, {}), ({}, {}), ZONE_OF, {"a"})  # bars nothing
+    # A pod of the workload on every candidate: the skew is over the fewest.
+    everywhere = _places({"a1": 4, "a2": 2, "b1": 1, "c1": 3})
+    spread = Spread(SpreadRules(None, 3), everywhere, ({}, {}), ZONE_OF, {"a"}, list(ZONE_OF))
+    assert [spread.allows(n) for n in ZONE_OF] == [False, True, True, True]
+
+
+# Zone a is the quietest, one node hot in each zone: every pod has
+# something to gain, so its terms are sent.
+LOADS = {
+    "a1": 0.02,
+    "a2": 0.03,
+    "a3": 0.95,
+    "b1": 0.10,
+    "b2": 0.11,
+    "b3": 0.95,
+    "c1": 0.12,
+    "c2": 0.13,
+    "c3": 0.95,
+}
+
+
+def _board(**steering: object) -> FixedBoard:
+    zones = {name: {"labels": {ZONE_LABEL: f"zone-{name[0]}"}} for name in LOADS}
+    loads = {name: 2 * share * LINK for name, share in LOADS.items()}
+    return FixedBoard(loads, link_speed=LINK, steering=steering, **zones)
+
+
+def _first_terms(board: FixedBoard, admitted: dict, pods: int) -> list[str]:
+    firsts = []
+    for _ in range(pods):
+        decision = board.steerer.decide(admitted, {}, dry_run=False)
+        patched = jsonpatch.apply_patch(admitted, decision.patch or [])
+        terms = patched["spec"]["affinity"]["nodeAffinity"][PREFERRED]
+        best = max(
+            (t for t in terms if "matchFields" in t["preference"]), key=lambda t: t["weight"]
+        )
+        firsts.append(best["preference"]["matchFields"][0]["values"][0])
+    return firsts
+
+
+def test_a_burst_of_three_keeps_a_pod_in_every_zone():
+    admitted = pod(annotations={EXPECTED_BANDWIDTH: "1Mi"})
+    firsts = _first_terms(_board(), admitted, 3)
+    assert sorted(f[0] for f in firsts) == ["a", "b", "c"]
+    # Unkept (0), all three would prefer zone a's quietest nodes.
+    unkept = _first_terms(_board(zoneMaxSkew=0, hostnameMaxSkew=0), admitted, 3)
+    assert {f[0] for f in unkept} == {"a"}
+
+
+def test_a_pod_s_own_zone_constraint_is_kept_and_unknown_keys_are_counted():
+    admitted = pod(annotations={EXPECTED_BANDWIDTH: "1Mi"})
+    admitted["spec"]["topologySpreadConstraints"] = [
+        _constraint(ZONE_KEY, 2),
+        _constraint("example.com/rack", 1),
+    ]
+    board = _board(zoneMaxSkew=0, hostnameMaxSkew=0)
+    firsts = _first_terms(board, admitted, 3)
+    assert sorted(f[0] for f in firsts) == ["a", "b", "c"]
+    assert board.steerer.notes["spread-unknown-key"] == 3
+
+
+def test_a_spread_that_leaves_no_node_the_pod_fits_is_relaxed():
+    # Kept to zone a by its nodeSelector; after one pod there, zone a is
+    # barred (b and c hold none), so the choice is made without the spread.
+    admitted = pod(annotations={EXPECTED_BANDWIDTH: "1Mi"})
+    admitted["spec"]["nodeSelector"] = {ZONE_LABEL: "zone-a"}
+    board = _board()
+    assert [f[0] for f in _first_terms(board, admitted, 2)] == ["a", "a"]
+    assert board.steerer.notes["spread-relaxed"] == 1
