@@ -124,19 +124,18 @@ def test_the_choice_is_the_full_scan_s(seed, replicas):
             return counts
 
         placed = dict(learned.conversations.places.get(talker, {}))
-        spread = Spread(
-            SpreadRules(5, 3),
+        spread = Spread(  # zones alone: a node the workload filled gets no term, not no rank
+            SpreadRules(5, None),
             (in_flight, per_zone(in_flight)),
             (placed, per_zone(placed)),
             zone_of,
             {zone_of[s.name] for s in snapshot.candidates if s.name in zone_of},
-            [s.name for s in snapshot.candidates],
         )
 
         def points(s, pull=pull, others=others, unlearned=unlearned, spread=spread):
             if zone is not None and snapshot.nodes[s.name].labels.get(ZONE_LABEL) != zone:
                 return -math.inf
-            if not spread.allows(s.name):
+            if not spread.zone_allows(s.name):
                 return -math.inf
             return (
                 pull.points(s)

@@ -5,8 +5,10 @@ import jsonpatch
 import pytest
 
 from harness.reviews import pod
+from kubectl_nettraffic.inflight.workload_counts import WorkloadCounts
 from kubectl_nettraffic.kube.nodes import ZONE_LABEL
 from kubectl_nettraffic.kube.pods import EXPECTED_BANDWIDTH, PREFERRED
+from kubectl_nettraffic.kube.workloads import Workload, pod_workload
 from kubectl_nettraffic.scoring.spread import HOSTNAME_KEY, ZONE_KEY, Spread, SpreadRules
 from tests.harness.scoreboards import FixedBoard
 
@@ -55,7 +57,7 @@ def _places(pods_on: dict[str, int]) -> tuple[dict[str, int], dict[str, int]]:
 def test_zones_past_the_skew_or_while_a_zone_is_empty_are_barred(pods_on, skew, barred):
     spread = Spread(SpreadRules(skew, None), _places(pods_on), ({}, {}), ZONE_OF, {"a", "b", "c"})
     assert spread.barred_zones == barred
-    assert spread.allows("b1") == ("b" not in barred)
+    assert spread.zone_allows("b1") == ("b" not in barred)
     # Booked or placed by the learner, a pod counts alike.
     placed = Spread(SpreadRules(skew, None), ({}, {}), _places(pods_on), ZONE_OF, {"a", "b", "c"})
     assert placed.barred_zones == barred
@@ -64,12 +66,41 @@ def test_zones_past_the_skew_or_while_a_zone_is_empty_are_barred(pods_on, skew, 
 def test_a_node_holding_max_skew_pods_of_the_workload_is_full():
     booked, placed = _places({"a1": 2, "a2": 2}), _places({"a1": 1})
     spread = Spread(SpreadRules(None, 3), booked, placed, ZONE_OF, {"a", "b", "c"})
-    assert not spread.allows("a1") and spread.allows("a2") and spread.bars_nodes
-    assert not Spread(SpreadRules(None, 3), ({}, {}), ({}, {}), ZONE_OF, {"a"})  # bars nothing
+    assert spread.full("a1") and not spread.full("a2") and not spread.full("b1")
     # A pod of the workload on every candidate: the skew is over the fewest.
     everywhere = _places({"a1": 4, "a2": 2, "b1": 1, "c1": 3})
-    spread = Spread(SpreadRules(None, 3), everywhere, ({}, {}), ZONE_OF, {"a"}, list(ZONE_OF))
-    assert [spread.allows(n) for n in ZONE_OF] == [False, True, True, True]
+    spread = Spread(SpreadRules(None, 3), everywhere, ({}, {}), ZONE_OF, {"a"}, fewest_on_node=1)
+    assert [spread.full(n) for n in ZONE_OF] == [True, False, False, False]
+
+
+def test_the_fewest_pods_on_a_node_are_counted_as_pods_come_and_go():
+    counts = WorkloadCounts()
+    web = Workload("default", "Deployment", "web")
+    for node in ("a1", "a1", "a2", "b1"):
+        counts.add(web, node, 1)
+    assert counts.fewest(web, nodes=4) == 0  # a node holds none
+    assert counts.fewest(web, nodes=3) == 1
+    counts.add(web, "a2", 1)
+    counts.add(web, "b1", 1)
+    assert counts.fewest(web, nodes=3) == 2
+    counts.add(web, "a1", -2)
+    assert counts.fewest(web, nodes=3) == 0 and "a1" not in counts.per_node[web]
+
+
+def test_a_burst_of_one_workload_gives_no_term_on_a_node_it_filled():
+    # Two quiet nodes beside hot ones: the third pod still ranks "a" first
+    # (its bookings lower it but little), but "a" holds as many of the
+    # workload's pods as hostname maxSkew 2 lets it: no term there.
+    loads = {"a": 2 * 0.02 * LINK, "b": 2 * 0.03 * LINK, "h1": 1.9 * LINK, "h2": 1.9 * LINK}
+    board = FixedBoard(loads, link_speed=LINK, steering={"hostnameMaxSkew": 2})
+    admitted = pod(annotations={EXPECTED_BANDWIDTH: "1k"})
+    for _ in range(2):
+        board.steerer.decide(admitted, {}, dry_run=False)
+    with board.inflight.admission(board.snapshot) as admission:
+        assert admission.in_flight(pod_workload(admitted)) == {"a": 2}
+    third = board.steerer.decide(admitted, {}, dry_run=False)
+    assert third.preferences[0].node == "a" and third.preferences[0].weight == 0
+    assert [p.node for p in third.preferences if p.weight] == ["b"]
 
 
 # Zone a is the quietest, one node hot in each zone: every pod has

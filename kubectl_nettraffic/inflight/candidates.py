@@ -11,7 +11,6 @@ import math
 from collections import OrderedDict
 from collections.abc import (
     Callable,
-    Collection,
     Container,
     Hashable,
     Iterable,
@@ -320,11 +319,6 @@ class Heaps:
     share: ReplicaShare | None  # this replica's place among them, when grouped by it
     zone_of: Mapping[str, str]  # node -> zone, for the nodes that have one
     zones: frozenset[str]  # the zones with a candidate
-
-    @property
-    def names(self) -> Collection[str]:
-        """The candidates' names."""
-        return self.layout.position.keys()
 
     @property
     def groups(self) -> list[Group]:

@@ -10,14 +10,14 @@ per byte/s) in zone z(n):
               - p(n) * others    (not owned)     what another replica may steer there unseen
               - 5 * pods(n)      (unlearned)     its workload's pods in flight there
               = -inf where the pod may not go    (nodeSelector, required affinity,
-                                                  or its workload's spread: scoring/spread.py)
+                                                  a zone its workload's spread bars)
 
 Why each term: docs/design/behaviour.md. The declined nodes' points are in
 the heaps already (candidates.py). Every term but the pull and the
 unlearned pods is the same on every node of a heap's group (zone, link
 speed, ownership), so a group's ``bound`` is exact there; the pull of a
 node beyond its zone's is ``raised``; a zone the spread bars has no bound
-(-inf), and a node it bars alone is read one by one.
+(-inf).
 """
 
 import math
@@ -82,17 +82,11 @@ class NodePoints:
         self._groups, self._least, self._bandwidth = groups, least_penalty, bandwidth
         self._others = others_unseen
         self._unlearned, self._pull, self._fits, self._nodes = unlearned, pull, fits, nodes or {}
-        self._spread = spread if spread else None
+        self._spread = spread if spread is not None and spread.barred_zones else None
         self._link = bandwidth > 0
         self._bounds = [self._bound(group) for group in groups]
         grouped = all(group.penalty is not None for group in groups)
-        self.uniform = (
-            grouped
-            and unlearned is None
-            and pull is None
-            and fits is None
-            and (self._spread is None or not self._spread.bars_nodes)
-        )
+        self.uniform = grouped and unlearned is None and pull is None and fits is None
 
     def _bound(self, group: Group) -> float:
         if self._spread is not None and group.zone in self._spread.barred_zones:
@@ -114,8 +108,8 @@ class NodePoints:
     def of_node(self, score: NodeScore, owned: bool) -> float:
         """``of`` for a node in no group (a tainted one): ``owned`` says whose it is."""
         spread = self._spread
-        if spread is not None and not spread.allows(score.name):
-            return -math.inf
+        if spread is not None and not spread.zone_allows(score.name):
+            return -math.inf  # read here only for a node in no group (tainted)
         fits = self._fits
         if fits is not None:
             node = self._nodes.get(score.name)

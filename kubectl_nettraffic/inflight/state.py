@@ -13,7 +13,7 @@ import math
 import threading
 import time
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, NamedTuple
 
 from kubectl_nettraffic.config import Settings
 from kubectl_nettraffic.inflight.bookings import Bookings, CountChange, UnseenView
@@ -32,6 +32,15 @@ from kubectl_nettraffic.scoring.spread import Places, Spread, SpreadRules
 # on this many nodes: below it, reading that many nodes more off the shared
 # heap costs less than keeping one more heap current.
 OWN_HEAP_FROM = 8
+
+
+class Choice(NamedTuple):
+    """One admission's choice."""
+
+    ranked: list[Ranked]  # (score for the pod, position, score), best first
+    relaxed: bool  # the workload's spread left no node the pod fits: chosen without it
+    full: frozenset[str]  # chosen nodes that hold as many of its pods as its spread lets them
+    zones_barred: bool = False  # its spread kept it out of some zones
 
 
 class Admission:
@@ -76,15 +85,13 @@ class Admission:
         pull: Pull | None = None,
         spread: SpreadRules | None = None,
         placed: Places | None = None,
-    ) -> tuple[list[Ranked], bool]:
+    ) -> Choice:
         """The best ``count`` nodes for ``pod`` of ``workload`` (booked at
         ``bandwidth``; ``unlearned``: at the default; ``pull``: the points
         its peers add to some nodes; ``spread``: the skew its workload may
         take, over its pods booked and ``placed``, per node and per zone,
         as the learner saw them): one exact choice over the candidates by live
-        score plus NodePoints, whatever the pod, as (score for the pod,
-        position, score), best first; and whether the spread had to be left
-        out (it left no node the pod fits)."""
+        score plus NodePoints, whatever the pod (``Choice``)."""
         state, snapshot = self._state, self.snapshot
         bookings, replicas = state._bookings, state._replicas
         grouped_by = replicas.advance(now)
@@ -103,12 +110,12 @@ class Admission:
         if spread is not None and workload is not None:
             counts = bookings.in_flight
             booked = (counts.per_node.get(workload, {}), counts.per_zone.get(workload, {}))
-            kept = Spread(
-                spread, booked, placed or ({}, {}), heaps.zone_of, heaps.zones, heaps.names
-            )
+            fewest = counts.fewest(workload, len(heaps.layout.candidates))
+            kept = Spread(spread, booked, placed or ({}, {}), heaps.zone_of, heaps.zones, fewest)
         fits = pod_fits(pod) if has_node_constraints(pod) else None
         tolerations = (pod.get("spec") or {}).get("tolerations")
-        for spread_kept in (kept, None) if kept else (None,):
+        barring = kept is not None and bool(kept.barred_zones)
+        for spread_kept in (kept, None) if barring else (None,):
             points = NodePoints(
                 heaps.groups,
                 heaps.least_penalty,
@@ -124,8 +131,12 @@ class Admission:
             if tolerations and snapshot.tainted:
                 ranked = self._with_tainted(ranked, count, points, selector, tolerations)
             if ranked:
-                return ranked, bool(kept) and spread_kept is None
-        return [], False
+                full = frozenset(
+                    s.name for _, _, s in ranked if kept is not None and kept.full(s.name)
+                )
+                relaxed = barring and spread_kept is None
+                return Choice(ranked, relaxed, full, barring and not relaxed)
+        return Choice([], False, frozenset())
 
     def _with_tainted(
         self,

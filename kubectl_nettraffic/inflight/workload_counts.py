@@ -22,14 +22,28 @@ def counted(
 
 class WorkloadCounts:
     """Pods per workload per node (``per_node``) and per zone (``per_zone``,
-    by ``zone_of``, which ``set_zones`` renews)."""
+    by ``zone_of``, which ``set_zones`` renews), and how many of a
+    workload's nodes hold each count (``fewest`` reads it)."""
 
     def __init__(self) -> None:
         self.per_node: dict[Workload, dict[str, int]] = {}
         self.per_zone: dict[Workload, dict[str, int]] = {}
         self.zone_of: Mapping[str, str] = {}
+        self._levels: dict[Workload, dict[str, int]] = {}  # str(count) -> nodes holding it
+
+    def fewest(self, workload: Workload, nodes: int) -> int:
+        """The workload's pods on the node with fewest of ``nodes``: 0
+        unless it has a pod on as many."""
+        if len(self.per_node.get(workload, ())) < nodes:
+            return 0
+        return min(int(level) for level in self._levels[workload])
 
     def add(self, workload: Workload, node: str, pods: int) -> None:
+        before = self.per_node.get(workload, {}).get(node, 0)
+        if before:
+            counted(self._levels, workload, str(before), -1)
+        if before + pods > 0:
+            counted(self._levels, workload, str(before + pods), 1)
         counted(self.per_node, workload, node, pods)
         zone = self.zone_of.get(node)
         if zone:

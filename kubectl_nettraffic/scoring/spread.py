@@ -4,7 +4,9 @@ kube-scheduler spreads a pod's workload by the pod's own
 ``topologySpreadConstraints``, else by the cluster's default constraints
 (zone maxSkew 5, hostname maxSkew 3, ScheduleAnyway: PodTopologySpread's
 ``systemDefaultConstraints``). A preference of ours never names a node
-that would break the spread the pod will be scheduled with:
+that would break the spread the pod will be scheduled with (the zones
+are kept by the choice itself, a full node is given no term: so that a
+workload that fills many of the best nodes costs no walk past them):
 
 - zone (``topology.kubernetes.io/zone``): a node whose zone, with this
   pod, would hold more than maxSkew pods of the workload over the zone
@@ -24,7 +26,7 @@ bound to) and, where the learner reads them (a flow source is set), the
 nodes of its pods as its last pass saw them.
 """
 
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -64,8 +66,8 @@ Places = tuple[Mapping[str, int], Mapping[str, int]]
 
 
 class Spread:
-    """One pod's spread over the candidates: the zones and nodes a
-    preference may not name (the module's docstring)."""
+    """One pod's spread over the candidates: the zones the choice may not
+    name (``barred_zones``), and the nodes a term may not (``full``)."""
 
     __slots__ = ("_booked", "_most_on_node", "_placed", "_zone_of", "barred_zones")
 
@@ -76,11 +78,11 @@ class Spread:
         placed: Places,
         zone_of: Mapping[str, str],
         zones: Iterable[str],
-        nodes: Collection[str] = (),
+        fewest_on_node: int = 0,
     ) -> None:
         """The workload's pods ``booked`` and ``placed`` (the learner's), per
-        node and per zone; ``zones``: the zones with a candidate; ``nodes``:
-        the candidates (read only when the workload may have a pod on each)."""
+        node and per zone; ``zones``: the zones with a candidate;
+        ``fewest_on_node``: its pods on the candidate with fewest."""
         self._zone_of = zone_of
         self._booked, self._placed = booked[0], placed[0]
         self.barred_zones: frozenset[str] = frozenset()
@@ -91,28 +93,12 @@ class Spread:
                 most = 0 if fewest == 0 else fewest + rules.zone - 1  # pods a zone may hold
                 self.barred_zones = frozenset(z for z, n in per_zone.items() if n > most)
         # The pods a node may hold before this one: maxSkew over the fewest.
-        self._most_on_node: int | None = None
-        if rules.hostname is not None:
-            self._most_on_node = rules.hostname + self._fewest_per_node(nodes)
+        self._most_on_node = None if rules.hostname is None else rules.hostname + fewest_on_node
 
-    def _fewest_per_node(self, nodes: Collection[str]) -> int:
-        """The workload's pods on the candidate with fewest: 0 unless it may
-        have a pod on every one."""
-        if not nodes or len(self._booked) + len(self._placed) < len(nodes):
-            return 0
-        return min(self._booked.get(n, 0) + self._placed.get(n, 0) for n in nodes)
-
-    @property
-    def bars_nodes(self) -> bool:
-        """Whether a node may be full (the workload has a pod booked or placed)."""
-        return self._most_on_node is not None and bool(self._booked or self._placed)
-
-    def __bool__(self) -> bool:
-        """Whether it may bar anything."""
-        return bool(self.barred_zones) or self.bars_nodes
-
-    def allows(self, node: str) -> bool:
-        most = self._most_on_node
-        if most is not None and self._booked.get(node, 0) + self._placed.get(node, 0) >= most:
-            return False
+    def zone_allows(self, node: str) -> bool:
         return self._zone_of.get(node, "") not in self.barred_zones
+
+    def full(self, node: str) -> bool:
+        """Whether ``node`` holds as many of the workload's pods as its spread lets it."""
+        most = self._most_on_node
+        return most is not None and self._booked.get(node, 0) + self._placed.get(node, 0) >= most

@@ -174,7 +174,7 @@ class Steerer:
             self.notes["spread-unknown-key"] += 1
         # Where the learner saw the workload's pods (read for its peers alone).
         placed = None if pull is None else pull.placed
-        ranked, relaxed = admission.choose(
+        ranked, relaxed, full, zones_barred = admission.choose(
             pod,
             self.selector,
             steering.preferred_nodes,
@@ -204,6 +204,8 @@ class Steerer:
             steering.busy_above,
             None if pull is None else pull.pulled,
         )
+        if full:  # a node its workload's spread has filled gets no term
+            preferences = [p._replace(weight=0) if p.node in full else p for p in preferences]
         terms = [p for p in preferences if p.weight]
         if not terms:
             self.notes["no-gain"] += 1
@@ -235,9 +237,10 @@ class Steerer:
             annotations[BOOKING] = str(key)
             labels = {STEERED_BY: replica}
         zone_term = None if pull is None or not terms else pull.zone_term(names[0])
-        patch = affinity_patch(
-            pod, terms, annotations, labels, steering.traffic_tiers and bool(terms), zone_term
-        )
+        # The tier terms match quiet nodes in every zone: not while the
+        # workload's spread keeps the pod out of some.
+        tiers = steering.traffic_tiers and bool(terms) and not zones_barred
+        patch = affinity_patch(pod, terms, annotations, labels, tiers, zone_term)
         try:
             apply_and_check(pod, patch)
         except PatchCheckFailed as error:
