@@ -64,24 +64,33 @@ def test_in_a_calm_cluster_no_node_saves_a_point_and_the_pod_gets_no_term():
     assert board.steerer.notes["no-gain"] == 1
 
 
-def test_a_node_weighs_what_it_saves_over_the_field():
+def test_a_node_weighs_its_rank_and_no_more_than_it_saves():
     # a 10%, b 60%, c and d 95%: costs 0, 20, 90, 90 points (busy above
     # 50%), the field's mean 50; a saves 50, b 30, c costs 40 more: no term.
+    # Both a and b save a full 10 points or more: weighed by rank alone (the
+    # best 100, the next at most a quarter of it).
     loads = {"a": _at(0.10), "b": _at(0.60), "c": _at(0.95), "d": _at(0.95)}
     board = FixedBoard(loads, link_speed=LINK)
     admitted = _light_pod()
     decision = board.steerer.decide(admitted, {}, dry_run=False)
-    assert [(p.node, p.weight) for p in decision.preferences] == [("a", 50), ("b", 30), ("c", 0)]
-    assert _terms(admitted, decision) == [("a", 50), ("b", 30)]
+    assert [(p.node, p.weight) for p in decision.preferences] == [("a", 100), ("b", 25), ("c", 0)]
+    assert _terms(admitted, decision) == [("a", 100), ("b", 25)]
 
 
-def test_quiet_nodes_beside_hot_ones_weigh_alike():
-    # Three of ten nodes 90% full: the field costs 0.3 x 80 = 24 points;
-    # every quiet node saves as much, so kube-scheduler's own plugins pick
-    # among them.
+def test_quiet_nodes_beside_hot_ones_are_preferred_in_full():
+    # Three of ten nodes 90% full: the field costs 0.3 x 80 = 24 points,
+    # which every quiet node saves.
     loads = {f"n{i}": _at(0.9 if i < 3 else 0.05 + 0.01 * i) for i in range(10)}
     decision = FixedBoard(loads, link_speed=LINK).steerer.decide(_light_pod(), {}, dry_run=False)
-    assert [p.weight for p in decision.preferences] == [24, 24, 24]
+    assert [p.weight for p in decision.preferences] == [100, 25, 6]
+
+
+def test_a_small_saving_steers_in_proportion():
+    # One node of ten 60% full: the field costs 20 / 10 = 2 points, a fifth
+    # of a full saving: the weights by rank, a fifth of them.
+    loads = {f"n{i}": _at(0.6 if i == 9 else 0.05 + 0.001 * i) for i in range(10)}
+    decision = FixedBoard(loads, link_speed=LINK).steerer.decide(_light_pod(), {}, dry_run=False)
+    assert [p.weight for p in decision.preferences] == [20, 5, 1]
 
 
 def test_choice_is_independent_of_cluster_size_past_the_top():

@@ -40,7 +40,6 @@ class Choice(NamedTuple):
     ranked: list[Ranked]  # (score for the pod, position, score), best first
     relaxed: bool  # the workload's spread left no node the pod fits: chosen without it
     full: frozenset[str]  # chosen nodes that hold as many of its pods as its spread lets them
-    zones_barred: bool = False  # its spread kept it out of some zones
 
 
 class Admission:
@@ -134,8 +133,7 @@ class Admission:
                 full = frozenset(
                     s.name for _, _, s in ranked if kept is not None and kept.full(s.name)
                 )
-                relaxed = barring and spread_kept is None
-                return Choice(ranked, relaxed, full, barring and not relaxed)
+                return Choice(ranked, barring and spread_kept is None, full)
         return Choice([], False, frozenset())
 
     def _with_tainted(

@@ -63,21 +63,27 @@ class Preference(NamedTuple):  # a tuple: several are made on every admission
 def weighed(
     ranked: Sequence[tuple[float, int, NodeScore]],
     field: FieldCost,
-    unseen: Mapping[str, tuple[float, int]],
     bandwidth: float,
     busy_above: float,
     pulled: Mapping[str, float] | None = None,
 ) -> list[Preference]:
-    """The chosen nodes, best first, each weighed by what it saves the pod
-    (scoring/savings.py): the field's cost less the node's, plus the points
-    its peers pull it by (``pulled``, node -> points); 0: no term."""
+    """The chosen nodes, best first, each weighed by its rank and by what it
+    saves the pod (scoring/savings.py): the field's cost less the node's,
+    both as measured (what is booked since moves the choice, not the
+    weights), plus the points its peers pull it by (``pulled``, node ->
+    points); 0: no term."""
     field_cost = field.mean(bandwidth)
     preferences = []
+    most = 400  # four times the first's weight
+    top = ranked[0][0] if ranked else 0.0
     for effective, _, score in ranked:
-        saving = field_cost - cost(
-            score, unseen.get(score.name, (0.0, 0))[0], bandwidth, busy_above
-        )
+        saving = field_cost - cost(score, 0.0, bandwidth, busy_above)
         if pulled:
             saving += pulled.get(score.name, 0.0)
-        preferences.append(Preference(score.name, weight(saving), effective))
+        most //= 4
+        # Graded by rank: the best 100, each other 100 minus its score gap
+        # but at most a quarter of the one before (the pod goes where it is
+        # booked unless kube-scheduler's plugins object), then by what it saves.
+        graded = min(most, round(100 - (top - effective)))
+        preferences.append(Preference(score.name, weight(saving, graded), effective))
     return preferences

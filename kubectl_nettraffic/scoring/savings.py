@@ -7,25 +7,29 @@ another, and the nodes are alike. Past it, each share more costs the pod:
 
     cost(f) = 100 * max(0, f - B) / (1 - B)
 
-where f is the node's link fullness with the pod's own bytes and what is
-booked there: the measured utilisation plus (unseen + bandwidth) / link
-speed where the speed is known, else 1 - score / 100 (the score is then all
+where f is the node's link fullness with the pod's own bytes: the
+measured utilisation plus bandwidth / link speed where the speed is known
+(what is booked since moves the choice, not the weights), else
+1 - score / 100 (the score is then all
 there is; in ``traffic`` mode without link speeds the busiest node counts as
 full). Without our terms kube-scheduler picks any candidate alike (it
 scores a sample of them, by spread and requests), so the field's cost is
 the mean over the candidates for a pod of this size, from the measurement
-(``FieldCost``, once per snapshot; what is booked since is left out). So
+(``FieldCost``, once per snapshot). So
 
     saving(n) = field - cost(n) + pull(n)
 
 (``pull``: the points its peers add, for bytes kept on the node or in the
-zone). A preferred term's weight is its saving in points, at most 100; a
-node that saves less than one point gets no term, and where no chosen node
-does, the pod gets none at all and kube-scheduler's own plugins decide,
-as without us. kube-scheduler scales preferred-term weights to the best
-node's (NodeAffinity's NormalizeScore), so what the weights say is how the
-chosen nodes compare; whether the pod is steered at all is whether any
-node saves it a point.
+zone). A node that saves less than MIN_SAVING (one point) gets no term, and
+where no chosen node does, the pod gets none at all (nor tier terms) and
+kube-scheduler's own plugins decide, as without us. A term's weight is its
+rank's (the best 100, each other at most a quarter of the one before,
+placement.weighed) times its saving over FULL_SAVING (10 points), at most
+1. kube-scheduler scales preferred-term weights to the best node's
+(NodeAffinity's NormalizeScore), so a pod's node terms alone steer it as
+hard at weight 1 as at 100; what a small saving softens is the node terms
+against the tier terms (60 / 40 / 20 on every quiet node), and so against
+kube-scheduler's spread and resource plugins among the quiet nodes.
 """
 
 from bisect import bisect_right
@@ -36,6 +40,10 @@ from kubectl_nettraffic.scoring.node_scores import NodeScore
 
 # A node that saves less than this gets no preferred term.
 MIN_SAVING = 1.0
+# A node that saves this much or more is preferred in full: as much as a
+# tenth of the pods landing on a full link costs (a cluster with one node
+# in ten hot, kube-scheduler picking alike among them).
+FULL_SAVING = 10.0
 
 
 def fullness_per_byte(score: NodeScore) -> float:
@@ -88,7 +96,9 @@ def cost(score: NodeScore, unseen: float, bandwidth: float, busy_above: float) -
     return 0.0 if full <= busy_above else 100.0 * (full - busy_above) / (1.0 - busy_above)
 
 
-def weight(saving: float) -> int:
-    """A saving as a term's weight: whole points, at most 100; 0 (no term)
-    under MIN_SAVING."""
-    return 0 if saving < MIN_SAVING else min(100, round(saving))
+def weight(saving: float, graded: int = 100) -> int:
+    """A term's weight: ``graded`` (by rank) scaled by the saving up to
+    FULL_SAVING points, at least 1; 0 (no term) under MIN_SAVING."""
+    if saving < MIN_SAVING:
+        return 0
+    return max(1, round(graded * min(1.0, saving / FULL_SAVING)))

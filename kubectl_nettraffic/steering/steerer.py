@@ -174,7 +174,7 @@ class Steerer:
             self.notes["spread-unknown-key"] += 1
         # Where the learner saw the workload's pods (read for its peers alone).
         placed = None if pull is None else pull.placed
-        ranked, relaxed, full, zones_barred = admission.choose(
+        ranked, relaxed, full = admission.choose(
             pod,
             self.selector,
             steering.preferred_nodes,
@@ -199,7 +199,6 @@ class Steerer:
         preferences = weighed(
             ranked,
             derived.field,
-            admission.unseen,
             bandwidth,
             steering.busy_above,
             None if pull is None else pull.pulled,
@@ -237,9 +236,10 @@ class Steerer:
             annotations[BOOKING] = str(key)
             labels = {STEERED_BY: replica}
         zone_term = None if pull is None or not terms else pull.zone_term(names[0])
-        # The tier terms match quiet nodes in every zone: not while the
-        # workload's spread keeps the pod out of some.
-        tiers = steering.traffic_tiers and bool(terms) and not zones_barred
+        # The tier terms match quiet nodes in every zone, also those the
+        # spread keeps the node terms out of: left in, they keep pods off hot
+        # links where kube-scheduler samples none of the node terms.
+        tiers = steering.traffic_tiers and bool(terms)
         patch = affinity_patch(pod, terms, annotations, labels, tiers, zone_term)
         try:
             apply_and_check(pod, patch)

@@ -109,9 +109,9 @@ def test_generate_name_pod_gets_top_three_and_annotations(fresh_webhook):
     # Traffic mode without link speeds: q1 scores 83, q2 50, q3 0 (the
     # busiest counts as full), and the pod's 1Mi fills 17.5% more. Past half
     # full a node costs the pod: q1 0, q2 35, q3 135 points, the field 56.7.
-    # Each weighs what it saves: q1 57, q2 22; q3 costs more than the field:
-    # no term.
-    assert _preferred(patched) == [("q1", 57), ("q2", 22)]
+    # q1 saves 57, q2 22: both a full 10 or more, so weighed by rank alone
+    # (100, then at most a quarter); q3 costs more than the field: no term.
+    assert _preferred(patched) == [("q1", 100), ("q2", 25)]
     annotations = patched["metadata"]["annotations"]
     assert annotations["nettraffic.io/source"] == "prometheus"
     assert annotations["nettraffic.io/scored-at"].endswith("Z")
