@@ -42,6 +42,7 @@ def rows(draws: int) -> list[tuple[Scenario, int]]:
         (calm_scenario(500, 40), max(2, draws // 4)),
         (Scenario("50 nodes, 10% hot", 50, 12), draws),
         (Scenario("50 nodes, 10% hot, workloads of 3-12 pods", 50, 12, burst_sizes=(3, 12)), draws),
+        (Scenario("500 nodes, 10% hot", 500, 40), max(2, draws // 4)),
     ]
 
 

@@ -289,3 +289,30 @@ def test_the_published_command_reruns_the_drawn_seed():
     # A seed given is in the arguments already.
     assert rerun_command("bench.peers", ["--seed", "7"], 7, 7) == "python -m bench.peers --seed 7"
     assert rerun_command("bench.peers", [], None, 5) == "python -m bench.peers --seed 5"
+
+
+def test_a_workload_s_spread_and_the_verdict_against_kube_scheduler_alone():
+    import numpy as np
+
+    from bench.scheduler_model import ClusterState
+    from bench.workload_spread import SpreadSummary, spread_kept, workload_spreads
+
+    state = ClusterState(
+        cpu_allocatable=np.full(6, 16.0),
+        memory_allocatable=np.full(6, 64.0),
+        cpu_requested=np.zeros(6),
+        memory_requested=np.zeros(6),
+        zone=np.arange(6) % 3,  # nodes 0 and 3 in zone 0, ...
+    )
+    for node in (0, 0, 3, 1):  # zones 0: 3 pods, 1: 1, 2: none
+        state.bind(node, "web", 0.1, 0.1)
+    state.bind(2, "db", 0.1, 0.1)
+    (db, web) = workload_spreads(state, ["web", "db", "gone"])
+    assert (web.pods, web.zone_skew, web.most_on_node, web.zones_missing) == (4, 3, 2, 1)
+    assert (db.pods, db.zone_skew, db.zones_missing) == (1, 1, 2)
+    ours = SpreadSummary.of([web, db])
+    assert (ours.zone_skew, ours.most_on_node, ours.lost_zone) == (2.0, 1.5, 1.0)
+    alone = SpreadSummary(0.5, 0.0, 1.0, 0.0)
+    assert not spread_kept(ours, alone, calm=False)  # web lost a zone (db is too small to count)
+    assert spread_kept(SpreadSummary(1.0, 0.0, 1.4, 0.0), alone, calm=True)
+    assert not spread_kept(SpreadSummary(1.1, 0.0, 1.0, 0.0), alone, calm=True)  # skew 0.6 over

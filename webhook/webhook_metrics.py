@@ -71,7 +71,8 @@ class WebhookMetrics:
                 "on a key left to kube-scheduler).",
                 "counter",
                 ("note",),
-                lambda: {(note,): float(count) for note, count in list(steerer.notes.items())},
+                # A copy in one C call: admissions add to it meanwhile.
+                lambda: {(note,): float(count) for note, count in dict(steerer.notes).items()},
             )
         )
         self.extender = add(

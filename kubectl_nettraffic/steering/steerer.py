@@ -100,7 +100,8 @@ class Steerer:
         # spread left no node the pod fits), spread-unknown-key.
         self.notes: Counter[str] = Counter()
 
-    def _derived_of(self, snapshot: Snapshot) -> "PerSnapshot":
+    def _derived_of(self, snapshot: Snapshot) -> PerSnapshot:
+        """What every admission by ``snapshot`` needs, worked out on its first."""
         derived = self._derived
         if derived is None or derived.snapshot is not snapshot:
             speeds = [c.link_speed for c in snapshot.candidates if c.link_speed]
