@@ -201,7 +201,7 @@ class LearningSettings:
     timeout: float = key(30.0, values.duration)
 
 
-PEER_SOURCES = ("none", "istio", "linkerd", "beyla", "query")
+PEER_SOURCES = ("none", "istio", "linkerd", "beyla", "obi", "query")
 
 
 @dataclass(frozen=True)
@@ -218,8 +218,8 @@ class PeerLabelSettings:
 class PeerSettings:
     # Where the bytes between workloads come from: none (no conversations
     # counted, steering as without peers), istio, linkerd (the meshes'
-    # standard metrics), beyla (Grafana Beyla's network flows), query (the
-    # user's own, below).
+    # standard metrics), beyla (Grafana Beyla's network flows), obi (its
+    # successor in OpenTelemetry), query (the user's own, below).
     source: str = key("none", values.choice(*PEER_SOURCES))
     # Istio's reporter whose series are read: each flow is reported by both
     # ends' proxies; one of them, so that nothing counts twice.

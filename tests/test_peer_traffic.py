@@ -46,6 +46,7 @@ def prometheus():
         *istio_lines(FLOWS, END),
         *linkerd_lines(FLOWS, END, LINKERD_KINDS),
         *beyla_lines(FLOWS, END, BEYLA_OWNERS),
+        *beyla_lines(FLOWS, END, BEYLA_OWNERS, prefix="obi"),
     ]
     server = prometheus_with_history([], END, more=lines)
     yield server
@@ -54,7 +55,7 @@ def prometheus():
 
 def _read(prometheus, **peers):
     settings = _settings(prometheus.url, **peers)
-    assert settings.peers.source in ("istio", "linkerd", "beyla")
+    assert settings.peers.source in ("istio", "linkerd", "beyla", "obi")
     source = PrometheusSource(settings.prometheus, clock=lambda: END)
     return read_peers(source, settings.peers, settings.prometheus.window, KNOWN)
 
@@ -89,7 +90,7 @@ def test_the_destination_reporter_counts_the_same_flows_once(prometheus):
     _assert_same_pairs(by_destination, by_source)
 
 
-@pytest.mark.parametrize("source", ["linkerd", "beyla"])
+@pytest.mark.parametrize("source", ["linkerd", "beyla", "obi"])
 def test_linkerd_and_beyla_give_the_pairs_istio_gives(prometheus, source):
     """The same flows as each exporter writes them: Linkerd's client proxy
     (its outbound side to the server, not to its app; the server's inbound

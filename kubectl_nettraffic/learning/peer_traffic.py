@@ -22,8 +22,13 @@ Sources (``peers.source``):
 - ``beyla``: Grafana Beyla's ``beyla_network_flow_bytes_total``, by
   ``k8s_src_owner_name``, ``k8s_src_namespace``, ``k8s_dst_owner_name`` and
   ``k8s_dst_namespace`` (grafana/beyla, pkg/export/attributes/metric.go and
-  names/attrs.go; OpenTelemetry's eBPF instrumentation writes the same with
-  ``obi_``, which ``peers.query`` covers);
+  names/attrs.go);
+- ``obi``: OpenTelemetry's eBPF Instrumentation, Beyla's successor:
+  ``obi_network_flow_bytes_total`` with the same attributes
+  (open-telemetry/opentelemetry.io, content/en/docs/zero-code/obi/network/
+  config.md: the ``obi_network_flow_bytes`` metric and its
+  ``k8s.src.owner.name`` ... attributes, exported to Prometheus with dots
+  as underscores and counters ending ``_total``);
 - ``query``: a query of the user's own (``peers.query``) whose series carry
   the four labels named by ``peers.labels``.
 
@@ -78,6 +83,7 @@ LINKERD_LABELS = PeerLabelSettings(
     destination_namespace="dst_namespace",
 )
 BEYLA_BYTES = "beyla_network_flow_bytes_total"
+OBI_BYTES = "obi_network_flow_bytes_total"
 BEYLA_LABELS = PeerLabelSettings(
     source_workload="k8s_src_owner_name",
     source_namespace="k8s_src_namespace",
@@ -128,8 +134,9 @@ def peer_query(settings: PeerSettings, window: float) -> str | None:
     if settings.source == "linkerd":
         parts = [_tagged(_linkerd_rates(name, window_text), name) for name in LINKERD_BYTES]
         return f"sum by ({_by(LINKERD_LABELS)}) ({' or '.join(parts)})"
-    if settings.source == "beyla":
-        return f"sum by ({_by(BEYLA_LABELS)}) (rate({BEYLA_BYTES}[{window_text}]))"
+    if settings.source in ("beyla", "obi"):
+        flows = BEYLA_BYTES if settings.source == "beyla" else OBI_BYTES
+        return f"sum by ({_by(BEYLA_LABELS)}) (rate({flows}[{window_text}]))"
     if settings.source == "query" and settings.query:
         return settings.query
     return None
@@ -140,6 +147,7 @@ def labels_of(settings: PeerSettings) -> PeerLabelSettings:
     return {
         "linkerd": LINKERD_LABELS,
         "beyla": BEYLA_LABELS,
+        "obi": BEYLA_LABELS,
         "query": settings.labels,
     }.get(settings.source, ISTIO_LABELS)
 

@@ -110,12 +110,17 @@ def linkerd_lines(
 
 
 def beyla_lines(
-    flows: Sequence[Flow], end: float, owners: dict[str, str], duration: float = 600
+    flows: Sequence[Flow],
+    end: float,
+    owners: dict[str, str],
+    duration: float = 600,
+    prefix: str = "beyla",
 ) -> Iterator[str]:
     """Each flow's packets both ways, as one Beyla agent reports them with its
     default attributes: the requests from client to server, the answers from
     server to client; flows between the same two workloads in one series,
-    as the agent aggregates them. ``owners``: workload -> its owner type."""
+    as the agent aggregates them. ``owners``: workload -> its owner type.
+    ``prefix`` "obi": as OpenTelemetry's eBPF Instrumentation names them."""
     times = _times(end, duration)
     rates: dict[tuple[tuple[str, str], tuple[str, str], str], tuple[Flow, float]] = {}
     for flow in flows:
@@ -125,7 +130,7 @@ def beyla_lines(
         ):
             first, before = rates.get(key, (flow, 0.0))
             rates[key] = (first, before + rate)
-    yield "# TYPE beyla_network_flow_bytes counter"
+    yield f"# TYPE {prefix}_network_flow_bytes counter"
     for ((src_ns, src), (dst_ns, dst), direction), (flow, rate) in rates.items():
         if not rate:
             continue  # no packets that way, no series
@@ -141,4 +146,4 @@ def beyla_lines(
         }
         for t in times:
             value = _counter(flow, rate, t, times[0], end)
-            yield f"beyla_network_flow_bytes_total{labels_text(labels)} {value:.3f} {t:.3f}"
+            yield f"{prefix}_network_flow_bytes_total{labels_text(labels)} {value:.3f} {t:.3f}"
