@@ -292,15 +292,16 @@ PEER_FIXES = {
         "peers.source: none; a pair's ends are matched to the workloads learning finds"
     ),
     "beyla": (
-        "add the network feature to Beyla's Prometheus export (prometheus_export.features: "
-        "[network]) with Kubernetes attributes (attributes.kubernetes.enable), or set "
-        "peers.source: none; a pair's ends are matched to the workloads learning finds"
+        "add network to Beyla's metrics features (metrics.features; prometheus_export.features "
+        "in older releases) with Kubernetes attributes (attributes.kubernetes.enable) and its "
+        "Prometheus export, or set peers.source: none; a pair's ends are matched to the "
+        "workloads learning finds"
     ),
     "obi": (
-        "add the network feature to OBI's Prometheus export (prometheus_export.features: "
-        "[network], or OTEL_EBPF_METRICS_FEATURES) with Kubernetes attributes "
-        "(attributes.kubernetes.enable), or set peers.source: none; a pair's ends are "
-        "matched to the workloads learning finds"
+        "add network to OBI's metrics features (metrics.features or "
+        "OTEL_EBPF_METRICS_FEATURES) with Kubernetes attributes (attributes.kubernetes.enable) "
+        "and its Prometheus export, or set peers.source: none; a pair's ends are matched to "
+        "the workloads learning finds"
     ),
     "query": "check peers.query and peers.labels (the four labels that name a pair's ends)",
 }
