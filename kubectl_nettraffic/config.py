@@ -228,6 +228,11 @@ class PeerSettings:
     # of workloads, with the labels below.
     query: str = key("", values.string)
     labels: PeerLabelSettings = section(PeerLabelSettings)
+    # A Prometheus shared by several clusters (Thanos, Mimir): label=value
+    # selecting this cluster's flow series (k8s_cluster_name for Beyla and
+    # OBI, source_cluster for Istio, your relabelled one for Linkerd); empty:
+    # every series. A query of your own selects its own.
+    cluster: str = key("", values.label_matcher)
     # The busiest peers kept per workload: a workload that talks to
     # hundreds (a gateway, a database) is steered by the few that matter,
     # and the table stays small at 150,000 pods.

@@ -104,6 +104,20 @@ def metric_name(key: str, value: Any) -> str:
     return text
 
 
+def label_matcher(key: str, value: Any) -> str:
+    """``label=value`` (a Prometheus label and the value it must have), or empty."""
+    text = string(key, value)
+    if not text:
+        return text
+    label, equals, _ = text.partition("=")
+    if not equals or not re.fullmatch(r"[a-zA-Z_][a-zA-Z0-9_]*", label):
+        raise ConfigError(
+            f"config key {key}: {text!r} is not label=value; write it like "
+            "k8s_cluster_name=prod (Beyla, OBI) or source_cluster=prod (Istio)"
+        )
+    return text
+
+
 def percentile(key: str, value: Any) -> float:
     number = weight(key, value)
     if not 0 < number < 1:

@@ -4,11 +4,13 @@ series counted, not fatal."""
 
 import math
 import time
+from dataclasses import replace
 
 import pytest
 
 from harness.prometheus import prometheus_with_history
 from kubectl_nettraffic.config import settings_from_mapping
+from kubectl_nettraffic.errors import ConfigError
 from kubectl_nettraffic.kube.workloads import Workload
 from kubectl_nettraffic.learning.peer_traffic import peer_query, peers_from, read_peers
 from kubectl_nettraffic.sources.prometheus import PrometheusSource
@@ -190,3 +192,30 @@ def test_doctor_says_which_flow_source_it_found_or_why_none(prometheus):
         _peer_inputs(source, waypoint, set(KNOWN))
     off = settings_from_mapping({"prometheus": {"url": prometheus.url}})
     assert "not configured" in _peer_inputs(source, off, set(KNOWN))
+
+
+def test_peers_cluster_selects_one_cluster_of_a_shared_prometheus():
+    # Two clusters' Beyla agents write to one Prometheus, the second with
+    # twice the bytes between the same-named workloads.
+    rates = ("tcp_sent", "tcp_received", "http_request", "http_response")
+    doubled = [replace(flow, **{f: 2 * getattr(flow, f) for f in rates}) for flow in FLOWS]
+    other = (
+        line.replace('k8s_cluster_name="test"', 'k8s_cluster_name="other"')
+        for line in beyla_lines(doubled, END, BEYLA_OWNERS)
+    )
+    shared = [*beyla_lines(FLOWS, END, BEYLA_OWNERS), *(x for x in other if not x.startswith("#"))]
+    server = prometheus_with_history([], END, more=shared)
+    try:
+        alone = _read(server, source="beyla", cluster="k8s_cluster_name=test")
+        both = _read(server, source="beyla")
+    finally:
+        server.stop()
+    assert alone is not None and both is not None
+    web_api = dict(alone.peers[WEB])[API]
+    assert web_api == pytest.approx(3e6 + 1e6 + 2e5 + 8e5, rel=1e-3)
+    assert dict(both.peers[WEB])[API] == pytest.approx(3 * web_api, rel=1e-3)
+
+
+def test_peers_cluster_must_be_label_equals_value():
+    with pytest.raises(ConfigError, match="is not label=value"):
+        _settings("http://unused", cluster="prod")

@@ -44,6 +44,7 @@ that is not a finite number above zero, a name two workload kinds share,
 and the pairs past ``peers.maxPerWorkload`` (the busiest are kept).
 """
 
+import json
 import math
 from collections import Counter
 from collections.abc import Iterable, Mapping
@@ -116,27 +117,41 @@ def _coalesced(vector: str, into: str, labels: Iterable[str]) -> str:
     return vector
 
 
-def _linkerd_rates(name: str, window_text: str) -> str:
-    rates = f'rate({name}{{direction="outbound", peer="dst"}}[{window_text}])'
+def _linkerd_rates(name: str, window_text: str, cluster: str = "") -> str:
+    matchers = 'direction="outbound", peer="dst"' + (f", {cluster}" if cluster else "")
+    rates = f"rate({name}{{{matchers}}}[{window_text}])"
     rates = _coalesced(rates, LINKERD_LABELS.source_workload, LINKERD_KINDS)
     dst_kinds = [f"dst_{kind}" for kind in LINKERD_KINDS]
     return _coalesced(rates, LINKERD_LABELS.destination_workload, dst_kinds)
+
+
+def _cluster_matcher(settings: PeerSettings) -> str:
+    """``peers.cluster`` as a matcher to add to a selector ("" for none)."""
+    if not settings.cluster:
+        return ""
+    label, _, value = settings.cluster.partition("=")
+    return f"{label}={json.dumps(value)}"  # a JSON string is a PromQL string
 
 
 def peer_query(settings: PeerSettings, window: float) -> str | None:
     """Every pair's bytes/s, both directions, in one instant query; None
     without a source."""
     window_text = promql_duration(window)
+    cluster = _cluster_matcher(settings)
     if settings.source == "istio":
-        selector = f'{{reporter="{settings.reporter}"}}'
-        parts = [_tagged(f"rate({name}{selector}[{window_text}])", name) for name in ISTIO_BYTES]
+        matchers = ", ".join(m for m in (f'reporter="{settings.reporter}"', cluster) if m)
+        parts = [
+            _tagged(f"rate({name}{{{matchers}}}[{window_text}])", name) for name in ISTIO_BYTES
+        ]
         return f"sum by ({_by(ISTIO_LABELS)}) ({' or '.join(parts)})"
     if settings.source == "linkerd":
-        parts = [_tagged(_linkerd_rates(name, window_text), name) for name in LINKERD_BYTES]
+        parts = [
+            _tagged(_linkerd_rates(name, window_text, cluster), name) for name in LINKERD_BYTES
+        ]
         return f"sum by ({_by(LINKERD_LABELS)}) ({' or '.join(parts)})"
     if settings.source in ("beyla", "obi"):
         flows = BEYLA_BYTES if settings.source == "beyla" else OBI_BYTES
-        return f"sum by ({_by(BEYLA_LABELS)}) (rate({flows}[{window_text}]))"
+        return f"sum by ({_by(BEYLA_LABELS)}) (rate({flows}{{{cluster}}}[{window_text}]))"
     if settings.source == "query" and settings.query:
         return settings.query
     return None
