@@ -9,6 +9,7 @@ from dataclasses import replace
 import pytest
 
 from harness.prometheus import prometheus_with_history
+from kubectl_nettraffic.cli.doctor import Failed, _peer_inputs
 from kubectl_nettraffic.config import settings_from_mapping
 from kubectl_nettraffic.errors import ConfigError
 from kubectl_nettraffic.kube.workloads import Workload
@@ -208,6 +209,14 @@ def test_peers_cluster_selects_one_cluster_of_a_shared_prometheus():
     try:
         alone = _read(server, source="beyla", cluster="k8s_cluster_name=test")
         both = _read(server, source="beyla")
+        # doctor names the clusters and the fix while none is selected.
+        settings = _settings(server.url, source="beyla")
+        prometheus = PrometheusSource(settings.prometheus, clock=lambda: END)
+        with pytest.raises(Failed, match=r"series of 2 clusters \(other, test\)") as failed:
+            _peer_inputs(prometheus, settings, set(KNOWN))
+        assert failed.value.fix == "set peers.cluster: k8s_cluster_name=<this cluster's name>"
+        chosen = _settings(server.url, source="beyla", cluster="k8s_cluster_name=test")
+        assert _peer_inputs(prometheus, chosen, set(KNOWN)).startswith("beyla: ")
     finally:
         server.stop()
     assert alone is not None and both is not None

@@ -19,7 +19,7 @@ from kubectl_nettraffic.kube.client import api_call, api_client, request_json
 from kubectl_nettraffic.kube.cluster import list_nodes
 from kubectl_nettraffic.kube.nodes import Node
 from kubectl_nettraffic.kube.workloads import Workload
-from kubectl_nettraffic.learning.peer_traffic import read_peers
+from kubectl_nettraffic.learning.peer_traffic import CLUSTER_LABELS, clusters_in, read_peers
 from kubectl_nettraffic.learning.pod_traffic import PodTrafficSource
 from kubectl_nettraffic.sources.metrics_server import MetricsServerSource
 from kubectl_nettraffic.sources.prometheus import PrometheusSource, TrafficReport
@@ -312,6 +312,14 @@ def _peer_inputs(source: PrometheusSource, settings: Settings, known: set[Worklo
     peers = settings.peers
     if peers.source == "none":
         return "not configured (peers.source: none): steering counts no conversations"
+    clusters = [] if peers.cluster else clusters_in(source, peers)
+    if len(clusters) > 1:
+        label = CLUSTER_LABELS[peers.source][0]
+        raise Failed(
+            f"{peers.source}: series of {len(clusters)} clusters ({', '.join(clusters)}) and "
+            "peers.cluster is empty: the pairs of same-named workloads are summed across them",
+            f"set peers.cluster: {label}=<this cluster's name>",
+        )
     report = read_peers(source, peers, settings.prometheus.window, known)
     if report is None:
         raise Failed("peers.source is query but peers.query is empty", PEER_FIXES["query"])

@@ -125,6 +125,25 @@ def _linkerd_rates(name: str, window_text: str, cluster: str = "") -> str:
     return _coalesced(rates, LINKERD_LABELS.destination_workload, dst_kinds)
 
 
+# The label that names a series' cluster, where the source writes one
+# (Istio's standard metrics: source_cluster; Beyla's and OBI's
+# k8s.cluster.name attribute), and a metric of the source that carries it.
+CLUSTER_LABELS = {
+    "istio": ("source_cluster", ISTIO_BYTES[0]),
+    "beyla": ("k8s_cluster_name", BEYLA_BYTES),
+    "obi": ("k8s_cluster_name", OBI_BYTES),
+}
+
+
+def clusters_in(prometheus: PrometheusSource, settings: PeerSettings) -> list[str]:
+    """The clusters whose flow series the source's metric holds, by name."""
+    label, metric = CLUSTER_LABELS.get(settings.source, ("", ""))
+    if not label:
+        return []
+    answer = prometheus.query_vector(f"count by ({label}) ({metric})")
+    return sorted({str((s.get("metric") or {}).get(label) or "") for s in answer} - {""})
+
+
 def _cluster_matcher(settings: PeerSettings) -> str:
     """``peers.cluster`` as a matcher to add to a selector ("" for none)."""
     if not settings.cluster:
