@@ -292,8 +292,8 @@ PEER_FIXES = {
         "peers.source: none; a pair's ends are matched to the workloads learning finds"
     ),
     "beyla": (
-        "add network to Beyla's metrics features (metrics.features; prometheus_export.features "
-        "in older releases) with Kubernetes attributes (attributes.kubernetes.enable) and its "
+        "add network to Beyla's metrics features (metrics.features, BEYLA_PROMETHEUS_FEATURES; "
+        "prometheus_export.features in older releases) with Kubernetes attributes (attributes.kubernetes.enable) and its "
         "Prometheus export, or set peers.source: none; a pair's ends are matched to the "
         "workloads learning finds"
     ),

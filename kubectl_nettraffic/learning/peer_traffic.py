@@ -125,9 +125,11 @@ def _linkerd_rates(name: str, window_text: str, cluster: str = "") -> str:
     return _coalesced(rates, LINKERD_LABELS.destination_workload, dst_kinds)
 
 
-# The label that names a series' cluster, where the source writes one
-# (Istio's standard metrics: source_cluster; Beyla's and OBI's
-# k8s.cluster.name attribute), and a metric of the source that carries it.
+# The label that names a series' cluster, where the source writes one, and
+# a metric of the source that carries it: Istio's source_cluster tag
+# (istio/proxy, source/extensions/filters/http/istio_stats/istio_stats.cc),
+# Beyla's k8s.cluster.name attribute, reported by default on its network
+# flows (grafana.com/docs/beyla, network), and OBI's, the same.
 CLUSTER_LABELS = {
     "istio": ("source_cluster", ISTIO_BYTES[0]),
     "beyla": ("k8s_cluster_name", BEYLA_BYTES),
