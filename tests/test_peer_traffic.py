@@ -10,7 +10,7 @@ import pytest
 
 from harness.prometheus import prometheus_with_history
 from kubectl_nettraffic.cli.doctor import Failed, _peer_inputs
-from kubectl_nettraffic.config import settings_from_mapping
+from kubectl_nettraffic.config import PeerLabelSettings, settings_from_mapping
 from kubectl_nettraffic.errors import ConfigError
 from kubectl_nettraffic.kube.workloads import Workload
 from kubectl_nettraffic.learning.peer_traffic import peer_query, peers_from, read_peers
@@ -105,11 +105,26 @@ def test_linkerd_and_beyla_give_the_pairs_istio_gives(prometheus, source):
     assert set(report.ignored) == {"self", "unknown-workload"}
 
 
-def test_the_busiest_peers_are_kept_and_the_rest_counted(prometheus):
+def test_the_busiest_peers_are_kept_by_both_ends_and_the_rest_counted(prometheus):
     report = _read(prometheus, maxPerWorkload=1)
     assert report is not None
-    assert [peer for peer, _ in report.peers[API]] == [DB]
-    assert report.dropped == {API: 1}
+    # api's busiest peer is db; web's only one is api, so web-api is kept
+    # by both ends too: a pair either end keeps, both do.
+    assert [peer for peer, _ in report.peers[API]] == [DB, WEB]
+    assert report.peers[WEB] == [(API, dict(report.peers[API])[WEB])] and report.dropped == {}
+
+
+def test_a_pair_neither_end_keeps_is_dropped_from_both_and_counted():
+    a, b, c, d = (Workload("shop", "Deployment", name) for name in "abcd")
+    series = [
+        {"metric": {"sw": s, "sn": "shop", "dw": t, "dn": "shop"}, "value": [END, str(rate)]}
+        for s, t, rate in (("a", "b", 9.0), ("c", "d", 8.0), ("a", "c", 1.0))
+    ]
+    labels = PeerLabelSettings("sw", "sn", "dw", "dn")
+    report = peers_from(series, {a, b, c, d}, 1, labels)
+    # a keeps b, c keeps d: a-c is the busiest of neither.
+    assert report.peers == {a: [(b, 9.0)], b: [(a, 9.0)], c: [(d, 8.0)], d: [(c, 8.0)]}
+    assert report.dropped == {a: 1, c: 1}
 
 
 def test_no_source_reads_nothing(prometheus):

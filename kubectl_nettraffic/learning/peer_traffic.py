@@ -41,7 +41,8 @@ pods by the Deployment, a StatefulSet's by the StatefulSet
 source). What cannot be matched is counted by reason and left out: a series
 without the labels, an unknown end, a workload talking to itself, a rate
 that is not a finite number above zero, a name two workload kinds share,
-and the pairs past ``peers.maxPerWorkload`` (the busiest are kept).
+and the pairs past ``peers.maxPerWorkload`` (a pair among either end's
+busiest is kept by both ends).
 """
 
 import json
@@ -244,17 +245,28 @@ def peers_from(
         if first == second:
             report.ignored["self"] += 1
             continue
-        pair = (first, second) if first < second else (second, first)
+        pair = _pair(first, second)
         rates[pair] = rates.get(pair, 0.0) + rate
+    listed: dict[Workload, list[tuple[Workload, float]]] = {}
     for (first, second), rate in rates.items():
-        report.peers.setdefault(first, []).append((second, rate))
-        report.peers.setdefault(second, []).append((first, rate))
-    for workload, peers in report.peers.items():
+        listed.setdefault(first, []).append((second, rate))
+        listed.setdefault(second, []).append((first, rate))
+    # A pair among either end's busiest is kept by both: each side pulls
+    # toward the other, and a pair's bytes are counted once wherever shown.
+    kept: set[tuple[Workload, Workload]] = set()
+    for workload, peers in listed.items():
         peers.sort(key=lambda peer: (-peer[1], peer[0]))
-        if len(peers) > most_per_workload:
-            report.dropped[workload] = len(peers) - most_per_workload
-            del peers[most_per_workload:]
+        kept.update(_pair(workload, peer) for peer, _ in peers[:most_per_workload])
+    for workload, peers in listed.items():
+        ours = [(peer, rate) for peer, rate in peers if _pair(workload, peer) in kept]
+        if len(ours) < len(peers):
+            report.dropped[workload] = len(peers) - len(ours)
+        report.peers[workload] = ours
     return report
+
+
+def _pair(one: Workload, other: Workload) -> tuple[Workload, Workload]:
+    return (one, other) if one < other else (other, one)
 
 
 def read_peers(
