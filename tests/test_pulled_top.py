@@ -33,6 +33,18 @@ def _admitted(annotated: bool = True, zone: str | None = None) -> dict:
     return admitted
 
 
+def _measured_with(board: FixedBoard, conversations: Conversations) -> None:
+    """A new measurement whose learned figures carry ``conversations``."""
+    outcome = board.measurer.measure()
+    assert outcome.snapshot is not None
+    learned = LearnedBandwidth({}, None, 0.0, conversations)
+    board.scoreboard.record(
+        dataclasses.replace(
+            outcome, snapshot=dataclasses.replace(outcome.snapshot, learned=learned)
+        )
+    )
+
+
 def _board(
     rng: random.Random, nodes: int, replica: str | None = None
 ) -> tuple[FixedBoard, Workload]:
@@ -59,14 +71,7 @@ def _board(
         places[peer] = {rng.choice(busier): rng.randint(1, 3) for _ in range(2)}
     pairs = {talker: tuple((peer, rng.uniform(1e6, 2e7)) for peer in peers)}
     conversations = Conversations(pairs, places, 0.0)
-    outcome = board.measurer.measure()
-    assert outcome.snapshot is not None
-    learned = LearnedBandwidth({}, None, 0.0, conversations)
-    board.scoreboard.record(
-        dataclasses.replace(
-            outcome, snapshot=dataclasses.replace(outcome.snapshot, learned=learned)
-        )
-    )
+    _measured_with(board, conversations)
     return board, talker
 
 
@@ -170,14 +175,7 @@ def test_a_peer_ranked_300th_of_1500_is_preferred_with_any_replicas(replicas):
     conversations = Conversations(
         {talker: ((peer, 2 * 2**20),)}, {talker: {"n1499": 1}, peer: {target: 1}}, 0.0
     )
-    outcome = board.measurer.measure()
-    assert outcome.snapshot is not None
-    learned = LearnedBandwidth({}, None, 0.0, conversations)
-    board.scoreboard.record(
-        dataclasses.replace(
-            outcome, snapshot=dataclasses.replace(outcome.snapshot, learned=learned)
-        )
-    )
+    _measured_with(board, conversations)
     scores = {s.name: s.score for s in board.snapshot.candidates}
     assert sorted(scores, key=lambda n: -scores[n]).index(target) == 300
     for other in range(1, replicas):  # the other replicas seen steering
