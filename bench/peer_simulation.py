@@ -39,6 +39,7 @@ import numpy as np
 
 from bench.scheduler_model import ClusterState, KubeScheduler
 from bench.simulated_pod_traffic import SimulatedPodTraffic
+from bench.workload_spread import SpreadSummary, workload_spreads
 from harness.fakeapi import node as node_object
 from harness.reviews import pod as pod_object
 from kubectl_nettraffic.config import Settings, settings_from_mapping
@@ -301,6 +302,8 @@ class Outcome:
     inter_node: float  # bytes/s
     cross_zone: float
     busiest: float  # the busiest link's utilisation
+    # Its workloads' spread over zones and nodes at the end (bench/workload_spread.py).
+    spread: SpreadSummary = field(default_factory=lambda: SpreadSummary(0.0, 0.0, 0.0, 0.0))
     placed: int = 0
     hot: int = 0
     pending: int = 0
@@ -527,7 +530,11 @@ def _roll_out(
             generation[0] += 1
     inter, cross = cluster.pair_cut()
     return replace(
-        outcome, inter_node=inter, cross_zone=cross, busiest=float(cluster.link_load().max() / LINK)
+        outcome,
+        inter_node=inter,
+        cross_zone=cross,
+        busiest=float(cluster.link_load().max() / LINK),
+        spread=SpreadSummary.of(workload_spreads(state, graph.names)),
     )
 
 

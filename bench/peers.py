@@ -137,7 +137,9 @@ def tables(name: str, runs: dict[str, list[Outcome]]) -> tuple[list[str], str]:
             f"{_median_worst([o.cross_zone / 1e6 for o in outcomes])} | "
             f"{_median_worst([cross_zone_cost(o.cross_zone, PRICE) for o in outcomes])} | "
             f"{_median_worst([100 * o.hot / max(1, o.placed) for o in outcomes])} | "
-            f"{_median_worst([100 * o.busiest for o in outcomes])} |"
+            f"{_median_worst([100 * o.busiest for o in outcomes])} | "
+            f"{_median_worst([100 * o.spread.lost_zone for o in outcomes])} | "
+            f"{_median_worst([o.spread.zone_skew for o in outcomes])} |"
         )
     verdicts = draw_verdicts(runs)
     met = sum(bool(v["met"]) for v in verdicts)
@@ -221,8 +223,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     elapsed = time.time() - started
     table = "\n".join(
         [
-            "| scale | placement | inter-node MB/s | cross-zone MB/s | cross-zone $/month | placed hot % | busiest link % |",
-            "|---|---|---|---|---|---|---|",
+            "| scale | placement | inter-node MB/s | cross-zone MB/s | cross-zone $/month | placed hot % | busiest link % | workloads of 3+ pods missing a zone % | zone skew, mean |",
+            "|---|---|---|---|---|---|---|---|---|",
             *rows,
         ]
     )

@@ -41,6 +41,16 @@ NODES = {
 }
 
 
+def _term_weights(patched: dict) -> dict[str, int]:
+    """node -> the weight of the pod's one-node preferred term on it."""
+    affinity = (patched["spec"].get("affinity") or {}).get("nodeAffinity") or {}
+    return {
+        term["preference"]["matchFields"][0]["values"][0]: term["weight"]
+        for term in affinity.get("preferredDuringSchedulingIgnoredDuringExecution") or []
+        if term["preference"].get("matchFields")
+    }
+
+
 def step(text: str) -> None:
     print(f"\n\x1b[1m==> {text}\x1b[0m" if sys.stdout.isatty() else f"\n==> {text}", flush=True)
 
@@ -150,9 +160,14 @@ def main() -> int:
             annotations = patched["metadata"]["annotations"]
             if "nettraffic.io/preferred-nodes" in annotations:
                 first_choices.add(annotations["nettraffic.io/preferred-nodes"].split(",")[0])
-                print(
-                    f"{label.ljust(width)}  prefers {annotations['nettraffic.io/scores'].replace(',', ', ')}"
+                weights = _term_weights(patched)
+                scores = annotations["nettraffic.io/scores"].split(",")
+                shown = ", ".join(
+                    f"{entry} (weight {weights.get(entry.split('=')[0], 'none')})"
+                    for entry in scores
                 )
+                what = "prefers" if weights else "no term, nothing to gain; ranked"
+                print(f"{label.ljust(width)}  {what} {shown}")
             else:
                 print(f"{label.ljust(width)}  skipped: {annotations.get('nettraffic.io/skipped')}")
 
