@@ -154,13 +154,20 @@ def test_a_pod_is_pulled_to_its_peers_node_and_fan_in_spreads(prometheus):
             booked_alone = op["value"]
     assert ops["annotations"][BOOKED_BANDWIDTH] == booked_alone[BOOKED_BANDWIDTH]
     assert first.booking_key  # the binding watch can find it again
-    # web has 2 pods and api's 2 are all on n3: n3 may draw half of web's
-    # pods (2 of 3), counted from the bookings store, then only api's zone
+    # The workload's spread: the next pod of the burst goes to zone-a,
+    # which holds none of the burst yet, whatever its peers pull.
+    assert board.steerer.decide(_web_pod(), {}, dry_run=False).preferences[0].node == "n1"
+
+
+def test_fan_in_spreads_a_workload_over_its_peers_nodes(prometheus):
+    # The spread left out, so that the pull alone places the burst: web has
+    # 2 pods and api's 2 are all on n3, so n3 may draw half of web's pods
+    # (2 of 3), counted from the bookings store; then only api's zone
     # pulls, and n4 (in it, with nothing booked) leads.
-    second = board.steerer.decide(_web_pod(), {}, dry_run=False)
-    third = board.steerer.decide(_web_pod(), {}, dry_run=False)
-    assert [second.preferences[0].node, third.preferences[0].node] == ["n3", "n4"]
-    assert third.preferences[0].score < first.preferences[0].score
+    board = _board(prometheus, steering={"zoneMaxSkew": 0, "hostnameMaxSkew": 0})
+    firsts = [board.steerer.decide(_web_pod(), {}, dry_run=False) for _ in range(3)]
+    assert [d.preferences[0].node for d in firsts] == ["n3", "n3", "n4"]
+    assert firsts[2].preferences[0].score < firsts[0].preferences[0].score
 
 
 def test_a_pod_without_peers_is_steered_as_without_a_flow_source(prometheus):
@@ -308,8 +315,8 @@ def test_pods_whose_bytes_all_stay_on_the_node_still_spread(prometheus):
     """Booked at nothing (1 MiB/s each, all of it to api on n3), the first
     pods leave n3's score as it was: the fan-in count, not the bookings,
     stops the node pull after web's share (2 of 3 pods); then the bookings
-    spread the rest."""
-    board = _board(prometheus)
+    spread the rest (the workload's spread left out: the pull alone)."""
+    board = _board(prometheus, steering={"zoneMaxSkew": 0, "hostnameMaxSkew": 0})
     annotated = pod(
         generate_name="web-7d9c4b-",
         namespace="shop",

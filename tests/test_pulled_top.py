@@ -128,11 +128,9 @@ def test_the_choice_is_the_full_scan_s(seed, replicas):
                     counts[zone_of[node]] = counts.get(zone_of[node], 0) + pods
             return counts
 
-        placed = dict(learned.conversations.places.get(talker, {}))
         spread = Spread(  # zones alone: a node the workload filled gets no term, not no rank
             SpreadRules(5, None),
             (in_flight, per_zone(in_flight)),
-            (placed, per_zone(placed)),
             zone_of,
             {zone_of[s.name] for s in snapshot.candidates if s.name in zone_of},
         )
@@ -151,7 +149,7 @@ def test_the_choice_is_the_full_scan_s(seed, replicas):
 
         full = [entry for entry in scanned(snapshot, 3, points, unseen) if entry[0] > -math.inf]
         if not full:  # the spread left no node the pod fits: chosen without it
-            unkept = Spread(SpreadRules(None, None), ({}, {}), ({}, {}), {}, ())
+            unkept = Spread(SpreadRules(None, None), ({}, {}), {}, ())
             ranked = scanned(snapshot, 3, lambda s, unkept=unkept: points(s, spread=unkept), unseen)
             full = [entry for entry in ranked if entry[0] > -math.inf]
         decision = board.steerer.decide(_admitted(annotated, zone), {}, dry_run=False)

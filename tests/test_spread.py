@@ -55,21 +55,17 @@ def _places(pods_on: dict[str, int]) -> tuple[dict[str, int], dict[str, int]]:
     ],
 )
 def test_zones_past_the_skew_or_while_a_zone_is_empty_are_barred(pods_on, skew, barred):
-    spread = Spread(SpreadRules(skew, None), _places(pods_on), ({}, {}), ZONE_OF, {"a", "b", "c"})
+    spread = Spread(SpreadRules(skew, None), _places(pods_on), ZONE_OF, {"a", "b", "c"})
     assert spread.barred_zones == barred
     assert spread.zone_allows("b1") == ("b" not in barred)
-    # Booked or placed by the learner, a pod counts alike.
-    placed = Spread(SpreadRules(skew, None), ({}, {}), _places(pods_on), ZONE_OF, {"a", "b", "c"})
-    assert placed.barred_zones == barred
 
 
 def test_a_node_holding_max_skew_pods_of_the_workload_is_full():
-    booked, placed = _places({"a1": 2, "a2": 2}), _places({"a1": 1})
-    spread = Spread(SpreadRules(None, 3), booked, placed, ZONE_OF, {"a", "b", "c"})
+    spread = Spread(SpreadRules(None, 3), _places({"a1": 3, "a2": 2}), ZONE_OF, {"a", "b", "c"})
     assert spread.full("a1") and not spread.full("a2") and not spread.full("b1")
     # A pod of the workload on every candidate: the skew is over the fewest.
     everywhere = _places({"a1": 4, "a2": 2, "b1": 1, "c1": 3})
-    spread = Spread(SpreadRules(None, 3), everywhere, ({}, {}), ZONE_OF, {"a"}, fewest_on_node=1)
+    spread = Spread(SpreadRules(None, 3), everywhere, ZONE_OF, {"a"}, fewest_on_node=1)
     assert [spread.full(n) for n in ZONE_OF] == [True, False, False, False]
 
 

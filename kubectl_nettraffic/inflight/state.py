@@ -26,7 +26,7 @@ from kubectl_nettraffic.kube.pods import Pod
 from kubectl_nettraffic.kube.workloads import Workload
 from kubectl_nettraffic.labels import LabelSelector
 from kubectl_nettraffic.measuring.measurement import Snapshot
-from kubectl_nettraffic.scoring.spread import Places, Spread, SpreadRules
+from kubectl_nettraffic.scoring.spread import Spread, SpreadRules
 
 # An unlearned workload gets a heap of its own once its pods in flight are
 # on this many nodes: below it, reading that many nodes more off the shared
@@ -83,13 +83,11 @@ class Admission:
         unlearned: bool = False,
         pull: Pull | None = None,
         spread: SpreadRules | None = None,
-        placed: Places | None = None,
     ) -> Choice:
         """The best ``count`` nodes for ``pod`` of ``workload`` (booked at
         ``bandwidth``; ``unlearned``: at the default; ``pull``: the points
         its peers add to some nodes; ``spread``: the skew its workload may
-        take, over its pods booked and ``placed``, per node and per zone,
-        as the learner saw them): one exact choice over the candidates by live
+        take, over its pods booked since the last measurements): one exact choice over the candidates by live
         score plus NodePoints, whatever the pod (``Choice``)."""
         state, snapshot = self._state, self.snapshot
         bookings, replicas = state._bookings, state._replicas
@@ -110,7 +108,7 @@ class Admission:
             counts = bookings.in_flight
             booked = (counts.per_node.get(workload, {}), counts.per_zone.get(workload, {}))
             fewest = counts.fewest(workload, len(heaps.layout.candidates))
-            kept = Spread(spread, booked, placed or ({}, {}), heaps.zone_of, heaps.zones, fewest)
+            kept = Spread(spread, booked, heaps.zone_of, heaps.zones, fewest)
         fits = pod_fits(pod) if has_node_constraints(pod) else None
         tolerations = (pod.get("spec") or {}).get("tolerations")
         barring = kept is not None and bool(kept.barred_zones)

@@ -74,7 +74,6 @@ class PeerPlan:
     in_zone: Mapping[str, float]  # zone -> of those, to peers in the zone
     room: Mapping[str, int]  # node -> the workload's pods it may draw
     pods_on: Mapping[str, int]  # node -> the workload's pods there (the last pass)
-    pods_in: Mapping[str, int]  # zone -> the same
     peers_on: Mapping[str, tuple[Workload, ...]]  # node -> its peers there, for explain
     by_local: tuple[str, ...]  # the nodes of ``local``, the most bytes first
 
@@ -110,18 +109,12 @@ def plan_for(
         return None
     most = math.ceil((pods + 1) / 2)
     room = {node: min(most, math.ceil((pods + 1) * b / to_peers)) for node, b in local.items()}
-    pods_in: dict[str, int] = {}
-    for node, count in own.items():
-        zone = zone_of.get(node)
-        if zone:
-            pods_in[zone] = pods_in.get(zone, 0) + count
     return PeerPlan(
         to_peers,
         local,
         in_zone,
         room,
         dict(own),
-        pods_in,
         {node: tuple(peers) for node, peers in peers_on.items()},
         tuple(sorted(local, key=lambda node: (-local[node], node))),
     )
@@ -193,11 +186,6 @@ class PodPull:
         # zone -> the bytes kept in it, weighed by the price.
         self._zone_saved = {zone: self._weight * b for zone, b in plan.in_zone.items()}
         self.pulled: dict[str, float] = {}  # node -> points, for the nodes read
-
-    @property
-    def placed(self) -> tuple[Mapping[str, int], Mapping[str, int]]:
-        """The workload's pods per node and per zone, as the learner's last pass saw them."""
-        return self._plan.pods_on, self._plan.pods_in
 
     def local_bytes(self, node: str) -> float:
         """This pod's bytes that stay on ``node``: none once the node has its

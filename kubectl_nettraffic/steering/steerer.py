@@ -173,8 +173,6 @@ class Steerer:
         spread = SpreadRules.of(pod, steering.zone_max_skew, steering.hostname_max_skew)
         if spread.unknown:
             self.notes["spread-unknown-key"] += 1
-        # Where the learner saw the workload's pods (read for its peers alone).
-        placed = None if pull is None else pull.placed
         ranked, relaxed, full = admission.choose(
             pod,
             self.selector,
@@ -185,7 +183,6 @@ class Steerer:
             unlearned,
             pull,
             spread,
-            placed,
         )
         if not ranked:
             decision = self._skipped(
