@@ -109,7 +109,7 @@ class NodePoints:
         """``of`` for a node in no group (a tainted one): ``owned`` says whose it is."""
         spread = self._spread
         if spread is not None and not spread.zone_allows(score.name):
-            return -math.inf  # read here only for a node in no group (tainted)
+            return -math.inf  # a tainted node: a grouped one is barred by its group's bound
         fits = self._fits
         if fits is not None:
             node = self._nodes.get(score.name)

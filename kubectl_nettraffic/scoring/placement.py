@@ -8,12 +8,12 @@ Rules (docs/design/architecture.md, Contracts):
   loses for this pod, is inflight/candidates.py's ``CandidateHeap.best``
   over inflight/node_points.py's ``NodePoints``.
 - The chosen nodes become one preferred term each, ``matchFields
-  metadata.name In [node]``, weighed by what each saves the pod over the
-  nodes kube-scheduler would pick without us (scoring/savings.py): a node
-  that saves less than a point gets no term, so where nothing is to gain
-  the pod is placed as it would be without us. Where the weights came
-  from before ("sharp weights", 100 / 25 / 6 by rank whatever the margin):
-  docs/design/behaviour.md, "How hard a pod is steered".
+  metadata.name In [node]``, weighed by rank (the best 100, each other at
+  most a quarter of the one before) times what each saves the pod over
+  the nodes kube-scheduler would pick without us, in full from 10 points
+  (scoring/savings.py): a node that saves less than a point gets no term,
+  so where nothing is to gain the pod is placed as it would be without
+  us. Why: docs/design/behaviour.md, "How hard a pod is steered".
 - On links of different speeds a node loses what the pod's own bytes cost
   its link beyond what they cost the fastest (``link_points``), so the
   nodes rank as they would score with the pod on them; the extender's
@@ -77,7 +77,7 @@ def weighed(
     most = 400  # four times the first's weight
     top = ranked[0][0] if ranked else 0.0
     for effective, _, score in ranked:
-        saving = field_cost - cost(score, 0.0, bandwidth, busy_above)
+        saving = field_cost - cost(score, bandwidth, busy_above)
         if pulled:
             saving += pulled.get(score.name, 0.0)
         most //= 4

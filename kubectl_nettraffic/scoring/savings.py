@@ -89,10 +89,9 @@ class FieldCost:
         return 100.0 * total / (1.0 - busy) / self._count
 
 
-def cost(score: NodeScore, unseen: float, bandwidth: float, busy_above: float) -> float:
-    """The cost, in points, of a pod of ``bandwidth`` bytes/s on this node
-    with ``unseen`` bytes/s booked there."""
-    full = measured_fullness(score) + fullness_per_byte(score) * (unseen + bandwidth)
+def cost(score: NodeScore, bandwidth: float, busy_above: float) -> float:
+    """The cost, in points, of a pod of ``bandwidth`` bytes/s on this node as measured."""
+    full = measured_fullness(score) + fullness_per_byte(score) * bandwidth
     return 0.0 if full <= busy_above else 100.0 * (full - busy_above) / (1.0 - busy_above)
 
 
