@@ -87,8 +87,9 @@ class Admission:
         """The best ``count`` nodes for ``pod`` of ``workload`` (booked at
         ``bandwidth``; ``unlearned``: at the default; ``pull``: the points
         its peers add to some nodes; ``spread``: the skew its workload may
-        take, over its pods booked since the last measurements): one exact choice over the candidates by live
-        score plus NodePoints, whatever the pod (``Choice``)."""
+        take, over its pods booked since the last measurements): one exact
+        choice over the candidates by live score plus NodePoints, whatever
+        the pod (``Choice``)."""
         state, snapshot = self._state, self.snapshot
         bookings, replicas = state._bookings, state._replicas
         grouped_by = replicas.advance(now)
@@ -128,9 +129,8 @@ class Admission:
             if tolerations and snapshot.tainted:
                 ranked = self._with_tainted(ranked, count, points, selector, tolerations)
             if ranked:
-                full = frozenset(
-                    s.name for _, _, s in ranked if kept is not None and kept.full(s.name)
-                )
+                filled = kept.full if kept is not None else lambda _: False
+                full = frozenset(s.name for _, _, s in ranked if filled(s.name))
                 return Choice(ranked, barring and spread_kept is None, full)
         return Choice([], False, frozenset())
 

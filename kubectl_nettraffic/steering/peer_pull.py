@@ -157,10 +157,6 @@ class PeerPull:
     ) -> "PodPull":
         return PodPull(self, plan, bandwidth, unseen, in_flight)
 
-    def on_nodes(self, nodes: Mapping[str, Node]) -> "PeerPull":
-        """The same pull for a new node list: planned again."""
-        return PeerPull(self.conversations, nodes, self.settings)
-
 
 class PodPull:
     """One pod's pull: ``points(score)`` for each candidate node, its zone's

@@ -265,10 +265,12 @@ class Steerer:
         if conversations is None or workload is None:
             return None
         peers = self._peers
-        if peers is None or peers.conversations is not conversations:
+        if (
+            peers is None
+            or peers.conversations is not conversations
+            or peers.nodes is not snapshot.nodes
+        ):
             peers = self._peers = PeerPull(conversations, snapshot.nodes, self.settings.peers)
-        elif peers.nodes is not snapshot.nodes:
-            peers = self._peers = peers.on_nodes(snapshot.nodes)
         plan = peers.plan(workload)
         if plan is None:
             return None
