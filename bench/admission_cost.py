@@ -70,7 +70,7 @@ PEERS, PEER_PODS = 8, 20  # the known pod's workload talks to 8, each with 20 po
 # of those nodes pulls every pod, and is looked up one by one.
 SERVER_PODS, CALLERS = 3, 3 * IN_FLIGHT
 # scoring.mode link-utilization over links of these speeds: the choice
-# reads the heap grouped by link speed (inflight/candidates.py's Heaps).
+# reads the heap grouped by link speed (ranking/candidates.py's Heaps).
 MIXED_LINKS = (GBIT, 10 * GBIT, 25 * GBIT)
 KNOWN_ON_MIXED_LINKS = "known, links of 1, 10 and 25 Gbit/s, scoring.mode link-utilization"
 KNOWN_WITH_PEERS = f"known, its workload talking to {PEERS} others"
@@ -248,7 +248,7 @@ def measure(count: int, flush: CacheFlusher) -> dict[str, tuple[float, float]]:
     # - a pod whose figure is known (annotated here; a learned figure takes
     #   the same path): booked by that figure alone;
     # - a pod of a workload nothing is learned of: booked at the default,
-    #   its workload's pods in flight spread it (inflight/handicaps.py);
+    #   its workload's pods in flight spread it (ranking/handicaps.py);
     # - either in one of 3 replicas, the other two's pods arriving through
     #   the binding watch (book_seen): the choice counts on their nodes the
     #   part of a pod they may be steering unseen (replica_share.py).

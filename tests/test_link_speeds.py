@@ -9,8 +9,8 @@ import pytest
 
 from harness.reviews import pod
 from kubectl_nettraffic.config import settings_from_mapping
-from kubectl_nettraffic.inflight.handicaps import POINTS_PER_POD
 from kubectl_nettraffic.kube.pods import EXPECTED_BANDWIDTH
+from kubectl_nettraffic.ranking.handicaps import POINTS_PER_POD
 from kubectl_nettraffic.scoring.node_scores import NodeScore
 from kubectl_nettraffic.scoring.tiers import assign_tiers, tier_ranking
 from tests.harness.scoreboards import FixedBoard

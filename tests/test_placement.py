@@ -95,7 +95,7 @@ def test_a_small_saving_steers_in_proportion():
 
 def test_choice_is_independent_of_cluster_size_past_the_top():
     """Early stop: a node whose live score cannot beat the N-th best is never read."""
-    from kubectl_nettraffic.inflight.node_points import NodePoints
+    from kubectl_nettraffic.ranking.node_points import NodePoints
 
     loads = {f"n{i:04d}": float(i) * 1e3 for i in range(5000)}
     heaps = heaps_over(_board(loads).snapshot)
@@ -497,7 +497,7 @@ def test_patch_is_idempotent_and_never_removes_a_field(affinity, annotations, ex
 def test_live_heap_chooses_exactly_what_the_scan_chooses(loads, bookings, count, share, bandwidth):
     """Also with the replica share: other replicas' nodes counting a pod of
     this size more, their group's bound."""
-    from kubectl_nettraffic.inflight.replica_share import NodeBlocks, ReplicaShare
+    from kubectl_nettraffic.ranking.replica_share import NodeBlocks, ReplicaShare
 
     names = [f"n{i:02d}" for i in range(len(loads))]
     owner = None if share is None else ReplicaShare(share[0], NodeBlocks(names, share[1]))
@@ -530,7 +530,7 @@ def test_the_heap_stays_right_after_many_bookings_of_nodes_below_its_root():
     """Bookings of nodes that are not the best leave superseded entries
     behind; read or not, the heap drops them in time (it never holds more
     than twice its nodes) and its top is the live order throughout."""
-    from kubectl_nettraffic.inflight.candidates import CandidateHeap, HeapLayout
+    from kubectl_nettraffic.ranking.candidates import CandidateHeap, HeapLayout
 
     loads = {f"n{i}": i * 1e5 for i in range(6)}
     snap = _board(loads).snapshot
@@ -554,7 +554,7 @@ def test_the_grouped_heap_is_exact_past_the_other_replicas_best_150():
     """The other replica's nodes are the best 150 by score, each a whole
     pod's handicap down: the choice reads each group's best and chooses
     what the scan does, this replica's best three."""
-    from kubectl_nettraffic.inflight.replica_share import NodeBlocks, ReplicaShare
+    from kubectl_nettraffic.ranking.replica_share import NodeBlocks, ReplicaShare
 
     names = [f"n{i:03d}" for i in range(400)]
     share = ReplicaShare(0, NodeBlocks(names, 2))

@@ -9,13 +9,13 @@ import random
 import pytest
 
 from harness.reviews import pod
-from kubectl_nettraffic.inflight.handicaps import POINTS_PER_POD
-from kubectl_nettraffic.inflight.replica_share import NodeBlocks, ReplicaShare
 from kubectl_nettraffic.kube.nodes import ZONE_LABEL, zones_of
 from kubectl_nettraffic.kube.pods import EXPECTED_BANDWIDTH
 from kubectl_nettraffic.kube.workloads import Workload, pod_workload
 from kubectl_nettraffic.learning.conversations import Conversations
 from kubectl_nettraffic.learning.workload_bandwidth import LearnedBandwidth
+from kubectl_nettraffic.ranking.handicaps import POINTS_PER_POD
+from kubectl_nettraffic.ranking.replica_share import NodeBlocks, ReplicaShare
 from kubectl_nettraffic.scoring.spread import Spread, SpreadRules
 from kubectl_nettraffic.steering.peer_pull import PeerPull
 from tests.harness.choices import scanned

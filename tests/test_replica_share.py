@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kubectl_nettraffic.inflight.replica_share import (
+from kubectl_nettraffic.ranking.replica_share import (
     RATE_WINDOW,
     NodeBlocks,
     Replicas,
@@ -63,7 +63,7 @@ def test_a_process_without_an_id_never_shares():
 
 _OWNERS = """
 import json, sys
-from kubectl_nettraffic.inflight.replica_share import NodeBlocks, ReplicaShare
+from kubectl_nettraffic.ranking.replica_share import NodeBlocks, ReplicaShare
 names, count = json.loads(sys.argv[1]), int(sys.argv[2])
 blocks = NodeBlocks(names, count)
 print(json.dumps([[i for i in range(count) if ReplicaShare(i, blocks).owns(n)] for n in sorted(names)]))

@@ -6,12 +6,12 @@ from dataclasses import replace
 import pytest
 
 from harness.reviews import pod
-from kubectl_nettraffic.inflight.candidates import Group
-from kubectl_nettraffic.inflight.handicaps import POINTS_PER_POD
-from kubectl_nettraffic.inflight.node_points import NodePoints
 from kubectl_nettraffic.inflight.state import OWN_HEAP_FROM
 from kubectl_nettraffic.kube.pods import EXPECTED_BANDWIDTH
 from kubectl_nettraffic.kube.workloads import Workload
+from kubectl_nettraffic.ranking.candidates import Group
+from kubectl_nettraffic.ranking.handicaps import POINTS_PER_POD
+from kubectl_nettraffic.ranking.node_points import NodePoints
 from kubectl_nettraffic.scoring.node_scores import NodeScore
 from tests.harness.scoreboards import MEASURED_AT, FixedBoard, fixed_board
 

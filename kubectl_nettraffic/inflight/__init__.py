@@ -1,11 +1,10 @@
-"""Load booked but not measured yet: the bookings store (bookings.py), the
-candidate heaps that rank nodes by it and the one exact choice read off
-them (candidates.py), the points each node gains or loses for one pod
-(node_points.py), the replicas steering beside this one (replica_share.py),
-and the one owner of all of it and its lock (state.py).
+"""Load booked but not measured yet: the bookings store, one row per pod
+in flight with its one expiry rule (bookings.py), the pods of each
+workload in flight per node and zone read off it (workload_counts.py), the
+ramp's running sums (ramp_sums.py), and the one owner of the store and the
+candidate heaps (ranking/) behind one lock (state.py).
 
-Inside, each imports only those below it: state; node_points; candidates;
-bookings and replica_share (not each other); handicaps, ramp_sums and
+Inside, each imports only those below it: state; bookings; ramp_sums and
 workload_counts.
-May import: measuring and everything below it.
+May import: ranking and everything below it.
 """

@@ -40,10 +40,10 @@ from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from kubectl_nettraffic.inflight.handicaps import DECLINE_POINTS
 from kubectl_nettraffic.inflight.ramp_sums import RampSums, enter, leave, ramp_unseen
 from kubectl_nettraffic.inflight.workload_counts import WorkloadCounts, counted
 from kubectl_nettraffic.kube.workloads import Workload
+from kubectl_nettraffic.ranking.handicaps import DECLINE_POINTS
 
 # Measured rows are cut from the log's front once this many and half of it.
 _TRIM_AT = 1024

@@ -17,15 +17,15 @@ from typing import Any, NamedTuple
 
 from kubectl_nettraffic.config import Settings
 from kubectl_nettraffic.inflight.bookings import Bookings, CountChange, UnseenView
-from kubectl_nettraffic.inflight.candidates import Heaps, Ranked
-from kubectl_nettraffic.inflight.node_points import NodePoints, Pull
-from kubectl_nettraffic.inflight.replica_share import Replicas
 from kubectl_nettraffic.kube.node_affinity import has_node_constraints, pod_fits
 from kubectl_nettraffic.kube.nodes import ineligibility
 from kubectl_nettraffic.kube.pods import Pod
 from kubectl_nettraffic.kube.workloads import Workload
 from kubectl_nettraffic.labels import LabelSelector
 from kubectl_nettraffic.measuring.measurement import Snapshot
+from kubectl_nettraffic.ranking.candidates import Heaps, Ranked
+from kubectl_nettraffic.ranking.node_points import NodePoints, Pull
+from kubectl_nettraffic.ranking.replica_share import Replicas
 from kubectl_nettraffic.scoring.spread import Spread, SpreadRules
 
 # An unlearned workload gets a heap of its own once its pods in flight are

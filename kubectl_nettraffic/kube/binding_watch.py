@@ -127,7 +127,7 @@ class SeenBooking(NamedTuple):
     created: float  # the pod's creation, epoch seconds
     workload: Workload | None  # its pods' spread and fan-in count it on every replica
     # Booked at the default (unlearned): its workload's pods spread
-    # (inflight/handicaps.py) on every replica.
+    # (ranking/handicaps.py) on every replica.
     unlearned: bool
 
 

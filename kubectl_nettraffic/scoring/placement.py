@@ -5,8 +5,8 @@ Rules (docs/design/architecture.md, Contracts):
   snapshot (or blocked only by taints the pod tolerates), matching its
   nodeSelector and required node affinity, and with data. The choice of
   the best N among them, by live score plus the points each node gains or
-  loses for this pod, is inflight/candidates.py's ``CandidateHeap.best``
-  over inflight/node_points.py's ``NodePoints``.
+  loses for this pod, is ranking/candidates.py's ``CandidateHeap.best``
+  over ranking/node_points.py's ``NodePoints``.
 - The chosen nodes become one preferred term each, ``matchFields
   metadata.name In [node]``, weighed by rank (the best 100, each other at
   most a quarter of the one before) times what each saves the pod over

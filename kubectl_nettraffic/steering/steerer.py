@@ -167,7 +167,7 @@ class Steerer:
         conversations = snapshot.learned.pulling if snapshot.learned else None
         workload = pod_workload(pod)
         # Booked at the default, nothing learned yet: its workload's burst
-        # spreads (inflight/handicaps.py).
+        # spreads (ranking/handicaps.py).
         unlearned = bandwidth_source == "default"
         pull = self._pull(snapshot, workload, bandwidth, admission) if conversations else None
         spread = SpreadRules.of(pod, steering.zone_max_skew, steering.hostname_max_skew)

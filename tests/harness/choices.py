@@ -3,10 +3,10 @@ full scan it must equal: for tests that look at the choice alone."""
 
 from collections.abc import Callable, Mapping
 
-from kubectl_nettraffic.inflight.candidates import Heaps, Ranked
-from kubectl_nettraffic.inflight.node_points import NodePoints
-from kubectl_nettraffic.inflight.replica_share import ReplicaShare
 from kubectl_nettraffic.measuring.measurement import Snapshot
+from kubectl_nettraffic.ranking.candidates import Heaps, Ranked
+from kubectl_nettraffic.ranking.node_points import NodePoints
+from kubectl_nettraffic.ranking.replica_share import ReplicaShare
 from kubectl_nettraffic.scoring.node_scores import NodeScore
 
 

@@ -24,9 +24,9 @@ import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Protocol
 
-from kubectl_nettraffic.inflight.candidates import Group
-from kubectl_nettraffic.inflight.handicaps import POINTS_PER_POD
 from kubectl_nettraffic.kube.nodes import Node
+from kubectl_nettraffic.ranking.candidates import Group
+from kubectl_nettraffic.ranking.handicaps import POINTS_PER_POD
 from kubectl_nettraffic.scoring.node_scores import NodeScore
 from kubectl_nettraffic.scoring.spread import Spread
 

@@ -21,11 +21,11 @@ from collections.abc import (
 from dataclasses import dataclass
 from typing import NamedTuple, Protocol
 
-from kubectl_nettraffic.inflight.handicaps import POINTS_PER_POD
-from kubectl_nettraffic.inflight.replica_share import NodeBlocks, ReplicaShare
 from kubectl_nettraffic.kube.nodes import zones_of
 from kubectl_nettraffic.kube.workloads import Workload
 from kubectl_nettraffic.measuring.measurement import Snapshot
+from kubectl_nettraffic.ranking.handicaps import POINTS_PER_POD
+from kubectl_nettraffic.ranking.replica_share import NodeBlocks, ReplicaShare
 from kubectl_nettraffic.scoring.node_scores import NodeScore
 
 # A heap drops its superseded entries (a pass over it: 1.7 ms at 5,000
@@ -73,7 +73,7 @@ class HeapLayout:
 
 class Points(Protocol):
     """The points each node gains (below zero: loses) for one pod, beside its
-    live score (inflight/node_points.py's NodePoints): exact per node, and
+    live score (ranking/node_points.py's NodePoints): exact per node, and
     bounded per group, so that a walk best first knows when to stop."""
 
     uniform: bool  # every node gains exactly its group's bound
