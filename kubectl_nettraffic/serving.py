@@ -37,7 +37,6 @@ class Serving:
     steerer: Steerer
     namespaces: ListWatchCache[Mapping[str, str]] | None = None
     bindings: BindingWatch | None = None
-    refresher: RefresherProcess | None = None
 
     def extender_filter(
         self,
@@ -84,7 +83,8 @@ def start_serving(settings: Settings) -> Serving:
     replica = secrets.token_hex(5) if follow else None
     serving = serving_parts(settings, replica=replica)
     # Refreshes run in a child process, off this process's GIL (refresher_process).
-    serving.refresher = RefresherProcess(settings, serving.scoreboard).start()
+    # Its link thread holds it: nothing here reads it again.
+    RefresherProcess(settings, serving.scoreboard).start()
     if needs_api(settings):
         api = api_client(settings.kubeconfig)
         serving.namespaces = namespace_cache(api).start()

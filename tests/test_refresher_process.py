@@ -19,6 +19,7 @@ from kubectl_nettraffic.measuring.refresher_process import RefresherProcess
 from kubectl_nettraffic.scoring.node_scores import NodeScore
 from kubectl_nettraffic.serving import Serving, serving_parts
 from tests.conftest import wait_for
+from tests.harness.scoreboards import adopted
 
 
 @pytest.fixture(scope="module")
@@ -114,7 +115,7 @@ def test_child_feeds_the_scoreboard_and_sends_nodes_only_when_they_change(
     assert second.nodes is first.nodes
     assert set(second.nodes) == {"n1", "n2", "n3"}
     # The in-flight state follows each snapshot the link publishes.
-    assert serving.inflight.adopted is second
+    assert adopted(serving.inflight) is second
 
     time.sleep(0.01)  # a new mtime, so the child's file source reads it again
     _write_nodes(node_file, 4)

@@ -16,7 +16,7 @@ from kubectl_nettraffic.measuring.scoreboard import Scoreboard
 from kubectl_nettraffic.measuring.scoreview import scores_document
 from kubectl_nettraffic.sources.metrics_server import MetricsServerSource
 from kubectl_nettraffic.sources.prometheus import PrometheusSource
-from tests.harness.scoreboards import FixedBoard
+from tests.harness.scoreboards import FixedBoard, adopted
 
 END = float(int(time.time()) // 60 * 60 - 120)
 
@@ -187,7 +187,7 @@ def test_a_snapshot_its_follower_fails_on_is_not_published_and_the_next_is_tried
     outcome = board.measurer.measure()
     assert board.scoreboard.record(outcome) is None  # logged, counted, no exception
     assert board.scoreboard.follow_failures == 1
-    assert board.scoreboard.snapshot is published and board.inflight.adopted is published
+    assert board.scoreboard.snapshot is published and adopted(board.inflight) is published
     retried = board.refresh()
     assert retried is not None and board.scoreboard.snapshot is retried
-    assert board.inflight.adopted is retried and board.scoreboard.follow_failures == 1
+    assert adopted(board.inflight) is retried and board.scoreboard.follow_failures == 1

@@ -13,7 +13,7 @@ from kubectl_nettraffic.ranking.candidates import Group
 from kubectl_nettraffic.ranking.handicaps import POINTS_PER_POD
 from kubectl_nettraffic.ranking.node_points import NodePoints
 from kubectl_nettraffic.scoring.node_scores import NodeScore
-from tests.harness.scoreboards import MEASURED_AT, FixedBoard, fixed_board
+from tests.harness.scoreboards import MEASURED_AT, FixedBoard, adopted, fixed_board
 
 WEB = Workload("default", "ReplicaSet", "web-7d9c4b")
 API = Workload("default", "ReplicaSet", "api-5f6d")
@@ -147,7 +147,7 @@ def _adopted_during_a_burst(replica, constrained):
     snapshot = board.snapshot
     meanwhile = _AdmittingWhenRead(snapshot.candidates, lambda: admit(12))
     board.inflight.adopt(replace(snapshot, generated_at=MEASURED_AT + 20, candidates=meanwhile))
-    assert meanwhile.admit is None and board.inflight.adopted.candidates is meanwhile
+    assert meanwhile.admit is None and adopted(board.inflight).candidates is meanwhile
     if replica:
         board.inflight.book_seen("n38", 1.0, now[0], "r0")
     admit(30)

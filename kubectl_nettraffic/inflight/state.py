@@ -214,10 +214,6 @@ class InflightState:
         self._heaps: Heaps | None = None
         self._grouped_by: tuple[int, int] | None = None  # the heaps' (place, replicas)
 
-    @property
-    def adopted(self) -> Snapshot | None:
-        return self._snapshot
-
     def admission(self, snapshot: Snapshot) -> Admission:
         """``with inflight.admission(snapshot) as admission:`` one admission's
         choice and booking, under the lock, by ``admission.snapshot``."""

@@ -1,8 +1,10 @@
 """Serving parts fed from fixed per-node traffic: the real Measurer, scoring
 and Scoreboard over set inputs, for tests of what comes after the measurement."""
 
+import math
 from collections.abc import Callable, Mapping
-from typing import Any
+from types import SimpleNamespace
+from typing import Any, cast
 
 from harness.fakeapi import node
 from kubectl_nettraffic.config import Settings, settings_from_mapping
@@ -92,3 +94,11 @@ class FixedBoard:
 def fixed_board(loads: dict[str, float], **nodes_kwargs: Any) -> FixedBoard:
     """A refreshed board over nodes named by ``loads`` (extra node() arguments by name)."""
     return FixedBoard(loads, **nodes_kwargs)
+
+
+def adopted(inflight: InflightState) -> Snapshot:
+    """The snapshot ``inflight`` decides by: what an admission given a
+    stale copy decides by instead (it follows only newer ones)."""
+    stale = cast(Snapshot, SimpleNamespace(generated_at=-math.inf))
+    with inflight.admission(stale) as admission:
+        return admission.snapshot
