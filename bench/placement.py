@@ -47,14 +47,8 @@ from bench.placement_scenarios import (
     all_scenarios,
     delay_label,
 )
-from bench.placement_simulation import (
-    HOT,
-    ORACLE_MEAN,
-    STEERED,
-    STRATEGIES,
-    Summary,
-    summarise,
-)
+from bench.placement_simulation import HOT, ORACLE_MEAN, STEERED, STRATEGIES
+from bench.placement_summary import Summary, summarise
 from bench.report import bench_parser, drawn_seed, rerun_command, write_section
 from bench.workload_spread import SpreadSummary, spread_kept
 

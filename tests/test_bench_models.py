@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from bench.placement_scenarios import Scenario
-from bench.placement_simulation import STRATEGIES, simulate, summarise
+from bench.placement_simulation import STRATEGIES, simulate
+from bench.placement_summary import summarise
 from bench.scheduler_model import (
     ClusterState,
     KubeScheduler,
