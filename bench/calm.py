@@ -22,9 +22,9 @@ import multiprocessing
 import statistics
 import time
 
-from bench.placement import meets_goals
 from bench.placement_scenarios import Scenario, calm_scenario
 from bench.placement_summary import Summary, summarise
+from bench.placement_tables import meets_goals
 from bench.report import bench_parser, drawn_seed, rerun_command, write_section
 from bench.workload_spread import SpreadSummary, spread_kept
 

@@ -29,28 +29,18 @@ Model, per seed:
   the pod lands: that pod will suffer once everything runs.
 """
 
-import math
 import multiprocessing
 import os
-import statistics
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass, replace
 
 import numpy as np
 
 from bench.placement_scenarios import (
-    GOAL_DELAY,
-    MEAN_ORACLE_ROW,
-    SHOWN_AT_ADMISSION,
-    Scenario,
     all_scenarios,
-    delay_label,
 )
-from bench.placement_simulation import HOT, ORACLE_MEAN, STEERED, STRATEGIES
-from bench.placement_summary import Summary, summarise
+from bench.placement_simulation import HOT, STRATEGIES
+from bench.placement_tables import LABELS, Rows, Tables, run_scenario, tables
 from bench.report import bench_parser, drawn_seed, rerun_command, write_section
-from bench.workload_spread import SpreadSummary, spread_kept
 
 MODEL_NOTE = """\
 The simulation drives the real engine (Scoreboard, Steerer, the in-flight
@@ -98,14 +88,6 @@ CONTROL_PLANE_NOTE = (
     "the delay and the replicas"
 )
 
-LABELS = {
-    "default": "(a) default scheduler",
-    "tutorial": "(b) tutorial: lowest node, no accounting",
-    "nettraffic": "(c) kubectl-nettraffic, trafficTiers off",
-    "tiers": "(e) kubectl-nettraffic defaults (trafficTiers on)",
-    "oracle": "(d) oracle",
-}
-
 
 def plot(per_strategy: dict[str, np.ndarray], path: str, title: str) -> None:
     import matplotlib
@@ -128,109 +110,78 @@ def plot(per_strategy: dict[str, np.ndarray], path: str, title: str) -> None:
     plt.close(figure)
 
 
-def meets_goals(hot: float, gap: float, oracle_hot: float) -> bool:
-    """A row's goals, from its figures alone: at most 0.5% of pods placed hot
-    or the oracle's share + 0.2 points, whichever is larger, and the busiest
-    link within 2 points of the oracle's."""
-    return hot <= max(0.005, oracle_hot + 0.002) and gap <= 0.02
-
-
-@dataclass(frozen=True)
-class HeavyRow:
-    """(e)'s figures in one row of the tables of heavy pods."""
-
-    base: str  # the scenario's name without its replica count
-    replicas: int
-    binding_delay: float  # seconds; 0: at once
-    hot: float
-    first_burst_hot: float | None
-    gap: float  # max utilisation minus the oracle's
-    oracle_hot: float
-    watch_delay: float | None  # the steering replicas' measured watch delay
-    hot_error: float  # standard errors over the seeds
-    gap_error: float
-
-    def meets(self) -> bool:
-        return meets_goals(self.hot, self.gap, self.oracle_hot)
-
-
-def heavy_row(scenario: Scenario, ours: Summary, oracle: Summary) -> HeavyRow:
-    return HeavyRow(
-        scenario.heavy,
-        scenario.replicas,
-        scenario.binding_delay,
-        ours.hot_share,
-        ours.first_burst_hot_share,
-        ours.max_utilisation - oracle.max_utilisation,
-        oracle.hot_share,
-        ours.watch_delay,
-        hot_share_error(ours.seed_hot),
-        paired_error(ours.seed_maxima, oracle.seed_maxima),
+def publish(
+    written: Tables,
+    plots: dict[str, dict[str, np.ndarray]],
+    command: str,
+    first: int,
+    elapsed: float,
+) -> None:
+    """docs/benchmarks.md's placement section and its plots."""
+    table, verdict, spread_table = written.main, written.verdict, written.spread
+    learning_table, replica_table = written.learning, written.replicas
+    delay_table, counts = written.delay, written.counts
+    limits_table, shown_table = written.limits, written.shown
+    os.makedirs("docs/img", exist_ok=True)
+    images = []
+    for name in ("50 nodes", "500 nodes"):
+        path = f"docs/img/placement-{name.split()[0]}-nodes.png"
+        plot(plots[name], path, f"Link utilisation per node after placement, {name} (last seed)")
+        images.append(f"![{name}]({path.removeprefix('docs/')})")
+    write_section(
+        "placement",
+        f"Placement quality (seeds from {first})",
+        command,
+        f"{MODEL_NOTE}\n\n{table}\n\nAgainst the goals (within 2% of d on max utilisation; at most 0.5% hot "
+        "placements or (d)'s share + 0.2 points, whichever is larger; at least 5x fewer than b), "
+        f"and the node label writes (e) needs:\n\n{verdict}\n\n"
+        "Each workload's spread at the end of a draw, as its topology spread sees it "
+        "(kube-scheduler's default constraints: zone maxSkew 5, hostname maxSkew 3); the "
+        "oracle keeps the zone constraint. A draw's spread is kept when no more of its "
+        "workloads are past zone skew 5 or miss a zone (those of 3 pods or more) than under "
+        "(a) on the same draw, and, in the calm rows, when its mean zone skew and pods of a "
+        f"workload per node are within 0.5 of (a)'s:\n\n{spread_table}\n\n"
+        + f"\n\nReturning workloads, with and without learned bandwidth (pods carry no "
+        "annotation; a burst is a scale-up or rollout of one of the last few Deployments, or, "
+        "one time in four, a new one; each pod sends around its Deployment's own mean). "
+        "Most rows start with no pod running, so the run's first burst is booked at "
+        "steering.defaultPodBandwidth: nothing has been learned yet. The rows 'installed "
+        "after 2 bursts' start the webhook in a cluster where two bursts already run (placed "
+        "as the oracle would, for every strategy), as when it is installed into a working "
+        "cluster. Goals from a workload's second burst on: at most 0.5% hot or (d)'s share "
+        "+ 0.2 points, whichever is larger, max utilisation within 2% of the oracle's:"
+        f"\n\n{learning_table}\n\n"
+        "Heavy pods (median 100 MB/s) the webhook knows nothing of yet, with 1, 2 and 3 "
+        "webhook replicas (admissions spread over them at random; each replica's binding "
+        "watch is fed every steered pod's events, stored then bound, and books the others' "
+        "pods as it sees them). 'among light pods already learned': four bursts of 20 MB/s "
+        "pods run before the install, so the cluster-wide figure pods of a new workload are "
+        "booked at is a light pod's; 'empty cluster': no node starts hot; 'installed after 1 "
+        "burst': one burst runs before the install, placed as the oracle would. These rows "
+        "run 300 seeds: a seed's busiest link moves by several points as one pod of the "
+        "lognormal's tail lands on a node or not, so the mean over 100 seeds was up to 0.9 "
+        "of a point from the mean over 300. After each figure, ± one standard "
+        "error over the seeds, in points (hot share: the seeds' pods placed hot over their "
+        "pods placed; busiest link: each seed's less (d)'s on the same seed). A row meets "
+        "the goals by its figures: at most 0.5% hot or (d)'s share + 0.2 points, whichever "
+        "is larger, and the busiest link within 2 points of (d)'s. With every binding "
+        "shown the instant the pod is admitted (pods admitted in slow-start batches as "
+        f"below, like every row that names no binding delay):\n\n{replica_table}\n\n"
+        f"The same rows as a control plane shows them ({CONTROL_PLANE_NOTE}), by the median "
+        "delay from a pod's admission until the watches show it bound; 'watch delay "
+        "measured' is what the steering replicas measured from admission to their watch's "
+        "first event of the pod (nettraffic_binding_watch_delay_seconds). Goals up to a "
+        f"second; at 2 s the rows are reported only:\n\n{delay_table}\n\n{counts}\n\n"
+        "Where the goals stop, as scenarios anyone can rerun. First, what no figure per "
+        "workload can know: the heavy pods among light ones against an oracle that, like "
+        "the webhook at best, knows each pod's workload's mean but not the pod's own "
+        f"traffic:\n\n{limits_table}\n\n"
+        "Second, what the replicas' window costs: the rows with 2 and 3 replicas at 500 ms "
+        "with every other replica's watch shown each pod the instant it is admitted (no "
+        f"create call, no watch latency: the limit of any watch):\n\n{shown_table}\n\n"
+        + "\n\n".join(images)
+        + f"\n\nRun time: {elapsed:.0f} s.",
     )
-
-
-def paired_error(ours: Sequence[float], oracle: Sequence[float]) -> float:
-    """The standard error of the mean of ``ours`` less ``oracle``, seed by
-    seed (both run on the same seeds, in order)."""
-    differences = [a - b for a, b in zip(ours, oracle, strict=True)]
-    if len(differences) < 2:
-        return math.nan
-    return statistics.stdev(differences) / math.sqrt(len(differences))
-
-
-def hot_share_error(seeds: Sequence[tuple[int, int]]) -> float:
-    """The standard error of the share of pods placed hot, a ratio over
-    seeds of (pods placed hot, pods placed): the seeds are the samples,
-    not the pods, whose placements within a seed depend on each other."""
-    n = len(seeds)
-    placed = sum(pods for _, pods in seeds)
-    if n < 2 or not placed:
-        return math.nan
-    share = sum(hot for hot, _ in seeds) / placed
-    residuals = sum((hot - share * pods) ** 2 for hot, pods in seeds) / (n - 1)
-    return math.sqrt(residuals / n) / (placed / n)
-
-
-def heavy_table_rows(rows: list[HeavyRow], goal_up_to: float) -> list[str]:
-    """One line per row; rows whose binding delay is over ``goal_up_to``
-    are reported against no goal."""
-    lines = []
-    for row in rows:
-        first = "-" if row.first_burst_hot is None else f"{row.first_burst_hot:.2%}"
-        delay = "-" if row.watch_delay is None else f"{row.watch_delay * 1000:.0f} ms"
-        verdict = "yes" if row.meets() else "no"
-        if row.binding_delay > goal_up_to:
-            verdict = f"no goal ({verdict})"
-        lines.append(
-            # The oracle's to three places: at 300 seeds one hot pod in them is 0.001%.
-            f"| {row.base} | {row.replicas} | {delay_label(row.binding_delay)} | {delay} | "
-            f"{row.hot:.2%} ± {row.hot_error * 100:.2f} | {first} | {row.oracle_hot:.3%} | "
-            f"{row.gap:+.1%} ± {row.gap_error * 100:.1f} | {verdict} |"
-        )
-    return lines
-
-
-def spread_rows(scenario: Scenario, results: dict[str, Summary], seeds: int) -> list[str]:
-    """Each strategy's workloads' spread in one scenario, and for the
-    steered ones the draws whose spread is kept against (a)'s
-    (bench/workload_spread.py: in a calm cluster zone skew and pods per
-    node within 0.5 of (a)'s; always no more workloads past zone skew 5 nor
-    missing a zone)."""
-    alone = results["default"].seed_spreads
-    rows = []
-    for strategy in STRATEGIES:
-        draws = results[strategy].seed_spreads
-        mean = SpreadSummary.mean(draws)
-        kept = "-"
-        if strategy in STEERED:
-            calm = scenario.calm is not None
-            met = sum(spread_kept(o, a, calm) for o, a in zip(draws, alone, strict=True))
-            kept = f"{met} of {len(draws)}"
-        rows.append(
-            f"| {scenario.name} ({seeds} seeds) | {LABELS[strategy]} | {mean.zone_skew:.1f} | "
-            f"{mean.past_skew:.0%} | {mean.most_on_node:.1f} | {mean.lost_zone:.0%} | {kept} |"
-        )
-    return rows
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -252,226 +203,22 @@ def main(argv: list[str] | None = None) -> int:
     seeds_large = range(first, first + (1 if args.quick else 5))
     seeds_unknown = range(first, first + (3 if args.quick else 300))
     started = time.time()
-    lines = [
-        "| scenario | strategy | max link util | pods placed hot (>80%) | pods left Pending | std of util | largest share of a burst on one node | largest share of a burst's first preferences on one node | steered pods with a preferred node scored | steered pods on a preferred node |",
-        "|---|---|---|---|---|---|---|---|---|---|",
-    ]
-
-    def share(value: float | None, digits: int = 0) -> str:
-        return "-" if value is None else f"{value:.{digits}%}"
-
-    verdicts = []
-    spread_lines = [
-        "| scenario | strategy | zone skew, mean | workloads past zone skew 5 | most pods of a workload on one node, mean | workloads of 3+ pods missing a zone | draws whose spread is kept (vs (a) on the same draw) |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    limit_lines: list[str] = []
-    plots: dict[str, dict[str, np.ndarray]] = {}
-    learning_rows = []
-    heavy_rows: list[HeavyRow] = []
-    # The oracle of each heavy row at once, for its rows with replicas and
-    # delays: it places the same pods the same way (it follows no binding).
-    oracles: dict[Scenario, Summary] = {}
     scenarios = all_scenarios(seeds_small, seeds_large, seeds_unknown)
     if args.only:
         scenarios = [(s, seeds) for s, seeds in scenarios if args.only in s.name]
         args.no_write = True
+    rows = Rows()
     # Each seed runs on its own: one process per core.
     with multiprocessing.Pool() as pool:
         for scenario, seeds in scenarios:
-            results = {}
-            # The oracle places alike whatever the replicas, the delay and
-            # what the replicas see: one run serves every such twin.
-            same_oracle = replace(
-                scenario,
-                name="",
-                replicas=1,
-                binding_delay=0.0,
-                shown_at_admission=False,
-                heavy=scenario.heavy.removesuffix(SHOWN_AT_ADMISSION),
-            )
-            if scenario.heavy and same_oracle in oracles:
-                summary = summarise(scenario, "tiers", list(seeds), pool.imap)[0]
-                heavy_rows.append(heavy_row(scenario, summary, oracles[same_oracle]))
-                continue
-            for strategy in STRATEGIES:
-                summary, last = summarise(scenario, strategy, list(seeds), pool.imap)
-                results[strategy] = summary
-                plots.setdefault(scenario.name, {})[strategy] = last
-                lines.append(
-                    f"| {scenario.name} ({len(seeds)} seeds) | {LABELS[strategy]} | {summary.max_utilisation:.1%} | "
-                    f"{summary.hot_share:.2%} | {summary.pending_share:.1%} | {summary.std_utilisation:.3f} | "
-                    f"{summary.burst_max_share:.0%} | {share(summary.first_preference_share)} | "
-                    f"{share(summary.preferred_scored_share)} | {share(summary.on_preferred_share)} |"
-                )
-            spread_lines += spread_rows(scenario, results, len(seeds))
-            oracle, tutorial = results["oracle"], results["tutorial"]
-            oracles[same_oracle] = oracle
-            if scenario.name == MEAN_ORACLE_ROW:
-                knowing_mean = summarise(scenario, ORACLE_MEAN, list(seeds), pool.imap)[0]
-                ours = results["tiers"]
-                limit_lines.append(
-                    f"| {scenario.name} ({len(seeds)} seeds) | {ours.hot_share:.2%} | "
-                    f"{oracle.hot_share:.3%} | {knowing_mean.hot_share:.3%} | "
-                    f"{ours.max_utilisation - oracle.max_utilisation:+.1%} | "
-                    f"{ours.max_utilisation - knowing_mean.max_utilisation:+.1%} |"
-                )
-            row = [scenario.name]
-            for strategy in STEERED:
-                ours = results[strategy]
-                ratio = tutorial.hot_share / ours.hot_share if ours.hot_share else math.inf
-                gap = ours.max_utilisation - oracle.max_utilisation
-                met = meets_goals(ours.hot_share, gap, oracle.hot_share) and ratio >= 5
-                verdict = "yes" if met else "no"
-                row += [
-                    f"{gap:+.1%}",
-                    f"{ours.hot_share:.2%}",
-                    f"{'∞' if ratio == math.inf else f'{ratio:.1f}x'}",
-                    verdict,
-                ]
-            if scenario.workloads is not None:
-                ours = results["tiers"]
-                gap = ours.max_utilisation - oracle.max_utilisation
-                later = ours.later_burst_hot_share
-                oracle_later = oracle.later_burst_hot_share or 0.0
-                met = later is not None and meets_goals(later, gap, oracle_later)
-                learning_rows.append(
-                    f"| {scenario.name} | {share(ours.first_burst_hot_share, 2)} | {share(later, 2)} | "
-                    f"{share(oracle.later_burst_hot_share, 2)} | {gap:+.1%} | "
-                    f"{'yes' if met else 'no'} |"
-                )
-            if scenario.heavy:
-                heavy_rows.append(heavy_row(scenario, results["tiers"], oracle))
-            writes = results["tiers"].label_writes_per_minute
-            row += [f"{oracle.hot_share:.2%}", "-" if writes is None else f"{writes:.1f}"]
-            verdicts.append("| " + " | ".join(row) + " |")
+            run_scenario(scenario, seeds, rows, pool.imap)
     elapsed = time.time() - started
-    table = "\n".join(lines)
-    verdict = "\n".join(
-        [
-            "| scenario | (c) max util minus (d) | (c) hot | (b) hot / (c) hot | (c) meets all three goals | (e) max util minus (d) | (e) hot | (b) hot / (e) hot | (e) meets all three goals | (d) hot | (e) tier label writes per minute |",
-            "|---|---|---|---|---|---|---|---|---|---|---|",
-            *verdicts,
-        ]
-    )
-    learning_table = "\n".join(
-        [
-            "| scenario | (e) hot, first bursts of a workload | (e) hot, later bursts | (d) hot, later bursts | (e) max util minus (d) | (e) meets the goals from a workload's second burst |",
-            "|---|---|---|---|---|---|",
-            *learning_rows,
-        ]
-    )
-    heavy_header = [
-        "| scenario | replicas | bindings shown after | watch delay measured | (e) hot, every burst | (e) hot, first bursts | (d) hot | (e) max util minus (d) | meets the goals |",
-        "|---|---|---|---|---|---|---|---|---|",
-    ]
-    shown = [row for row in heavy_rows if row.base.endswith(SHOWN_AT_ADMISSION)]
-    heavy_rows = [row for row in heavy_rows if row not in shown]
-    at_once = [row for row in heavy_rows if row.binding_delay == 0]
-    replica_table = "\n".join([*heavy_header, *heavy_table_rows(at_once, GOAL_DELAY)])
-    by_delay = sorted(
-        (row for row in heavy_rows if not row.base.endswith("mean")),
-        key=lambda row: (row.base, row.replicas, row.binding_delay),
-    )
-    delay_table = "\n".join([*heavy_header, *heavy_table_rows(by_delay, GOAL_DELAY)])
-    judged = [row for row in by_delay if 0 < row.binding_delay <= GOAL_DELAY]
-    apart = [row for row in by_delay if row.binding_delay == 0]
-    counts = (
-        f"Rows with bindings shown as a control plane shows them, up to {GOAL_DELAY:g} s: "
-        f"{sum(r.meets() for r in judged)} of {len(judged)} meet the goals. The rows 'at once' "
-        "(every binding shown the instant its pod is admitted, which no control plane does) "
-        f"are reported apart: {sum(r.meets() for r in apart)} of {len(apart)}."
-    )
-    limits_table = "\n".join(
-        [
-            "| scenario | (e) hot | (d) hot | (d) knowing only each workload's mean: hot | (e) max util minus (d) | (e) max util minus that oracle |",
-            "|---|---|---|---|---|---|",
-            *limit_lines,
-        ]
-    )
-    shown_table = "\n".join([*heavy_header, *heavy_table_rows(shown, GOAL_DELAY)])
-    spread_table = "\n".join(spread_lines)
-    print(table)
-    print()
-    print(verdict)
-    print()
-    print(spread_table)
-    print()
-    print(learning_table)
-    print()
-    print(replica_table)
-    print()
-    print(delay_table)
-    print()
-    print(counts)
-    print()
-    print(limits_table)
-    print()
-    print(shown_table)
+    written = tables(rows)
+    print(written.printed())
     print(f"\nseeds from {first}, {elapsed:.0f}s")
     if not args.no_write:
-        os.makedirs("docs/img", exist_ok=True)
-        images = []
-        for name in ("50 nodes", "500 nodes"):
-            path = f"docs/img/placement-{name.split()[0]}-nodes.png"
-            plot(
-                plots[name], path, f"Link utilisation per node after placement, {name} (last seed)"
-            )
-            images.append(f"![{name}]({path.removeprefix('docs/')})")
-        write_section(
-            "placement",
-            f"Placement quality (seeds from {first})",
-            rerun_command("bench.placement", argv, args.seed, first),
-            f"{MODEL_NOTE}\n\n{table}\n\nAgainst the goals (within 2% of d on max utilisation; at most 0.5% hot "
-            "placements or (d)'s share + 0.2 points, whichever is larger; at least 5x fewer than b), "
-            f"and the node label writes (e) needs:\n\n{verdict}\n\n"
-            "Each workload's spread at the end of a draw, as its topology spread sees it "
-            "(kube-scheduler's default constraints: zone maxSkew 5, hostname maxSkew 3); the "
-            "oracle keeps the zone constraint. A draw's spread is kept when no more of its "
-            "workloads are past zone skew 5 or miss a zone (those of 3 pods or more) than under "
-            "(a) on the same draw, and, in the calm rows, when its mean zone skew and pods of a "
-            f"workload per node are within 0.5 of (a)'s:\n\n{spread_table}\n\n"
-            + f"\n\nReturning workloads, with and without learned bandwidth (pods carry no "
-            "annotation; a burst is a scale-up or rollout of one of the last few Deployments, or, "
-            "one time in four, a new one; each pod sends around its Deployment's own mean). "
-            "Most rows start with no pod running, so the run's first burst is booked at "
-            "steering.defaultPodBandwidth: nothing has been learned yet. The rows 'installed "
-            "after 2 bursts' start the webhook in a cluster where two bursts already run (placed "
-            "as the oracle would, for every strategy), as when it is installed into a working "
-            "cluster. Goals from a workload's second burst on: at most 0.5% hot or (d)'s share "
-            "+ 0.2 points, whichever is larger, max utilisation within 2% of the oracle's:"
-            f"\n\n{learning_table}\n\n"
-            "Heavy pods (median 100 MB/s) the webhook knows nothing of yet, with 1, 2 and 3 "
-            "webhook replicas (admissions spread over them at random; each replica's binding "
-            "watch is fed every steered pod's events, stored then bound, and books the others' "
-            "pods as it sees them). 'among light pods already learned': four bursts of 20 MB/s "
-            "pods run before the install, so the cluster-wide figure pods of a new workload are "
-            "booked at is a light pod's; 'empty cluster': no node starts hot; 'installed after 1 "
-            "burst': one burst runs before the install, placed as the oracle would. These rows "
-            "run 300 seeds: a seed's busiest link moves by several points as one pod of the "
-            "lognormal's tail lands on a node or not, so the mean over 100 seeds was up to 0.9 "
-            "of a point from the mean over 300. After each figure, ± one standard "
-            "error over the seeds, in points (hot share: the seeds' pods placed hot over their "
-            "pods placed; busiest link: each seed's less (d)'s on the same seed). A row meets "
-            "the goals by its figures: at most 0.5% hot or (d)'s share + 0.2 points, whichever "
-            "is larger, and the busiest link within 2 points of (d)'s. With every binding "
-            "shown the instant the pod is admitted (pods admitted in slow-start batches as "
-            f"below, like every row that names no binding delay):\n\n{replica_table}\n\n"
-            f"The same rows as a control plane shows them ({CONTROL_PLANE_NOTE}), by the median "
-            "delay from a pod's admission until the watches show it bound; 'watch delay "
-            "measured' is what the steering replicas measured from admission to their watch's "
-            "first event of the pod (nettraffic_binding_watch_delay_seconds). Goals up to a "
-            f"second; at 2 s the rows are reported only:\n\n{delay_table}\n\n{counts}\n\n"
-            "Where the goals stop, as scenarios anyone can rerun. First, what no figure per "
-            "workload can know: the heavy pods among light ones against an oracle that, like "
-            "the webhook at best, knows each pod's workload's mean but not the pod's own "
-            f"traffic:\n\n{limits_table}\n\n"
-            "Second, what the replicas' window costs: the rows with 2 and 3 replicas at 500 ms "
-            "with every other replica's watch shown each pod the instant it is admitted (no "
-            f"create call, no watch latency: the limit of any watch):\n\n{shown_table}\n\n"
-            + "\n\n".join(images)
-            + f"\n\nRun time: {elapsed:.0f} s.",
-        )
+        command = rerun_command("bench.placement", argv, args.seed, first)
+        publish(written, rows.plots, command, first, elapsed)
     return 0
 
 

@@ -184,7 +184,7 @@ def test_a_row_meets_the_goals_by_its_figures_alone():
     """No row is exempt: where the oracle places pods hot, a row may place
     0.2 points more than it; past a second of binding delay, a row is only
     reported."""
-    from bench.placement import HeavyRow, heavy_table_rows, meets_goals
+    from bench.placement_tables import HeavyRow, heavy_table_rows, meets_goals
 
     assert meets_goals(0.005, 0.02, 0.0)
     assert not meets_goals(0.0051, 0.0, 0.0)  # hot: 0.5% at most
@@ -266,7 +266,7 @@ def test_scale_ups_at_any_binding_delay_admit_alike_burst_after_burst():
 def test_standard_errors_of_the_heavy_rows():
     import math
 
-    from bench.placement import hot_share_error, paired_error
+    from bench.placement_tables import hot_share_error, paired_error
 
     # Seed by seed: the same gap every seed has no error, whatever the level.
     assert paired_error([0.9, 0.8, 1.0], [0.85, 0.75, 0.95]) == pytest.approx(0.0)
