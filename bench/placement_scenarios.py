@@ -3,6 +3,7 @@ arrive in each row of docs/benchmarks.md's placement tables."""
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 GBIT = 1.25e8  # bytes/s
 LINK = 10 * GBIT  # the usual node's link
@@ -112,8 +113,17 @@ def all_scenarios(
     the last, whose busiest link moves by several points from seed to seed
     (a pod of the lognormal's tail lands on a node or not), so that their
     mean needs many more seeds than the others' to hold still."""
+    return [
+        *main_scenarios(seeds_small, seeds_large),
+        *limit_scenarios(seeds_small),
+        *learning_scenarios(seeds_small, seeds_large),
+        *heavy_scenarios(seeds_unknown),
+    ]
+
+
+def main_scenarios(seeds_small: Seeds, seeds_large: Seeds) -> list[tuple[Scenario, Seeds]]:
     mixed = ((GBIT, 0.3), (10 * GBIT, 0.5), (25 * GBIT, 0.2))
-    main_scenarios = [
+    return [
         (calm_scenario(50, 12), seeds_small),
         (calm_scenario(500, 40), seeds_large),
         (Scenario("50 nodes", nodes=50, bursts=12), seeds_small),
@@ -134,7 +144,10 @@ def all_scenarios(
             seeds_large,
         ),
     ]
-    limit_scenarios = [
+
+
+def limit_scenarios(seeds_small: Seeds) -> list[tuple[Scenario, Seeds]]:
+    return [
         (
             Scenario(
                 "50 nodes, pods annotated with their true traffic", 50, 12, estimate_factor=1.0
@@ -167,7 +180,10 @@ def all_scenarios(
             seeds_small,
         ),
     ]
-    learning_scenarios = (
+
+
+def learning_scenarios(seeds_small: Seeds, seeds_large: Seeds) -> list[tuple[Scenario, Seeds]]:
+    return (
         [
             (
                 Scenario(
@@ -212,21 +228,29 @@ def all_scenarios(
             for learning, suffix in ((False, ", learning off"), (True, ""))
         ]
     )
-    heavy_new = {
-        "heavy new workloads among light pods already learned": dict(
-            bursts=12, pod_median=100e6, running_bursts=4, running_pod_median=20e6
-        ),
-        "heavy new workloads, empty cluster": dict(bursts=12, pod_median=100e6, hot_fraction=0.0),
-        "heavy returning workloads": dict(bursts=7, pod_median=100e6, workloads=6),
-        # The same two with one burst running when the webhook is installed:
-        # what they do once anything at all has been learned (the cold start apart).
-        "heavy new workloads, empty cluster, installed after 1 burst": dict(
-            bursts=12, pod_median=100e6, hot_fraction=0.0, running_bursts=1
-        ),
-        "heavy returning workloads, installed after 1 burst": dict(
-            bursts=7, pod_median=100e6, workloads=6, running_bursts=1
-        ),
-    }
+
+
+# The heavy rows' kinds: pods the webhook knows nothing of yet.
+HEAVY_NEW: dict[str, dict[str, Any]] = {
+    "heavy new workloads among light pods already learned": dict(
+        bursts=12, pod_median=100e6, running_bursts=4, running_pod_median=20e6
+    ),
+    "heavy new workloads, empty cluster": dict(bursts=12, pod_median=100e6, hot_fraction=0.0),
+    "heavy returning workloads": dict(bursts=7, pod_median=100e6, workloads=6),
+    # The same two with one burst running when the webhook is installed:
+    # what they do once anything at all has been learned (the cold start apart).
+    "heavy new workloads, empty cluster, installed after 1 burst": dict(
+        bursts=12, pod_median=100e6, hot_fraction=0.0, running_bursts=1
+    ),
+    "heavy returning workloads, installed after 1 burst": dict(
+        bursts=7, pod_median=100e6, workloads=6, running_bursts=1
+    ),
+}
+
+
+def heavy_scenarios(seeds_unknown: Seeds) -> list[tuple[Scenario, Seeds]]:
+    """Each kind at every binding delay with 1, 2 and 3 replicas; the best
+    any per-workload figure can do; and the replicas' limit."""
     # The best any per-workload figure can do in the empty cluster: each pod
     # booked at its workload's mean, from the first burst on (1 replica).
     workload_mean = [
@@ -234,7 +258,7 @@ def all_scenarios(
             Scenario(
                 f"50 nodes, heavy new workloads, empty cluster{LIMIT_TWIN}",
                 50,
-                **heavy_new["heavy new workloads, empty cluster"],
+                **HEAVY_NEW["heavy new workloads, empty cluster"],
                 annotate_workload_mean=True,
                 heavy=f"50 nodes, heavy new workloads, empty cluster{LIMIT_TWIN}",
             ),
@@ -256,7 +280,7 @@ def all_scenarios(
             seeds_unknown,
         )
         for delay in BINDING_DELAYS
-        for name, fields in heavy_new.items()
+        for name, fields in HEAVY_NEW.items()
         for replicas in (1, 2, 3)
     ]
     # The replicas' limit: the rows with 2 and 3 replicas at 500 ms as if
@@ -270,7 +294,7 @@ def all_scenarios(
                 binding_delay=0.5,
                 heavy=f"50 nodes, {name}{SHOWN_AT_ADMISSION}",
                 shown_at_admission=True,
-                **heavy_new[name],
+                **HEAVY_NEW[name],
             ),
             seeds_unknown,
         )
@@ -280,11 +304,4 @@ def all_scenarios(
             ("heavy new workloads, empty cluster, installed after 1 burst", 3),
         )
     ]
-    return [
-        *main_scenarios,
-        *limit_scenarios,
-        *learning_scenarios,
-        *unknown_scenarios,
-        *workload_mean,
-        *shown,
-    ]
+    return [*unknown_scenarios, *workload_mean, *shown]
