@@ -176,115 +176,149 @@ def _lister_order(pods: _Pods, names: list[str], now: float, rng: np.random.Gene
 
 def simulate(scenario: DriftScenario, loop: Loop | None, seed: int) -> LoopRun:
     """One run; ``loop`` None: no descheduler."""
-    policy = loop.policy if loop else None
-    light_share = loop.prefer_no_eviction_below if loop else 0.0
-    rng = np.random.default_rng(seed)
-    loop_rng = np.random.default_rng(seed + 30_000)
-    n = scenario.nodes
-    names = [f"node-{i:03d}" for i in range(n)]
-    links = np.full(n, LINK)
-    background = np.clip(rng.lognormal(math.log(0.08), 0.5, n), 0.01, 0.3) * links
-    state = ClusterState(
-        cpu_allocatable=np.full(n, 32.0),
-        memory_allocatable=np.full(n, 128.0),
-        cpu_requested=rng.uniform(0.1, 0.3, n) * 32,
-        memory_requested=rng.uniform(0.1, 0.3, n) * 128,
-        zone=np.arange(n) % 3,
-    )
-    pods = _Pods(n * scenario.pods_per_node * 2)
-    committed = background.copy()
-    deployments: dict[str, float] = {}
-    while pods.size < n * scenario.pods_per_node:
-        workload = f"deploy-{len(deployments)}"
-        deployments[workload] = float(rng.lognormal(math.log(scenario.pod_median), 0.5))
-        for _ in range(int(rng.integers(scenario.replicas[0], scenario.replicas[1] + 1))):
-            traffic = float(rng.lognormal(math.log(deployments[workload]), 0.2))
-            # Placed before the run as well as placement can: the least-filled link.
-            chosen = int(np.argmin((committed + traffic) / links))
-            state.bind(chosen, workload, POD_CPU, POD_MEMORY)
-            committed[chosen] += traffic
-            drifts = rng.random() < scenario.drift_share
-            # Admitted an hour before the run, its workload's rate learned:
-            # the webhook's own rule decides the mark.
-            marked = light_for_every_link(deployments[workload], "workload", LINK, light_share)
-            pods.add(
-                chosen, traffic, -3600.0, workload,
-                float(rng.uniform(*scenario.drift_between)) if drifts else math.inf,
-                float(rng.uniform(*scenario.drift_factor)) if drifts else 1.0, marked,
-            )  # fmt: skip
+    return DriftRun(scenario, loop, seed).run()
 
-    source = _WindowedTraffic(names, links)
-    settings = settings_from_mapping(
-        {"prometheus": {"url": "http://sim"}, "metricsServer": {"enabled": False},
-         "steering": {"podStartup": f"{STARTUP:g}s", "preferNoEvictionBelow": light_share}}
-    )  # fmt: skip
 
-    def pod_rates() -> PodTrafficReport:
-        traffic = pods.traffic(source.now)
+class DriftRun:
+    """The cluster, its pods placed before the run, the webhook (serving_parts,
+    as in the webhook) and kube-scheduler, on a clock of STEP seconds."""
+
+    def __init__(self, scenario: DriftScenario, loop: Loop | None, seed: int) -> None:
+        self.scenario, self.loop = scenario, loop
+        self.policy = loop.policy if loop else None
+        light_share = loop.prefer_no_eviction_below if loop else 0.0
+        rng = np.random.default_rng(seed)
+        self.loop_rng = np.random.default_rng(seed + 30_000)
+        n = scenario.nodes
+        self.names = [f"node-{i:03d}" for i in range(n)]
+        self.links = np.full(n, LINK)
+        self.background = np.clip(rng.lognormal(math.log(0.08), 0.5, n), 0.01, 0.3) * self.links
+        self.state = ClusterState(
+            cpu_allocatable=np.full(n, 32.0),
+            memory_allocatable=np.full(n, 128.0),
+            cpu_requested=rng.uniform(0.1, 0.3, n) * 32,
+            memory_requested=rng.uniform(0.1, 0.3, n) * 128,
+            zone=np.arange(n) % 3,
+        )
+        self.pods = _Pods(n * scenario.pods_per_node * 2)
+        self.deployments: dict[str, float] = {}
+        self._place_before(rng, light_share)
+        self.source = _WindowedTraffic(self.names, self.links)
+        self.settings = settings = settings_from_mapping(
+            {"prometheus": {"url": "http://sim"}, "metricsServer": {"enabled": False},
+             "steering": {"podStartup": f"{STARTUP:g}s", "preferNoEvictionBelow": light_share}}
+        )  # fmt: skip
+        self.learning = BandwidthLearning(
+            settings,
+            SimulatedPodTraffic(
+                self._pod_rates,
+                lambda: {
+                    f"pod-{k}": float(self.pods.started[k]) for k in np.flatnonzero(self.pods.alive)
+                },
+                settings.learning.young_workload_age,
+            ),
+        )
+        node_objects = [node_from_json(node(name)) for name in self.names]
+        source = self.source
+        self.measurer = Measurer(
+            settings, lambda: node_objects, source, None,  # type: ignore[arg-type]
+            clock=lambda: source.now, learning=self.learning,
+        )  # fmt: skip
+        self.serving = serving_parts(settings, clock=lambda: source.now)
+        self.scheduler = KubeScheduler(self.state, np.random.default_rng(seed + 20_000))
+        self.result = LoopRun()
+        self.tiers: dict[str, str] = {}
+        self.label_weights = np.zeros(n, dtype=np.int64)
+        self.replaced = 0
+
+    def _place_before(self, rng: np.random.Generator, light_share: float) -> None:
+        """The pods running at the start, placed as well as placement can."""
+        scenario, pods, deployments = self.scenario, self.pods, self.deployments
+        n, links, state = scenario.nodes, self.links, self.state
+        committed = self.background.copy()
+        while pods.size < n * scenario.pods_per_node:
+            workload = f"deploy-{len(deployments)}"
+            deployments[workload] = float(rng.lognormal(math.log(scenario.pod_median), 0.5))
+            for _ in range(int(rng.integers(scenario.replicas[0], scenario.replicas[1] + 1))):
+                traffic = float(rng.lognormal(math.log(deployments[workload]), 0.2))
+                # Placed before the run as well as placement can: the least-filled link.
+                chosen = int(np.argmin((committed + traffic) / links))
+                state.bind(chosen, workload, POD_CPU, POD_MEMORY)
+                committed[chosen] += traffic
+                drifts = rng.random() < scenario.drift_share
+                # Admitted an hour before the run, its workload's rate learned:
+                # the webhook's own rule decides the mark.
+                marked = light_for_every_link(deployments[workload], "workload", LINK, light_share)
+                pods.add(
+                    chosen, traffic, -3600.0, workload,
+                    float(rng.uniform(*scenario.drift_between)) if drifts else math.inf,
+                    float(rng.uniform(*scenario.drift_factor)) if drifts else 1.0, marked,
+                )  # fmt: skip
+
+    def _pod_rates(self) -> PodTrafficReport:
+        now = self.source.now
+        traffic = self.pods.traffic(now)
         samples = tuple(
             PodSample(
                 "default",
                 f"pod-{k}",
                 float(traffic[k]),
                 float(traffic[k]) / 4,
-                Workload("default", "Deployment", pods.workload[k]),
+                Workload("default", "Deployment", self.pods.workload[k]),
             )
             for k in np.flatnonzero(traffic > 0)
         )
-        return PodTrafficReport(samples, (), 0, source.now)
+        return PodTrafficReport(samples, (), 0, now)
 
-    learning = BandwidthLearning(
-        settings,
-        SimulatedPodTraffic(
-            pod_rates,
-            lambda: {f"pod-{k}": float(pods.started[k]) for k in np.flatnonzero(pods.alive)},
-            settings.learning.young_workload_age,
-        ),
-    )
-    node_objects = [node_from_json(node(name)) for name in names]
-    measurer = Measurer(
-        settings, lambda: node_objects, source, None,  # type: ignore[arg-type]
-        clock=lambda: source.now, learning=learning,
-    )  # fmt: skip
-    serving = serving_parts(settings, clock=lambda: source.now)
-    scheduler = KubeScheduler(state, np.random.default_rng(seed + 20_000))
-    run = LoopRun()
-    for t in np.arange(-WINDOW, 0.0, STEP):  # a full window of history before the start
-        source.history.append(background + pods.per_node(float(t), n))
-    next_cycle = float(loop_rng.uniform(0, policy.interval)) if policy else math.inf
-    tiers: dict[str, str] = {}
-    label_weights = np.zeros(n, dtype=np.int64)
-    replaced = 0
-    for t in np.arange(0.0, scenario.duration, STEP):
-        now = source.now = float(t)
-        load = background + pods.per_node(now, n)
-        source.history.append(load)
-        learning.update()
-        serving.scoreboard.record(measurer.measure())
-        snapshot = serving.scoreboard.snapshot
+    def run(self) -> LoopRun:
+        scenario, source, policy, run = self.scenario, self.source, self.policy, self.result
+        n = scenario.nodes
+        for t in np.arange(-WINDOW, 0.0, STEP):  # a full window of history before the start
+            source.history.append(self.background + self.pods.per_node(float(t), n))
+        next_cycle = float(self.loop_rng.uniform(0, policy.interval)) if policy else math.inf
+        for t in np.arange(0.0, scenario.duration, STEP):
+            now = source.now = float(t)
+            load = self.background + self.pods.per_node(now, n)
+            source.history.append(load)
+            self._refresh()
+            hot = int(np.sum(load / self.links > HOT))
+            run.hot_nodes.append(hot)
+            run.hot_node_minutes += hot * STEP / 60
+            run.mean_utilisation += float(np.mean(load / self.links)) * STEP / scenario.duration
+            if policy is None or now < next_cycle:
+                continue
+            next_cycle += policy.interval
+            run.cycles += 1
+            self._cycle(policy, now)
+        return run
+
+    def _refresh(self) -> None:
+        self.learning.update()
+        board = self.serving.scoreboard
+        board.record(self.measurer.measure())
+        snapshot = board.snapshot
         if snapshot is not None:
             # The traffic-tier labels as the leader writes them at each refresh
             # (steering.trafficTiers, on by default), and the weight each node
             # gets from a pod's tier terms.
-            tiers = snapshot_tiers(snapshot, tiers, settings.steering.default_pod_bandwidth)
-            label_weights = np.array([TIER_WEIGHTS.get(tiers.get(name, ""), 0) for name in names])
-        hot = int(np.sum(load / links > HOT))
-        run.hot_nodes.append(hot)
-        run.hot_node_minutes += hot * STEP / 60
-        run.mean_utilisation += float(np.mean(load / links)) * STEP / scenario.duration
-        if policy is None or now < next_cycle:
-            continue
-        next_cycle += policy.interval
-        run.cycles += 1
+            bandwidth = self.settings.steering.default_pod_bandwidth
+            self.tiers = snapshot_tiers(snapshot, self.tiers, bandwidth)
+            self.label_weights = np.array(
+                [TIER_WEIGHTS.get(self.tiers.get(name, ""), 0) for name in self.names]
+            )
+
+    def _cycle(self, policy: LoopPolicy, now: float) -> None:
+        """One descheduling cycle: the plugin's classification and victims."""
+        run, names, pods = self.result, self.names, self.pods
         # The recording rule's value, clamped to 1 as the rule does.
-        utilisation = np.minimum(source.measured() / links, 1.0)
+        utilisation = np.minimum(self.source.measured() / self.links, 1.0)
         classification = classify(
             [NodeSample(name, float(u)) for name, u in zip(names, utilisation, strict=True)],
             policy.thresholds,
         )
         if classification.idle is not None:
-            continue
-        on_node = _lister_order(pods, names, now, loop_rng)
+            return
+        on_node = _lister_order(pods, names, now, self.loop_rng)
         evictions = victims(
             classification.over,
             on_node,
@@ -302,30 +336,34 @@ def simulate(scenario: DriftScenario, loop: Loop | None, seed: int) -> LoopRun:
                 run.evictions += 1
                 k = int(victim.name.removeprefix("pod-"))
                 workload = pods.workload[k]
-                run.heavy_victims += bool(rates[k] >= 2 * deployments[workload])
+                run.heavy_victims += bool(rates[k] >= 2 * self.deployments[workload])
                 sending = float(rates[k]) or float(pods.base[k])
                 pods.alive[k] = False
-                state.unbind(source_node, workload, POD_CPU, POD_MEMORY)
-                # The ReplicaSet's replacement: admitted by the webhook (or
-                # not), bound by kube-scheduler.
-                replaced += 1
-                preferred: dict[int, int] = {}
-                marked, booking = False, 0
-                if loop is not None and loop.webhook:
-                    admitted = pod_object(
-                        generate_name=f"{workload}-{replaced:06x}-", labels={"app": workload}
-                    )
-                    decision = serving.steerer.decide(admitted, None, dry_run=False)
-                    preferred = {names.index(p.node): p.weight for p in decision.preferences}
-                    patched = jsonpatch.apply_patch(admitted, decision.patch or [])
-                    marked = PREFER_NO_EVICTION in patched["metadata"].get("annotations", {})
-                    booking = decision.booking_key
-                weights = label_weights if loop is not None and loop.webhook else None
-                chosen_node = scheduler.schedule(workload, POD_CPU, POD_MEMORY, preferred, weights)
-                if chosen_node is None:
-                    continue
-                if booking:
-                    serving.inflight.rebook(booking, names[chosen_node])
-                # The work goes with it: the replacement sends what the evicted pod sent.
-                pods.add(chosen_node, sending, now, workload, marked=marked)
-    return run
+                self.state.unbind(source_node, workload, POD_CPU, POD_MEMORY)
+                self._replace(workload, sending, now)
+
+    def _replace(self, workload: str, sending: float, now: float) -> None:
+        """The ReplicaSet's replacement: admitted by the webhook (or not),
+        bound by kube-scheduler."""
+        names, loop = self.names, self.loop
+        self.replaced += 1
+        preferred: dict[int, int] = {}
+        marked, booking = False, 0
+        steered = loop is not None and loop.webhook
+        if steered:
+            admitted = pod_object(
+                generate_name=f"{workload}-{self.replaced:06x}-", labels={"app": workload}
+            )
+            decision = self.serving.steerer.decide(admitted, None, dry_run=False)
+            preferred = {names.index(p.node): p.weight for p in decision.preferences}
+            patched = jsonpatch.apply_patch(admitted, decision.patch or [])
+            marked = PREFER_NO_EVICTION in patched["metadata"].get("annotations", {})
+            booking = decision.booking_key
+        weights = self.label_weights if steered else None
+        chosen = self.scheduler.schedule(workload, POD_CPU, POD_MEMORY, preferred, weights)
+        if chosen is None:
+            return
+        if booking:
+            self.serving.inflight.rebook(booking, names[chosen])
+        # The work goes with it: the replacement sends what the evicted pod sent.
+        self.pods.add(chosen, sending, now, workload, marked=marked)
