@@ -92,8 +92,27 @@ def _pod(index: int, replica: str = REPLICA_ID) -> dict[str, Any]:
         resourceVersion="0",
         creationTimestamp=stamp,
     )
-    owner_uid = metadata["ownerReferences"][0]["uid"]
-    metadata["managedFields"] = [
+    metadata["managedFields"] = _managed_fields(metadata["ownerReferences"][0]["uid"], stamp)
+    spec["volumes"] = [_token_volume()]
+    container = spec["containers"][0]
+    container.update(
+        ports=[{"containerPort": 8080, "protocol": "TCP"}],
+        resources={"requests": {"cpu": "100m", "memory": "128Mi"}},
+        volumeMounts=[
+            {
+                "name": "kube-api-access-x7k2p",
+                "readOnly": True,
+                "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount",
+            }
+        ],
+    )
+    pod["status"] = {"phase": "Pending", "qosClass": "Burstable"}
+    return pod
+
+
+def _managed_fields(owner_uid: str, stamp: str) -> list[dict[str, Any]]:
+    """The ReplicaSet controller's managedFields entry, as the API server records it."""
+    return [
         {
             "manager": "kube-controller-manager",
             "operation": "Update",
@@ -128,50 +147,38 @@ def _pod(index: int, replica: str = REPLICA_ID) -> dict[str, Any]:
             },
         }
     ]
-    spec["volumes"] = [
-        {
-            "name": "kube-api-access-x7k2p",
-            "projected": {
-                "sources": [
-                    {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},
-                    {
-                        "configMap": {
-                            "name": "kube-root-ca.crt",
-                            "items": [{"key": "ca.crt", "path": "ca.crt"}],
-                        }
-                    },
-                    {
-                        "downwardAPI": {
-                            "items": [
-                                {
-                                    "path": "namespace",
-                                    "fieldRef": {
-                                        "apiVersion": "v1",
-                                        "fieldPath": "metadata.namespace",
-                                    },
-                                }
-                            ]
-                        }
-                    },
-                ],
-                "defaultMode": 420,
-            },
-        }
-    ]
-    container = spec["containers"][0]
-    container.update(
-        ports=[{"containerPort": 8080, "protocol": "TCP"}],
-        resources={"requests": {"cpu": "100m", "memory": "128Mi"}},
-        volumeMounts=[
-            {
-                "name": "kube-api-access-x7k2p",
-                "readOnly": True,
-                "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount",
-            }
-        ],
-    )
-    pod["status"] = {"phase": "Pending", "qosClass": "Burstable"}
-    return pod
+
+
+def _token_volume() -> dict[str, Any]:
+    """The service-account token volume the API server's admission adds."""
+    return {
+        "name": "kube-api-access-x7k2p",
+        "projected": {
+            "sources": [
+                {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},
+                {
+                    "configMap": {
+                        "name": "kube-root-ca.crt",
+                        "items": [{"key": "ca.crt", "path": "ca.crt"}],
+                    }
+                },
+                {
+                    "downwardAPI": {
+                        "items": [
+                            {
+                                "path": "namespace",
+                                "fieldRef": {
+                                    "apiVersion": "v1",
+                                    "fieldPath": "metadata.namespace",
+                                },
+                            }
+                        ]
+                    }
+                },
+            ],
+            "defaultMode": 420,
+        },
+    }
 
 
 def _lifecycle(index: int, replica: str = REPLICA_ID) -> list[bytes]:

@@ -15,33 +15,25 @@ import os
 import pickle
 import statistics
 import tempfile
-import threading
 import time
 import tracemalloc
 from collections.abc import Callable
 from typing import NamedTuple
 
-import numpy as np
 import yaml
 
 from bench.fixtures import exporters as node_exporters
 from bench.fixtures import write_node_file
+from bench.learning_load import Cluster, LearnerRun, PodSeriesExporter, Refreshes
 from bench.report import bench_parser, write_section
-from harness.exporter import LiveExporter, serve_metrics
+from harness.exporter import LiveExporter
 from harness.prometheus import PrometheusServer
 from kubectl_nettraffic.config import Settings, settings_from_mapping
-from kubectl_nettraffic.kube.workloads import Workload
-from kubectl_nettraffic.learning.learner import BandwidthLearning
-from kubectl_nettraffic.learning.pod_slices import WHOLE, PodSlice
 from kubectl_nettraffic.learning.pod_traffic import PodTrafficReport, PodTrafficSource
-from kubectl_nettraffic.learning.workload_bandwidth import BandwidthLearner
-from kubectl_nettraffic.measuring.engine import FileNodes
-from kubectl_nettraffic.measuring.measurement import Measurer
+from kubectl_nettraffic.learning.workload_bandwidth import BandwidthLearner, LearnedBandwidth
 from kubectl_nettraffic.sources.prometheus import PrometheusSource
 
-PODS_EACH = 10
 SCRAPE = "15s"
-ALPHANUMS = "bcdfghjklmnpqrstvwxz2456789"  # k8s.io/apimachinery/pkg/util/rand/rand.go
 MINUTE = 60.0
 IDLE_MINUTES, NODE_MINUTES = 3, 2
 # Live: the first minutes read the first pass and learn the new Deployment;
@@ -49,15 +41,6 @@ IDLE_MINUTES, NODE_MINUTES = 3, 2
 WARM_MINUTES, STEADY_MINUTES = 2, 10
 LEARNING_MINUTES = WARM_MINUTES + STEADY_MINUTES
 QUIET_LEARNING_MINUTES = 10
-
-
-class Cluster(NamedTuple):
-    nodes: int
-    deployments: int  # of PODS_EACH pods
-
-    @property
-    def pods(self) -> int:
-        return self.deployments * PODS_EACH
 
 
 # 30 pods a node in both
@@ -138,168 +121,6 @@ def shares(values: list[float]) -> str:
     return ", ".join(f"{v:.1%}" for v in values)
 
 
-class Refreshes:
-    """The refresh's node query every refresh.interval on a thread, through
-    the Measurer the refresher process runs, each query's start and time
-    recorded; ``at``: the time its queries are evaluated at."""
-
-    def __init__(self, settings: Settings, at: Callable[[], float] = time.time) -> None:
-        self.measurer = Measurer(
-            settings,
-            FileNodes(settings.nodes.file),
-            PrometheusSource(settings.prometheus, clock=at),
-        )
-        self.interval = settings.refresh.interval
-        self.queries: list[tuple[str, float, float]] = []  # kind, start (monotonic), seconds
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def minute(self, index: int) -> None:
-        if index == 0:
-            self._thread.start()
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            started = time.monotonic()
-            outcome = self.measurer.measure()
-            assert outcome.snapshot is not None, outcome.errors
-            self.queries.append(("nodes", started, time.monotonic() - started))
-            self._stop.wait(max(0.0, started + self.interval - time.monotonic()))
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join()
-
-
-class LearnerRun:
-    """The learner as the webhook runs it (its thread, its schedule), with
-    every round's kind and query time recorded, and a new Deployment added
-    in its second minute: how long until the learner knows it."""
-
-    def __init__(
-        self,
-        settings: Settings,
-        source: PodTrafficSource,
-        exporter: "PodSeriesExporter | None" = None,
-    ) -> None:
-        self.source = source
-        self.exporter = exporter  # None: no new Deployment
-        self.rounds: list[tuple[str, float, float]] = []  # kind, start (monotonic), seconds
-        self.added_at: float | None = None
-        self.learned_after: float | None = None
-        self.new = Workload("ns-new", "Deployment", "arrival")
-        self.learning = BandwidthLearning(settings, self)
-
-    def pod_count(self) -> int:
-        started = time.monotonic()
-        try:
-            return self.source.pod_count()
-        finally:
-            self.rounds.append(("count", started, time.monotonic() - started))
-
-    def samples(self, pods: PodSlice = WHOLE) -> PodTrafficReport:
-        return self._timed("slice", lambda: self.source.samples(pods))
-
-    def young_samples(self) -> PodTrafficReport:
-        return self._timed("young", self.source.young_samples)
-
-    def _timed(self, kind: str, read: Callable[[], PodTrafficReport]) -> PodTrafficReport:
-        started = time.monotonic()
-        try:
-            return read()
-        finally:
-            self.rounds.append((kind, started, time.monotonic() - started))
-            threading.Thread(target=self._check, daemon=True).start()
-
-    def _check(self) -> None:
-        time.sleep(1)  # the round's update has published by then
-        latest = self.learning.latest()
-        if (
-            self.added_at is not None
-            and self.learned_after is None
-            and latest is not None
-            and self.new in latest.workloads
-        ):
-            self.learned_after = time.time() - self.added_at
-
-    def minute(self, index: int) -> None:
-        if index == 0:
-            self.learning.start()
-        if index == 1 and self.exporter is not None:
-            self.added_at = time.time()
-            self.exporter.add_deployment(self.new.namespace, self.new.name, self.added_at)
-
-
-class PodSeriesExporter:
-    """cAdvisor and kube-state-metrics series for every pod, counters growing
-    in real time; ``add_deployment`` starts a new one's pods sending now.
-    Pod names end as the ReplicaSet controller's generated ones do (five
-    characters of k8s.io/apimachinery/pkg/util/rand's alphanums)."""
-
-    def __init__(self, cluster: Cluster, seed: int = 3) -> None:
-        self.cluster = cluster
-        self.rng = np.random.default_rng(seed)
-        self.started = time.time()
-        self.names: list[str] = []
-        self.rates = np.zeros(0)
-        self.starts = np.zeros(0)
-        self.static: list[str] = []
-        self.lock = threading.Lock()
-        for d in range(cluster.deployments):
-            self.add_deployment(f"ns-{d % 200}", f"app-{d}", self.started - 86400)
-        self.server = serve_metrics(self.render)
-        self.target = f"127.0.0.1:{self.server.server_address[1]}"
-
-    def add_deployment(self, namespace: str, deployment: str, created: float) -> None:
-        replicaset = f"{deployment}-5f6a7b"
-        static = [
-            f'kube_replicaset_owner{{namespace="{namespace}",replicaset="{replicaset}",'
-            f'owner_kind="Deployment",owner_name="{deployment}",owner_is_controller="true"}} 1',
-            f'kube_replicaset_created{{namespace="{namespace}",replicaset="{replicaset}"}} {created:.0f}',
-        ]
-        mean = self.rng.lognormal(np.log(2e6), 1.0)
-        names, rates = [], []
-        for _ in range(PODS_EACH):
-            suffix = "".join(self.rng.choice(list(ALPHANUMS), 5))
-            pod = f"{replicaset}-{suffix}"
-            node = f"node-{len(self.names) % self.cluster.nodes:05d}"
-            names.append(
-                f'namespace="{namespace}",pod="{pod}",container="",interface="eth0",node="{node}"'
-            )
-            rates.append(self.rng.lognormal(np.log(mean), 0.3))
-            labels = f'namespace="{namespace}",pod="{pod}"'
-            static += [
-                f'kube_pod_owner{{{labels},owner_kind="ReplicaSet",'
-                f'owner_name="{replicaset}",owner_is_controller="true"}} 1',
-                f'kube_pod_info{{{labels},node="{node}",host_network="false"}} 1',
-                f"kube_pod_created{{{labels}}} {created:.0f}",
-            ]
-        with self.lock:
-            self.names += names
-            self.rates = np.concatenate([self.rates, rates])
-            self.starts = np.concatenate(
-                [self.starts, np.full(len(rates), max(created, self.started))]
-            )
-            self.static += static
-
-    def render(self) -> bytes:
-        with self.lock:
-            names, rates, starts, static = self.names, self.rates, self.starts, self.static[:]
-        elapsed = np.maximum(0.0, time.time() - starts)
-        lines = []
-        for family, share in (("receive", 0.7), ("transmit", 0.3)):
-            totals = 1e9 + rates * share * elapsed
-            lines.append(f"# TYPE container_network_{family}_bytes_total counter")
-            lines.extend(
-                f"container_network_{family}_bytes_total{{{n}}} {v:.0f}"
-                for n, v in zip(names, totals, strict=True)
-            )
-        return ("\n".join(lines) + "\n" + "\n".join(static) + "\n").encode()
-
-    def stop(self) -> None:
-        self.server.shutdown()
-
-
 def scraping(targets: dict[str, str]) -> PrometheusServer:
     """A Prometheus scraping each job's target every SCRAPE."""
     return PrometheusServer(
@@ -329,6 +150,135 @@ def every_pod_read(source: PodTrafficSource, pods: int, wait: float) -> PodTraff
     return report
 
 
+class Offline(NamedTuple):
+    """What one round costs, timed apart from the live minutes."""
+
+    report: PodTrafficReport
+    query_seconds: list[float]
+    update_seconds: list[float]
+    detailed_seconds: list[float]
+    held: int  # bytes the learner's histograms hold
+    table: LearnedBandwidth
+    wire: int  # bytes of the learned table pickled
+    roundtrip: float  # seconds to pickle and load it
+
+
+def offline(settings: Settings, cluster: Cluster) -> Offline:
+    """The learner's query, its update, `top pods`' query, the histograms'
+    memory and the learned table's size and round trip."""
+    source = PodTrafficSource(PrometheusSource(settings.prometheus), settings.learning)
+    report = every_pod_read(source, cluster.pods, 300)
+    query_seconds, update_seconds, detailed_seconds = [], [], []
+    learner = BandwidthLearner()
+    for _ in range(3):
+        started = time.perf_counter()
+        report = source.samples()
+        query_seconds.append(time.perf_counter() - started)
+        started = time.perf_counter()
+        learner.observe(report.samples, report.evaluated_at)
+        learned = learner.learned(report.evaluated_at)
+        update_seconds.append(time.perf_counter() - started)
+        time.sleep(1)
+    for _ in range(1):
+        started = time.perf_counter()
+        source.fetch()
+        detailed_seconds.append(time.perf_counter() - started)
+    tracemalloc.start()
+    fresh = BandwidthLearner()
+    for step in range(3):
+        fresh.observe(report.samples, report.evaluated_at + step * 15)
+    table = fresh.learned(report.evaluated_at + 30)
+    held, _ = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    wire = len(pickle.dumps(learned, protocol=pickle.HIGHEST_PROTOCOL))
+    started = time.perf_counter()
+    for _ in range(5):
+        pickle.loads(pickle.dumps(learned, protocol=pickle.HIGHEST_PROTOCOL))
+    roundtrip = (time.perf_counter() - started) / 5
+    return Offline(
+        report, query_seconds, update_seconds, detailed_seconds, held, table, wire, roundtrip
+    )
+
+
+class Live(NamedTuple):
+    runs: list["LearnerRun"]
+    refreshes: list[Refreshes]
+    minutes: list[tuple[float, float]]  # cpu_per_minute's
+
+
+def live(settings: Settings, exporter: "PodSeriesExporter", pid: int, replicas: int) -> Live:
+    """Each replica's learner and node refresh as its refresher process
+    runs them, a new Deployment added in the second minute."""
+    refreshes = [Refreshes(settings) for _ in range(replicas)]
+    runs = [
+        LearnerRun(
+            settings,
+            PodTrafficSource(PrometheusSource(settings.prometheus), settings.learning),
+            exporter if replica == 0 else None,
+        )
+        for replica in range(replicas)
+    ]
+
+    def every_replica(minute: int) -> None:
+        for refresh in refreshes:
+            refresh.minute(minute)
+        for run in runs:
+            run.minute(minute)
+            run.added_at = runs[0].added_at  # one new Deployment, for each to learn
+
+    minutes = cpu_per_minute(pid, LEARNING_MINUTES, every_replica)
+    for run in runs:
+        run.learning.stop()
+    for refresh in refreshes:
+        refresh.stop()
+    return Live(runs, refreshes, minutes)
+
+
+class Quiet(NamedTuple):
+    idle: list[tuple[float, float]]
+    nodes_only: list[tuple[float, float]]
+    learning: list[tuple[float, float]]
+    runs: list["LearnerRun"]
+
+
+def quiet(
+    settings: Settings,
+    exporters: tuple["PodSeriesExporter", LiveExporter],
+    pid: int,
+    replicas: int,
+) -> Quiet:
+    """Scraping stopped (it moved Prometheus's CPU by up to four points from
+    minute to minute, more than the 5% to be measured), the same queries
+    evaluated at a moment before it stopped, so that the Prometheus
+    process's CPU is theirs: alone, the node queries, the learners."""
+    at = time.time() - 1
+    for exporter in exporters:
+        exporter.stop()
+    time.sleep(2 * float(SCRAPE.rstrip("s")))  # the failed scrapes' staleness written
+    idle = cpu_per_minute(pid, IDLE_MINUTES)
+    quiet_refreshes = [Refreshes(settings, at=lambda: at) for _ in range(replicas)]
+    nodes_only = cpu_per_minute(
+        pid, NODE_MINUTES, lambda minute: [r.minute(minute) for r in quiet_refreshes]
+    )
+    for refresh in quiet_refreshes:
+        refresh.stop()
+    quiet_runs = [
+        LearnerRun(
+            settings,
+            PodTrafficSource(
+                PrometheusSource(settings.prometheus, clock=lambda: at), settings.learning
+            ),
+        )
+        for _ in range(replicas)
+    ]
+    learning = cpu_per_minute(
+        pid, QUIET_LEARNING_MINUTES, lambda minute: [r.minute(minute) for r in quiet_runs]
+    )
+    for run in quiet_runs:
+        run.learning.stop()
+    return Quiet(idle, nodes_only, learning, quiet_runs)
+
+
 def measure(cluster: Cluster, replicas: int, share: float) -> list[str]:
     """The table's rows for one cluster size."""
     exporter = PodSeriesExporter(cluster)
@@ -344,102 +294,39 @@ def measure(cluster: Cluster, replicas: int, share: float) -> list[str]:
                 "learning": {"prometheusShare": share / replicas},
             }
         )
-        source = PodTrafficSource(PrometheusSource(settings.prometheus), settings.learning)
-        report = every_pod_read(source, cluster.pods, 300)
-        query_seconds, update_seconds, detailed_seconds = [], [], []
-        learner = BandwidthLearner()
-        for _ in range(3):
-            started = time.perf_counter()
-            report = source.samples()
-            query_seconds.append(time.perf_counter() - started)
-            started = time.perf_counter()
-            learner.observe(report.samples, report.evaluated_at)
-            learned = learner.learned(report.evaluated_at)
-            update_seconds.append(time.perf_counter() - started)
-            time.sleep(1)
-        for _ in range(1):
-            started = time.perf_counter()
-            source.fetch()
-            detailed_seconds.append(time.perf_counter() - started)
-        tracemalloc.start()
-        fresh = BandwidthLearner()
-        for step in range(3):
-            fresh.observe(report.samples, report.evaluated_at + step * 15)
-        table = fresh.learned(report.evaluated_at + 30)
-        held, _ = tracemalloc.get_traced_memory()
-        tracemalloc.stop()
-        wire = len(pickle.dumps(learned, protocol=pickle.HIGHEST_PROTOCOL))
-        started = time.perf_counter()
-        for _ in range(5):
-            pickle.loads(pickle.dumps(learned, protocol=pickle.HIGHEST_PROTOCOL))
-        roundtrip = (time.perf_counter() - started) / 5
-        # Live: each replica's learner and node refresh as its refresher
-        # process runs them, a new Deployment added in the second minute.
+        costs = offline(settings, cluster)
         pid = prometheus.process.pid
-        refreshes = [Refreshes(settings) for _ in range(replicas)]
-        runs = [
-            LearnerRun(
-                settings,
-                PodTrafficSource(PrometheusSource(settings.prometheus), settings.learning),
-                exporter if replica == 0 else None,
-            )
-            for replica in range(replicas)
-        ]
-
-        def every_replica(minute: int) -> None:
-            for refresh in refreshes:
-                refresh.minute(minute)
-            for run in runs:
-                run.minute(minute)
-                run.added_at = runs[0].added_at  # one new Deployment, for each to learn
-
-        live = cpu_per_minute(pid, LEARNING_MINUTES, every_replica)
-        for run in runs:
-            run.learning.stop()
-        for refresh in refreshes:
-            refresh.stop()
-        # Quiet: scraping stopped (it moved Prometheus's CPU by up to four
-        # points from minute to minute, more than the 5% to be measured), the
-        # same queries evaluated at a moment before it stopped, so that the
-        # Prometheus process's CPU is theirs: alone, the node queries, the learners.
-        at = time.time() - 1
-        exporter.stop()
-        node_exporter.stop()
-        time.sleep(2 * float(SCRAPE.rstrip("s")))  # the failed scrapes' staleness written
-        idle = cpu_per_minute(pid, IDLE_MINUTES)
-        quiet_refreshes = [Refreshes(settings, at=lambda: at) for _ in range(replicas)]
-        nodes_only = cpu_per_minute(
-            pid, NODE_MINUTES, lambda minute: [r.minute(minute) for r in quiet_refreshes]
-        )
-        for refresh in quiet_refreshes:
-            refresh.stop()
-        quiet_runs = [
-            LearnerRun(
-                settings,
-                PodTrafficSource(
-                    PrometheusSource(settings.prometheus, clock=lambda: at), settings.learning
-                ),
-            )
-            for _ in range(replicas)
-        ]
-        learning = cpu_per_minute(
-            pid, QUIET_LEARNING_MINUTES, lambda minute: [r.minute(minute) for r in quiet_runs]
-        )
-        for run in quiet_runs:
-            run.learning.stop()
+        lively = live(settings, exporter, pid, replicas)
+        quietly = quiet(settings, (exporter, node_exporter), pid, replicas)
     finally:
         prometheus.stop()
         exporter.stop()
         node_exporter.stop()
         directory.cleanup()
+    return rows(cluster, replicas, share, settings, costs, lively, quietly)
+
+
+def rows(
+    cluster: Cluster,
+    replicas: int,
+    share: float,
+    settings: Settings,
+    costs: Offline,
+    lively: Live,
+    quietly: Quiet,
+) -> list[str]:
+    report, query_seconds, update_seconds, detailed_seconds = costs[:4]
+    held, table, wire, roundtrip = costs[4:]
+    runs, refreshes, minutes = lively
+    idle, nodes_only, learning, quiet_runs = quietly
     idle_shares = [cpu / MINUTE for _, cpu in idle]
     idle_mean = statistics.mean(idle_shares)
     node_extra = [cpu / MINUTE - idle_mean for _, cpu in nodes_only]
     learner_extra = [cpu / MINUTE - idle_mean for _, cpu in learning]
     rounds = [r for run in runs for r in run.rounds]
-    queried = query_time(rounds, live)
-    steady_start = live[WARM_MINUTES][0]
-    worst = worst_sliding_minute(rounds, steady_start, live[-1][0] + MINUTE)
+    queried = query_time(rounds, minutes)
+    steady_start = minutes[WARM_MINUTES][0]
+    worst = worst_sliding_minute(rounds, steady_start, minutes[-1][0] + MINUTE)
     quiet_queried = query_time([r for run in quiet_runs for r in run.rounds], learning)
     slices = [seconds for kind, _, seconds in rounds if kind == "slice"]
     young = [seconds for kind, _, seconds in rounds if kind == "young"]

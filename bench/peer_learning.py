@@ -18,16 +18,8 @@ from typing import TypeVar
 import numpy as np
 
 from bench.fixtures import write_node_file
-from bench.learning import (
-    MINUTE,
-    Cluster,
-    LearnerRun,
-    PodSeriesExporter,
-    chart_defaults,
-    every_pod_read,
-    scraping,
-    worst_sliding_minute,
-)
+from bench.learning import MINUTE, chart_defaults, every_pod_read, scraping, worst_sliding_minute
+from bench.learning_load import Cluster, LearnerRun, PodSeriesExporter
 from bench.report import bench_parser, write_section
 from harness.exporter import serve_metrics
 from kubectl_nettraffic.config import settings_from_mapping
