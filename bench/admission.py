@@ -53,36 +53,27 @@ from wrk's full latency histograms.
 import json
 import os
 import re
-import shutil
 import statistics
-import subprocess
-import sys
 import tempfile
-import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import gunicorn
 
+from bench.admission_servers import OtherReplicas, ServerProcess
 from bench.fixtures import config, node_list, node_names, prometheus_for, write_node_file
+from bench.process_cpu import cpu_seconds, pin_to_one_cpu
 from bench.report import bench_parser, write_section
+from bench.wrk import Run, percentile_ms, run_wrk, wrk_missing, wrk_script
 from harness.fakeapi import FakeKubeAPI
-from harness.prometheus import free_port
 from harness.reviews import pod, review
 from harness.webhook import WebhookProcess, make_certs
 from kubectl_nettraffic.config import ServerSettings, TierLabelSettings
-from kubectl_nettraffic.kube.client import api_client
-from kubectl_nettraffic.kube.lease import LeaseElection
 from kubectl_nettraffic.kube.pods import (
-    BANDWIDTH_SOURCE,
-    BOOKED_BANDWIDTH,
-    BOOKING,
     EXPECTED_BANDWIDTH,
-    PREFERRED_NODES,
-    STEERED_BY,
 )
-from kubectl_nettraffic.measuring.tier_labels import lease_namespace
 
 DURATION = int(os.environ.get("NT_BENCH_SECONDS", "6"))
 ROUNDS = int(os.environ.get("NT_BENCH_ROUNDS", "5"))
@@ -120,140 +111,6 @@ PACED_P99_AT_MOST = 1.25
 LOADS = {"light": 2, "paced": 10, "saturation": 16}  # connections
 PACED_LOADS = ("light", "paced")  # each connection waits 9 ms after every answer
 
-# wrk hands done() its latency histogram: latency(i) is the i-th distinct
-# latency in microseconds and how many requests took it.
-DUMP_HISTOGRAM = """
-function done(summary, latency, requests)
-  local out = io.open(os.getenv("NT_HISTOGRAM"), "w")
-  for i = 1, #latency do
-    local value, count = latency(i)
-    out:write(value, " ", count, "\\n")
-  end
-  out:close()
-end
-"""
-
-
-def wrk_script(directory: str, paced: bool, body: dict[str, object], name: str) -> str:
-    body_path = os.path.join(directory, f"{name}.json")
-    with open(body_path, "w") as handle:
-        json.dump(body, handle)
-    script = os.path.join(directory, f"{name}-{'paced' if paced else 'post'}.lua")
-    with open(script, "w") as handle:
-        handle.write(
-            f'local f = io.open("{body_path}", "r")\nwrk.body = f:read("*a")\nf:close()\n'
-            'wrk.method = "POST"\nwrk.headers["Content-Type"] = "application/json"\n'
-        )
-        if paced:
-            handle.write("function delay()\n  return 9\nend\n")
-        handle.write(DUMP_HISTOGRAM)
-    return script
-
-
-@dataclass
-class Run:
-    rate: float
-    non_2xx: int
-    latency_us: Counter[int]
-    unanswered: int = 0  # with a timeout given: wrk's timeouts and socket errors
-
-
-def wrk_missing() -> bool:
-    """Whether wrk is missing (and the fix is printed)."""
-    if shutil.which("wrk") is None:
-        print("wrk is not installed: apt-get install wrk (or run bash .ci/setup)", file=sys.stderr)
-        return True
-    return False
-
-
-def run_wrk(
-    url: str,
-    script: str,
-    connections: int,
-    histogram: str,
-    duration: int = DURATION,
-    timeout: float | None = None,
-) -> Run:
-    """One wrk run against /mutate. Socket errors fail it; with a ``timeout``
-    (a server expected to misbehave) they are counted instead, with the
-    requests not answered within it."""
-    limit = [f"--timeout={timeout:g}s"] if timeout is not None else []
-    result = subprocess.run(
-        ["wrk", "-t2", f"-c{connections}", f"-d{duration}s", *limit, "-s", script, url + "/mutate"],
-        capture_output=True,
-        text=True,
-        timeout=duration + 60,
-        env={**os.environ, "NT_HISTOGRAM": histogram},
-    )
-    out = result.stdout
-    rate = re.search(r"Requests/sec:\s+([\d.]+)", out)
-    socket_errors = re.search(
-        r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", out
-    )
-    unanswered = sum(int(n) for n in socket_errors.groups()) if socket_errors else 0
-    if result.returncode != 0 or rate is None or (unanswered and timeout is None):
-        raise RuntimeError(f"wrk failed against {url}: {out}{result.stderr}")
-    errors = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
-    latency: Counter[int] = Counter()
-    with open(histogram) as handle:
-        for line in handle:
-            value, count = line.split()
-            latency[int(float(value))] += int(float(count))
-    return Run(float(rate.group(1)), int(errors.group(1)) if errors else 0, latency, unanswered)
-
-
-def _process_table() -> dict[int, tuple[int, float]]:
-    """pid -> (parent pid, CPU seconds used so far: user + system)."""
-    ticks = os.sysconf("SC_CLK_TCK")
-    table = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as handle:
-                fields = handle.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue  # ended meanwhile
-        table[int(entry)] = (int(fields[1]), (int(fields[11]) + int(fields[12])) / ticks)
-    return table
-
-
-def process_tree(root: int, table: dict[int, tuple[int, float]]) -> list[int]:
-    """``root`` and its descendants (for the webhook: gunicorn's master, its
-    worker, the refresher process)."""
-    found, stack = [], [root]
-    while stack:
-        pid = stack.pop()
-        found.append(pid)
-        stack.extend(child for child, (parent, _) in table.items() if parent == pid)
-    return found
-
-
-def cpu_seconds(root: int) -> float:
-    """CPU time used so far by process ``root`` and its descendants."""
-    table = _process_table()
-    return sum(table[pid][1] for pid in process_tree(root, table) if pid in table)
-
-
-def pin_to_one_cpu(root: int) -> None:
-    """Every thread of ``root`` and its descendants onto one CPU, as a pod
-    given one exclusive CPU (kubelet's static CPU manager policy) runs.
-    Threads started later inherit it from the thread that starts them."""
-    cpu = min(os.sched_getaffinity(0))
-    for pid in process_tree(root, _process_table()):
-        for thread in os.listdir(f"/proc/{pid}/task"):
-            os.sched_setaffinity(int(thread), {cpu})
-
-
-def percentile_ms(latency: Counter[int], fraction: float) -> float:
-    """The smallest latency at or below which ``fraction`` of requests finished."""
-    total, seen = sum(latency.values()), 0
-    for value in sorted(latency):
-        seen += latency[value]
-        if seen >= fraction * total:
-            return value / 1000
-    return float("nan")
-
 
 @dataclass
 class Pooled:
@@ -273,101 +130,6 @@ class Pooled:
     @property
     def rate(self) -> float:
         return statistics.median(self.rates)
-
-
-class ServerProcess:
-    """A server module of bench/ (``python -m MODULE --config FILE --port N``) on 127.0.0.1."""
-
-    def __init__(
-        self, config_path: str, module: str = "bench.bare_app", extra: tuple[str, ...] = ()
-    ) -> None:
-        self.port = free_port()
-        self.url = f"https://127.0.0.1:{self.port}"
-        self.process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                module,
-                "--config",
-                config_path,
-                "--port",
-                str(self.port),
-                *extra,
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        import requests
-
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                requests.get(self.url + "/healthz", verify=False, timeout=1)
-                return
-            except requests.RequestException:
-                time.sleep(0.1)
-        raise RuntimeError(f"{module} did not start")
-
-    def stop(self) -> None:
-        self.process.terminate()
-        self.process.wait(10)
-
-
-class OtherReplicas:
-    """Two other replicas' steered pods, created in the fake API server a
-    few every second (bound at once to their first preference), as the
-    replica under test sees them through its binding watch. With ``leading``
-    one of them holds the tier labels' Lease, taken before the replica under
-    test starts: the product's LeaseElection, as that replica would run it."""
-
-    def __init__(
-        self,
-        api: FakeKubeAPI,
-        names: list[str],
-        kubeconfig: str,
-        leading: bool,
-        per_second: float = 4.0,
-    ) -> None:
-        self.api, self.names, self.interval = api, names, 1 / per_second
-        self.election: LeaseElection | None = None
-        if leading:
-            labels = TierLabelSettings()
-            self.election = LeaseElection(
-                api_client(kubeconfig),
-                lease_namespace(labels.lease_namespace),  # the webhook's, from the same env
-                labels.lease_name,
-                "replica-a",
-            )
-            if not self.election.try_acquire_or_renew():
-                raise RuntimeError("the other replica could not take the tier labels' Lease")
-            self.election.start()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        index = 0
-        while not self._stop.wait(self.interval):
-            index += 1
-            node = self.names[index * 7919 % len(self.names)]
-            created = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-            steered = pod(name=f"other-{index}")
-            steered["metadata"]["creationTimestamp"] = created
-            steered["metadata"]["labels"][STEERED_BY] = ("replica-a", "replica-c")[index % 2]
-            steered["metadata"]["annotations"] = {
-                BOOKING: str(index),
-                BOOKED_BANDWIDTH: str(2**20),
-                BANDWIDTH_SOURCE: "default",
-                PREFERRED_NODES: node,
-            }
-            steered["spec"]["nodeName"] = node
-            self.api.put(steered)
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(5)
-        if self.election is not None:
-            self.election.stop()
 
 
 def start_webhook(
@@ -493,7 +255,9 @@ def _rounds(
         for load, connections in LOADS.items():
             for server in order:
                 before = cpu_seconds(pids[server])
-                run = run_wrk(servers[server].url, scripts[server, load], connections, histogram)
+                run = run_wrk(
+                    servers[server].url, scripts[server, load], connections, histogram, DURATION
+                )
                 figures = pooled.setdefault((section, server, load), Pooled())
                 figures.add(run, cpu_seconds(pids[server]) - before)
                 print(
@@ -519,53 +283,64 @@ def _row(count: int, section: str, server: str, pooled: Measured) -> str:
     )
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = bench_parser(__doc__).parse_args(argv)
-    if wrk_missing():
-        return 1
-    started = time.time()
-    rows = []
-    # (path, bare server, nodes) -> webhook / bare saturation throughput, median of
-    # per-round ratios
-    relative: dict[tuple[str, str, int], float] = {}
+class Figures(NamedTuple):
+    rows: list[str]
+    # (path, bare server, nodes) -> webhook / bare saturation throughput,
+    # median of per-round ratios
+    relative: dict[tuple[str, str, int], float]
     # (section, server, nodes) -> p99 under the paced load
-    paced_p99: dict[tuple[str, str, int], float] = {}
+    paced_p99: dict[tuple[str, str, int], float]
     # (section, server, nodes) -> the server's CPU per request at saturation, median of rounds
-    cpu_us: dict[tuple[str, str, int], float] = {}
+    cpu_us: dict[tuple[str, str, int], float]
     # (path, nodes) -> tier labels written during the path's rounds
-    label_writes: dict[tuple[str, int], int] = {}
+    label_writes: dict[tuple[str, int], int]
+
+
+def measure_all() -> Figures:
+    figures = Figures([], {}, {}, {}, {})
     with tempfile.TemporaryDirectory() as directory:
         for count in (100, 5000):
             pooled, writes = measure(count, directory)
-            label_writes.update({(path, count): n for path, n in writes.items()})
+            figures.label_writes.update({(path, count): n for path, n in writes.items()})
             for path in webhooks(count):
-                for server in ("bare", "bare-wsgi", path):
-                    rows.append(_row(count, path, server, pooled))
-                    paced_p99[path, server, count] = percentile_ms(
-                        pooled[path, server, "paced"].latency_us, 0.99
-                    )
-                    cpu_us[path, server, count] = statistics.median(
-                        pooled[path, server, "saturation"].cpu_us
-                    )
-                for bare_server in ("bare", "bare-wsgi"):
-                    relative[path, bare_server, count] = statistics.median(
-                        webhook / bare
-                        for webhook, bare in zip(
-                            pooled[path, path, "saturation"].rates,
-                            pooled[path, bare_server, "saturation"].rates,
-                            strict=True,
-                        )
-                    )
-    elapsed = time.time() - started
-    table = "\n".join(
-        [
-            "| nodes | section | server | light: achieved rate | light p99 | paced: achieved rate | paced p50 | paced p99 | saturation throughput | saturation p50 | saturation p99 | saturation: server CPU per request | non-2xx |",
-            "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
-            *rows,
-        ]
-    )
-    # (path, nodes, saturation vs bare, paced p99 vs bare, met, the same two vs bare WSGI)
-    checks = []
+                _add_path(figures, path, count, pooled)
+    return figures
+
+
+def _add_path(figures: Figures, path: str, count: int, pooled: Measured) -> None:
+    for server in ("bare", "bare-wsgi", path):
+        figures.rows.append(_row(count, path, server, pooled))
+        figures.paced_p99[path, server, count] = percentile_ms(
+            pooled[path, server, "paced"].latency_us, 0.99
+        )
+        figures.cpu_us[path, server, count] = statistics.median(
+            pooled[path, server, "saturation"].cpu_us
+        )
+    for bare_server in ("bare", "bare-wsgi"):
+        figures.relative[path, bare_server, count] = statistics.median(
+            webhook / bare
+            for webhook, bare in zip(
+                pooled[path, path, "saturation"].rates,
+                pooled[path, bare_server, "saturation"].rates,
+                strict=True,
+            )
+        )
+
+
+class Check(NamedTuple):
+    path: str
+    count: int
+    saturation: float  # throughput, webhook / bare flask app
+    p99: float  # paced p99, webhook / bare flask app
+    met: bool
+    beneath: float  # throughput, webhook / bare WSGI callable
+    beneath_p99: float
+    own: float  # µs of server CPU per request more than the bare WSGI callable's
+
+
+def checks(figures: Figures) -> list[Check]:
+    relative, paced_p99, cpu_us = figures.relative, figures.paced_p99, figures.cpu_us
+    found = []
     for path in WEBHOOKS:
         for count in (100, 5000):
             if path not in webhooks(count):
@@ -576,10 +351,14 @@ def main(argv: list[str] | None = None) -> int:
             beneath = relative[path, "bare-wsgi", count]
             beneath_p99 = paced_p99[path, path, count] / paced_p99[path, "bare-wsgi", count]
             own = cpu_us[path, path, count] - cpu_us[path, "bare-wsgi", count]
-            checks.append((path, count, saturation, p99, met, beneath, beneath_p99, own))
+            found.append(Check(path, count, saturation, p99, met, beneath, beneath_p99, own))
+    return found
+
+
+def ratios_table(found: list[Check]) -> str:
     # The floor first: /mutate is answered beneath flask, so the bare WSGI
     # callable on the same stack is what the webhook adds its own work to.
-    ratios = "\n".join(
+    return "\n".join(
         [
             "| path | nodes | saturation throughput, webhook / bare WSGI callable (the floor; "
             "median of rounds) | paced p99, webhook / bare WSGI callable | the webhook's own "
@@ -588,16 +367,67 @@ def main(argv: list[str] | None = None) -> int:
             "app | goals met |",
             "|---|---|---|---|---|---|---|---|",
             *(
-                f"| {LABELS[path]} | {count:,} | {beneath:.1%} | {beneath_p99:.2f}x | "
-                f"{own:.0f} µs | {saturation:.1%} | {p99:.2f}x | {'yes' if met else 'no'} |"
-                for path, count, saturation, p99, met, beneath, beneath_p99, own in checks
+                f"| {LABELS[c.path]} | {c.count:,} | {c.beneath:.1%} | {c.beneath_p99:.2f}x | "
+                f"{c.own:.0f} µs | {c.saturation:.1%} | {c.p99:.2f}x | {'yes' if c.met else 'no'} |"
+                for c in found
             ),
         ]
     )
+
+
+def method(label_writes: dict[tuple[str, int], int]) -> str:
+    """How the section's figures were taken."""
+    return (
+        f"wrk on the same 2-core machine as the servers, over TLS with keep-alive; "
+        f"{ROUNDS} rounds of {DURATION} s per server and load, the servers taking turns; "
+        "rates are medians of rounds, latencies are percentiles of every request. Loads: "
+        "light (2 connections, 9 ms between answers: about 200/s offered), paced (10 "
+        "connections, 9 ms between answers: about 1,000/s offered) and saturation (16 "
+        "connections, no wait). Two bare servers answer a fixed patch: a flask app, and "
+        "a WSGI callable without flask (the webhook answers the API server's admissions "
+        "beneath flask, webhook/mutate.py). One webhook per path, each in a section "
+        "of its own, started for it and stopped after, beside both bare servers in the "
+        "same rounds: pods whose bandwidth is known "
+        "(annotated; a learned figure takes the same path), a burst of one workload "
+        "nothing is learned of (booked at the default), and the same burst admitted by "
+        "one of 3 replicas, whose binding watch shows the other two's steered pods (4 a "
+        "second, in a fake API server over HTTP) and one of which holds the tier labels' "
+        "Lease, as for two replicas of three. At 5,000 nodes the same replica is also "
+        "measured leading, while it writes its first tier labels (every node's, at "
+        f"tierLabels.writesPerSecond, {LABEL_RATE:g}/s: about {LEADER_FROM / LABEL_RATE:.0f} s; "
+        f"{label_writes.get(('leader', 5000), 0):,} writes during its rounds). "
+        "All servers run gunicorn "
+        f"{gunicorn.__version__}, one gthread worker with {ServerSettings().threads} threads "
+        "(the default), the same ssl_context "
+        "hook and the same interpreter tuning (post_worker_init: 1 ms GIL turns, start-up "
+        "objects frozen). The webhook refreshes every 15 s (the default) in its refresher "
+        "process, which shares the two cores with the servers, wrk and Prometheus. "
+        "Server CPU per request: user and system time of the server's processes over a "
+        "saturation run's requests, median of rounds."
+        + (" Each server pinned to one CPU (NT_BENCH_PIN=1)." if PIN else "")
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = bench_parser(__doc__).parse_args(argv)
+    if wrk_missing():
+        return 1
+    started = time.time()
+    figures = measure_all()
+    elapsed = time.time() - started
+    table = "\n".join(
+        [
+            "| nodes | section | server | light: achieved rate | light p99 | paced: achieved rate | paced p50 | paced p99 | saturation throughput | saturation p50 | saturation p99 | saturation: server CPU per request | non-2xx |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+            *figures.rows,
+        ]
+    )
+    found = checks(figures)
+    ratios = ratios_table(found)
     goals = (
         f"Goals for every row: saturation throughput at least {SATURATION_AT_LEAST:.0%} of the "
         f"bare flask app's, paced p99 at most {PACED_P99_AT_MOST}x the bare flask app's, in the "
-        f"same run. Met in {sum(check[4] for check in checks)} of {len(checks)} rows. The "
+        f"same run. Met in {sum(check.met for check in found)} of {len(found)} rows. The "
         "webhook answers the API server's admissions beneath flask (webhook/mutate.py), so "
         "its floor is the bare WSGI callable, the same stack without flask: against it the "
         "table says what the webhook's own work costs per admission (no goal; the goals are "
@@ -612,33 +442,7 @@ def main(argv: list[str] | None = None) -> int:
             "admission",
             "Admission latency and throughput",
             "python -m bench.admission",
-            f"wrk on the same 2-core machine as the servers, over TLS with keep-alive; "
-            f"{ROUNDS} rounds of {DURATION} s per server and load, the servers taking turns; "
-            "rates are medians of rounds, latencies are percentiles of every request. Loads: "
-            "light (2 connections, 9 ms between answers: about 200/s offered), paced (10 "
-            "connections, 9 ms between answers: about 1,000/s offered) and saturation (16 "
-            "connections, no wait). Two bare servers answer a fixed patch: a flask app, and "
-            "a WSGI callable without flask (the webhook answers the API server's admissions "
-            "beneath flask, webhook/mutate.py). One webhook per path, each in a section "
-            "of its own, started for it and stopped after, beside both bare servers in the "
-            "same rounds: pods whose bandwidth is known "
-            "(annotated; a learned figure takes the same path), a burst of one workload "
-            "nothing is learned of (booked at the default), and the same burst admitted by "
-            "one of 3 replicas, whose binding watch shows the other two's steered pods (4 a "
-            "second, in a fake API server over HTTP) and one of which holds the tier labels' "
-            "Lease, as for two replicas of three. At 5,000 nodes the same replica is also "
-            "measured leading, while it writes its first tier labels (every node's, at "
-            f"tierLabels.writesPerSecond, {LABEL_RATE:g}/s: about {LEADER_FROM / LABEL_RATE:.0f} s; "
-            f"{label_writes.get(('leader', 5000), 0):,} writes during its rounds). "
-            "All servers run gunicorn "
-            f"{gunicorn.__version__}, one gthread worker with {ServerSettings().threads} threads "
-            "(the default), the same ssl_context "
-            "hook and the same interpreter tuning (post_worker_init: 1 ms GIL turns, start-up "
-            "objects frozen). The webhook refreshes every 15 s (the default) in its refresher "
-            "process, which shares the two cores with the servers, wrk and Prometheus. "
-            "Server CPU per request: user and system time of the server's processes over a "
-            "saturation run's requests, median of rounds."
-            + (" Each server pinned to one CPU (NT_BENCH_PIN=1)." if PIN else "")
+            method(figures.label_writes)
             + f"\n\n{table}\n\n{ratios}\n\n{goals}\n\nRun time: {elapsed:.0f} s.",
         )
     return 0

@@ -28,9 +28,10 @@ from dataclasses import dataclass, field
 
 import requests
 
-from bench.admission import ServerProcess, percentile_ms, run_wrk, wrk_missing, wrk_script
+from bench.admission_servers import ServerProcess
 from bench.fixtures import config, prometheus_for, write_node_file
 from bench.report import bench_parser, write_section
+from bench.wrk import percentile_ms, run_wrk, wrk_missing, wrk_script
 from harness.reviews import pod, review
 from harness.slow_clients import SlowClients
 from harness.webhook import WebhookProcess, make_certs

@@ -16,12 +16,11 @@ import statistics
 import time
 from collections.abc import Sequence
 
+from bench.peer_cluster import ROUTINGS, SPREAD
 from bench.peer_simulation import (
     HOT,
     PRICE,
     ROUNDS,
-    ROUTINGS,
-    SPREAD,
     STRATEGIES,
     Outcome,
     SimulationOptions,

@@ -8,7 +8,8 @@ from collections.abc import Sequence
 import numpy as np
 import pytest
 
-from bench.peer_simulation import SAME_NODE, SAME_ZONE, SPREAD, Cluster, Graph, Outcome
+from bench.peer_cluster import SAME_NODE, SAME_ZONE, SPREAD, Cluster, Graph
+from bench.peer_simulation import Outcome
 from bench.peers import draw_verdicts, variant
 
 
