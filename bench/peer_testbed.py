@@ -53,80 +53,44 @@ is removed at the end, also on failure.
 """
 
 import contextlib
-import json
-import math
 import os
 import random
 import shutil
-import statistics
 import sys
 import tempfile
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
+from bench.peer_testbed_report import (
+    NODES,
+    POLICIES,
+    REQUESTS_PER_SECOND,
+    RESPONSE_BYTES,
+    ZONE_DELAY_MS,
+    Figures,
+    p99,
+    report,
+)
+from bench.peer_testbed_services import NAMESPACE, Services, bytes_of, istio_series
 from bench.report import bench_parser, drawn_seed, rerun_command, write_section
 from bench.testbed.cluster import ControlPlane, PlacedPod, Placement, node_object
 from bench.testbed.conversation import read_rtts
 from bench.testbed.network import Network, remove_leftovers
 from bench.testbed.observe import NodeExporters, PodMetrics, PodSeries, scrape_configs
 from bench.testbed.run import why_unavailable as why_no_testbed
-from bench.testbed.stats import percentiles
 from bench.testbed.teardown import Emulated, stop_all
 from bench.testbed.workload import Arrival, PodProcess, in_namespace
-from bench.testbed.zones import ZONES, delay_between_zones, why_no_zones, zone_of
+from bench.testbed.zones import delay_between_zones, why_no_zones, zone_of
 from harness.exporter import serve_metrics
 from harness.fakeapi import FakeKubeAPI
 from harness.prometheus import PrometheusServer
 from harness.webhook import WebhookProcess
 from kubectl_nettraffic.kube.nodes import ZONE_COPY_LABEL, ZONE_LABEL
 
-NODES = 6
-ZONE_DELAY_MS = 0.5  # each way
-LINK_BITS = 1e9  # no link is near full here: the figures are about distance
 SERVER_PORT = 8080
-REQUESTS_PER_SECOND = 100
-RESPONSE_BYTES = 8000
-POLICIES = ("default", "nettraffic", "nettraffic-peers", "oracle")
-# Goals against the default scheduler in the same run (issue 62).
-CLIENTS_P99_GOAL, CROSS_ZONE_GOAL = 0.63, 0.40
-LEAST = "bytes across zones, the least any placement of the clients sends"
-NAMESPACE = "default"
-
-
-@dataclass(frozen=True)
-class Services:
-    """One run's draw: each server's pods, each client workload's server and pods."""
-
-    servers: dict[str, int]
-    clients: dict[str, tuple[str, int]]
-
-    @staticmethod
-    def draw(rng: random.Random) -> "Services":
-        servers = {f"server-{i}": rng.randint(1, 2) for i in range(1, 4)}
-        clients = {
-            f"client-{i}": (rng.choice(sorted(servers)), rng.randint(2, 3)) for i in range(1, 5)
-        }
-        return Services(servers, clients)
-
-
-@dataclass
-class Figures:
-    """What one placement's clients felt and sent over ``hold`` seconds."""
-
-    policy: str
-    p99_ms: float  # pooled over every client pod
-    pod_p99s_ms: list[float]
-    cross_zone: float  # share of the clients' bytes to and from servers
-    inter_node: float
-    bytes_per_second: float
-    webhook_failures: int = 0
-    # The share of those bytes that would cross zones with every client pod
-    # in the zone holding most of its server's pods: what no placement of
-    # the clients goes below, where the servers run.
-    least_cross_zone: float = float("nan")
+LINK_BITS = 1e9  # no link is near full here: the figures are about distance
 
 
 class NearestServers(Placement):
@@ -207,7 +171,7 @@ class PeerTestbed(Emulated):
         self._parts.append(self.exporters.stop)
         self.pod_metrics = PodMetrics(self._pod_series)
         self._parts.append(self.pod_metrics.stop)
-        self.mesh = serve_metrics(lambda: self._istio_series().encode())
+        self.mesh = serve_metrics(self._istio_series)
         self._parts.append(self.mesh.shutdown)
         self._parts.append(self.mesh.server_close)
         self.prometheus = PrometheusServer(
@@ -279,36 +243,9 @@ class PeerTestbed(Emulated):
             )
         return series
 
-    def _bytes_of(self, placed: PlacedPod) -> dict[str, list[int]]:
-        try:
-            with open(os.path.join(self.workdir, placed.name + ".bytes.json")) as handle:
-                return json.load(handle)  # type: ignore[no-any-return]
-        except (FileNotFoundError, ValueError):
-            return {}
-
-    def _istio_series(self) -> str:
-        """Each running client pod's sidecar counters, as Istio names them:
-        received is what the client sent, sent what the server answered."""
-        lines = [
-            "# TYPE istio_tcp_sent_bytes_total counter",
-            "# TYPE istio_tcp_received_bytes_total counter",
-        ]
-        for placed in self._pods():
-            if placed.arrival.kind != "client" or placed.process is None:
-                continue
-            server = self.services.clients[placed.arrival.workload][0]
-            sent = received = 0
-            for to_server, from_server in self._bytes_of(placed).values():
-                received, sent = received + to_server, sent + from_server
-            labels = (
-                f'reporter="source",source_workload="{placed.arrival.workload}",'
-                f'source_workload_namespace="{NAMESPACE}",destination_workload="{server}",'
-                f'destination_workload_namespace="{NAMESPACE}",request_protocol="tcp",'
-                f'pod="{placed.name}"'
-            )
-            lines.append(f"istio_tcp_sent_bytes_total{{{labels}}} {sent}")
-            lines.append(f"istio_tcp_received_bytes_total{{{labels}}} {received}")
-        return "\n".join(lines) + "\n"
+    def _istio_series(self) -> bytes:
+        running = [p for p in self._pods() if p.arrival.kind == "client" and p.process is not None]
+        return istio_series(running, self.services, self.workdir).encode()
 
     # ------------------------------------------------------------ pods
 
@@ -447,11 +384,11 @@ class PeerTestbed(Emulated):
 
     def _measure(self, policy: str, control: ControlPlane) -> Figures:
         clients = [p for p in control.pods if p.process is not None]
-        start_counts = {p.name: self._bytes_of(p) for p in clients}
+        start_counts = {p.name: bytes_of(self.workdir, p.name) for p in clients}
         started = time.time()
         time.sleep(self.hold)
         ended = time.time()
-        end_counts = {p.name: self._bytes_of(p) for p in clients}
+        end_counts = {p.name: bytes_of(self.workdir, p.name) for p in clients}
         server_node = {
             f"{self.network.pod_addresses[p.namespace]}:{SERVER_PORT}": p.node
             for p in self.servers.pods
@@ -482,10 +419,10 @@ class PeerTestbed(Emulated):
             ]
             if rtts:
                 pooled += rtts
-                pod_p99s.append(_p99(rtts) * 1e3)
+                pod_p99s.append(p99(rtts) * 1e3)
         return Figures(
             policy,
-            _p99(pooled) * 1e3 if pooled else float("nan"),
+            p99(pooled) * 1e3 if pooled else float("nan"),
             pod_p99s,
             cross_zone / total if total else float("nan"),
             inter_node / total if total else float("nan"),
@@ -513,131 +450,6 @@ class PeerTestbed(Emulated):
 def why_unavailable() -> str | None:
     """None when this machine can run the peer testbed, else what is missing."""
     return why_no_testbed() or why_no_zones()
-
-
-def _p99(pairs: Sequence[tuple[float, float]]) -> float:
-    """In seconds, of (send time, round trip) pairs, as bench.testbed reads them."""
-    return percentiles(pairs, (0.99,))[0]
-
-
-def _ratio(measure: Callable[[Figures], float]) -> Callable[[Figures, Figures], float]:
-    """peers' figure over the default's; NaN when the default's is not above 0."""
-
-    def ratio(peers: Figures, default: Figures) -> float:
-        below = measure(default)
-        return measure(peers) / below if below > 0 else math.nan
-
-    return ratio
-
-
-def _least_against_default(peers: Figures, default: Figures) -> float:
-    """The run's least share across zones over what the default sent there."""
-    sent = default.cross_zone
-    return peers.least_cross_zone / sent if sent > 0 else math.nan
-
-
-def _median_pod_p99(figures: Figures) -> float:
-    return statistics.median(figures.pod_p99s_ms) if figures.pod_p99s_ms else float("nan")
-
-
-def _row(run: int, figures: Figures) -> str:
-    worst_pod = max(figures.pod_p99s_ms, default=float("nan"))
-    return (
-        f"| {run} | {figures.policy} | {figures.p99_ms:.2f} | {_median_pod_p99(figures):.2f}"
-        f" | {worst_pod:.2f}"
-        f" | {figures.inter_node:.0%} | {figures.cross_zone:.0%}"
-        f" | {figures.bytes_per_second / 1e6:.2f} | {figures.webhook_failures} |"
-    )
-
-
-def report(runs: list[list[Figures]], hold: float, prefer_same_zone: bool = False) -> str:
-    lines = [
-        f"{NODES} nodes in {len(ZONES)} zones, {ZONE_DELAY_MS * 2:g} ms more round trip between"
-        f" zones; each run draws 3 servers of 1-2 pods and 4 client workloads of 2-3 pods, each"
-        f" calling one server {REQUESTS_PER_SECOND} times a second for {RESPONSE_BYTES:,} bytes;"
-        f" each placement's rollout of the clients is measured over {hold:g} s."
-        + (
-            " The Services carry trafficDistribution: PreferSameZone."
-            if prefer_same_zone
-            else " The Services spread connections over every server pod."
-        )
-        + " bench/peer_testbed.py says how the testbed is built.",
-        "",
-        "| run | placement | p99 ms (pooled) | p99 ms (median pod) | p99 ms (worst pod)"
-        " | bytes across nodes | bytes across zones | MB/s | webhook failures |",
-        "|---|---|---|---|---|---|---|---|---|",
-    ]
-    for number, figures in enumerate(runs, start=1):
-        lines += [_row(number, f) for f in figures]
-    lines += ["", "Against the default scheduler in the same run (peers / default):", ""]
-    lines += ["| measure | median | worst | goal | met in every run |", "|---|---|---|---|---|"]
-    by_run = [{f.policy: f for f in figures} for figures in runs]  # policy -> figures
-    ratios_of: dict[str, list[float]] = {}
-    for name, ratio, goal in (
-        ("request p99 (pooled)", _ratio(lambda f: f.p99_ms), CLIENTS_P99_GOAL),
-        ("request p99 (median client pod)", _ratio(_median_pod_p99), None),
-        ("bytes across zones", _ratio(lambda f: f.cross_zone), CROSS_ZONE_GOAL),
-        (LEAST, _least_against_default, None),
-        ("bytes across nodes", _ratio(lambda f: f.inter_node), None),
-    ):
-        ratios = ratios_of[name] = [
-            r
-            for by in by_run
-            if "default" in by and "nettraffic-peers" in by
-            for r in [ratio(by["nettraffic-peers"], by["default"])]
-            if math.isfinite(r)
-        ]
-        if not ratios:
-            continue
-        met = "-" if goal is None else ("yes" if max(ratios) <= goal else "**no**")
-        goal_text = "-" if goal is None else f"at most {goal:.0%}"
-        lines.append(
-            f"| {name} | {statistics.median(ratios):.0%} | {max(ratios):.0%} | {goal_text} | {met} |"
-        )
-    least = [by["nettraffic-peers"].least_cross_zone for by in by_run if "nettraffic-peers" in by]
-    split = sum(share > 0 for share in least)
-    if split:
-        # Every client pod sends as many requests (8-12 pods: a tenth each or
-        # so); where its server is split a third or more of them cross zones,
-        # well above the 1% a p99 leaves out.
-        lines += [
-            "",
-            "The least share of the clients' bytes any placement of them sends across zones,"
-            " with the servers where they run, run by run: "
-            + ", ".join(f"{share:.0%}" for share in least)
-            + f". In {split} of {len(least)} runs it is above 0: a server's pods sit in more"
-            " than one zone, so a share of its clients' requests cross zones wherever they run,"
-            " and the pooled p99 is the cross-zone round trip under every placement.",
-        ]
-    beyond = sum(ratio > CROSS_ZONE_GOAL for ratio in ratios_of[LEAST])
-    if beyond:
-        lines += [
-            "",
-            f"In {beyond} of {len(ratios_of[LEAST])} runs even that least is above"
-            f" {CROSS_ZONE_GOAL:.0%} of the default's bytes across zones: no placement of the"
-            " clients meets that goal there.",
-        ]
-    gaps = [
-        by["nettraffic-peers"].cross_zone - by["oracle"].cross_zone
-        for by in by_run
-        if "nettraffic-peers" in by and "oracle" in by
-    ]
-    if gaps:
-        lines += [
-            "",
-            "Bytes across zones with peers, against the oracle's in the same run: median"
-            f" {statistics.median(gaps) * 100:+.0f} points, worst {max(gaps) * 100:+.0f} points"
-            " (below zero: the product packed more of a workload on one node than the oracle's"
-            " spread allows)."
-            + (
-                " With PreferSameZone a client in a zone that holds one of its server's pods"
-                " sends nothing across zones."
-                if prefer_same_zone
-                else " Neither goes below the share that a client's connections to server pods"
-                " in other zones carry: with a server's pods in two zones, half."
-            ),
-        ]
-    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -3,8 +3,8 @@ scheduler stand-in's reading of preferred terms (hand-computed cases)."""
 
 import math
 
-from bench.peer_testbed import Figures as PeerFigures
-from bench.peer_testbed import report as peer_report
+from bench.peer_testbed_report import Figures as PeerFigures
+from bench.peer_testbed_report import report as peer_report
 from bench.testbed import results, run
 from bench.testbed.cluster import preferred_weights
 from bench.testbed.report import figures, headline, table, too_busy, verdicts

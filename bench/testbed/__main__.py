@@ -19,7 +19,8 @@ from dataclasses import replace
 from bench.report import bench_parser, drawn_seed, rerun_command, write_section
 from bench.testbed.report import BUSY_FACTOR, headline, placements, plot, table, verdicts
 from bench.testbed.results import TestbedResult
-from bench.testbed.run import TestbedSettings, run_testbed, short_settings
+from bench.testbed.run import run_testbed
+from bench.testbed.settings import TestbedSettings, short_settings
 from bench.testbed.workload import Mix
 
 

@@ -18,7 +18,8 @@ from dataclasses import replace
 from bench.report import bench_parser, drawn_seed, rerun_command, write_section
 from bench.testbed.report import BUSY_FACTOR, figures, ms, ratio, too_busy
 from bench.testbed.results import TestbedResult
-from bench.testbed.run import TestbedSettings, run_testbed
+from bench.testbed.run import run_testbed
+from bench.testbed.settings import TestbedSettings
 from bench.testbed.stats import percentiles
 from bench.testbed.workload import Mix
 

@@ -19,7 +19,8 @@ import time
 from bench.testbed.cpus import off_the_measuring_cpu
 from bench.testbed.echo import round_trips
 from bench.testbed.network import Network
-from bench.testbed.run import TestbedSettings, why_unavailable
+from bench.testbed.run import why_unavailable
+from bench.testbed.settings import TestbedSettings
 from bench.testbed.stats import percentiles
 from bench.testbed.workload import Sinks, start_pod_process
 

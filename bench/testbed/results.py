@@ -1,10 +1,8 @@
 """What one testbed run measured, as the report reads it."""
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from bench.testbed.run import TestbedSettings
+from bench.testbed.settings import TestbedSettings
 
 
 @dataclass(frozen=True)
@@ -40,7 +38,7 @@ class PolicyResult:
 
 @dataclass
 class TestbedResult:
-    settings: "TestbedSettings"
+    settings: TestbedSettings
     idle: list[tuple[float, float]]
     policies: list[PolicyResult]
     leftovers: list[str]

@@ -15,7 +15,8 @@ from bench.testbed.cpus import measuring_cpu, off_the_measuring_cpu
 from bench.testbed.network import TSO_RTT_LOG, WORLD_NAMESPACE, Network, run
 from bench.testbed.observe import EXPORTER_PORT, NodeExporters
 from bench.testbed.report import figures
-from bench.testbed.run import leftovers, run_testbed, short_settings, why_unavailable
+from bench.testbed.run import leftovers, run_testbed, why_unavailable
+from bench.testbed.settings import short_settings
 from bench.testbed.workload import Sinks, start_pod_process
 from kubectl_nettraffic.config import DEFAULT_DEVICE_EXCLUDE
 from tests.conftest import wait_for

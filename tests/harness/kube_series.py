@@ -46,6 +46,18 @@ def kube_lines(
     duration: float = 600,
 ) -> Iterator[str]:
     times = [end - duration + i * STEP for i in range(int(duration // STEP) + 1)]
+    yield from _cadvisor_lines(pods, times, end)
+    yield from _owner_lines(pods, replicasets, times)
+    yield from _created_lines(pods, times, end, duration)
+
+
+# The kube-state-metrics target's labels on every series it exports.
+_KSM = {"instance": "10.0.9.9:8080", "job": "kube-state-metrics"}
+
+
+def _cadvisor_lines(pods: Sequence[PodSeries], times: list[float], end: float) -> Iterator[str]:
+    """cAdvisor's network counters of each pod's interfaces (a pod created
+    within the series starts at its age; one reset restarts from 0)."""
     for family, attribute in (
         ("container_network_receive_bytes", "rx"),
         ("container_network_transmit_bytes", "tx"),
@@ -75,7 +87,12 @@ def kube_lines(
                     else:
                         value = 5e8 + rate * (t - times[0])
                     yield f"{family}_total{labels_text(labels)} {value:.3f} {t:.3f}"
-    ksm = {"instance": "10.0.9.9:8080", "job": "kube-state-metrics"}
+
+
+def _owner_lines(
+    pods: Sequence[PodSeries], replicasets: Sequence[ReplicaSetSeries], times: list[float]
+) -> Iterator[str]:
+    """kube-state-metrics' owner and info gauges of the pods and ReplicaSets."""
     gauges = {
         "kube_pod_owner": [
             {
@@ -117,14 +134,19 @@ def kube_lines(
     for family, label_sets in gauges.items():
         yield f"# TYPE {family} gauge"
         for labels in label_sets:
-            series = f"{family}{labels_text({**ksm, **labels})}"
+            series = f"{family}{labels_text({**_KSM, **labels})}"
             for t in times:
                 yield f"{series} 1 {t:.3f}"
+
+
+def _created_lines(
+    pods: Sequence[PodSeries], times: list[float], end: float, duration: float
+) -> Iterator[str]:
     # kube-state-metrics' creation time of each pod, in Unix seconds
     # (internal/store/pod.go, kube_pod_created).
     yield "# TYPE kube_pod_created gauge"
     for pod in pods:
-        labels = {**ksm, "namespace": pod.namespace, "pod": pod.pod, "uid": f"uid-{pod.pod}"}
+        labels = {**_KSM, "namespace": pod.namespace, "pod": pod.pod, "uid": f"uid-{pod.pod}"}
         at = end - (pod.age if pod.age is not None else duration + 3600)
         for t in times:
             if pod.age is None or t >= at:
@@ -141,7 +163,7 @@ def kube_lines(
         yield f"# TYPE {family} gauge"
         for (namespace, owner_kind, name), at in created.items():
             if owner_kind == kind:
-                labels = {**ksm, "namespace": namespace, label: name}
+                labels = {**_KSM, "namespace": namespace, label: name}
                 for t in times:
                     yield f"{family}{labels_text(labels)} {at:.0f} {t:.3f}"
 
