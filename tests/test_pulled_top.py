@@ -17,7 +17,7 @@ from kubectl_nettraffic.learning.workload_bandwidth import LearnedBandwidth
 from kubectl_nettraffic.ranking.handicaps import POINTS_PER_POD
 from kubectl_nettraffic.ranking.replica_share import NodeBlocks, ReplicaShare
 from kubectl_nettraffic.scoring.spread import Spread, SpreadRules
-from kubectl_nettraffic.steering.peer_pull import PeerPull
+from kubectl_nettraffic.steering.peer_pull import PullPlans
 from tests.harness.choices import scanned
 from tests.harness.scoreboards import MEASURED_AT, FixedBoard
 
@@ -109,7 +109,7 @@ def test_the_choice_is_the_full_scan_s(seed, replicas):
         # The other replicas' nodes: one pod more while this one admits.
         others = share.handicap(bandwidth if booked else 0.0) if share else lambda s: 0.0
         # The full scan, from a pull of its own with the same pods in flight.
-        shadow = PeerPull(learned.conversations, snapshot.nodes, settings.peers)
+        shadow = PullPlans(learned.conversations, snapshot.nodes, settings.peers)
         plan = shadow.plan(talker)
         assert plan is not None
         with board.inflight.admission(snapshot) as admission:
@@ -197,7 +197,7 @@ def test_a_node_whose_peers_take_a_sliver_of_the_pod_s_bytes_gains_its_zone_s_pu
     places = {talker: {"plain": 1}, peer: {"sliver": 1, "most": 99}}
     conversations = Conversations({talker: ((peer, 2 * 2**20),)}, places, 0.0)
     settings = dataclasses.replace(board.settings.peers, source="istio")
-    pull = PeerPull(conversations, board.snapshot.nodes, settings)
+    pull = PullPlans(conversations, board.snapshot.nodes, settings)
     plan = pull.plan(talker)
     assert plan is not None
     pod_pull = pull.for_pod(plan, 2 * 2**20, {}, {})

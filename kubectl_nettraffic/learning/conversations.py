@@ -89,42 +89,48 @@ class PeerShare(NamedTuple):
     unknown_zone: float  # ... to or from a node without a zone label
 
 
+def endpoint_shares(conversations: Conversations, peer: Workload) -> dict[str, float]:
+    """node -> the share of a client pod's bytes to ``peer`` that go to the
+    peer's pods there. A Service spreads connections evenly over its
+    endpoints, so a client's bytes split evenly over the peer's pods."""
+    places = conversations.places.get(peer, {})
+    pods = sum(places.values())
+    return {node: count / pods for node, count in places.items()} if pods else {}
+
+
 def shares_of(
     conversations: Conversations, workload: Workload, zone_of: Mapping[str, str]
 ) -> list[PeerShare]:
     """``workload``'s peers, busiest first, with the shares of their bytes
-    that stay on a node, in a zone and cross zones. A Service spreads
-    connections evenly over its endpoints, so the bytes between two
-    workloads split evenly over the pairs of their pods."""
+    that stay on a node, in a zone and cross zones (``endpoint_shares``)."""
     own = conversations.places.get(workload, {})
     own_pods = conversations.pods(workload)
     shares = []
     for peer, rate in conversations.peers.get(workload, ()):
-        theirs = conversations.places.get(peer, {})
-        pairs = own_pods * conversations.pods(peer)
-        if not pairs:
+        split = endpoint_shares(conversations, peer)
+        if not own_pods or not split:
             shares.append(PeerShare(peer, rate, 0.0, 0.0, 0.0, 1.0))
             continue
-        same_node = sum(count * theirs.get(node, 0) for node, count in own.items()) / pairs
-        by_zone: Counter[str] = Counter()
-        for node, count in theirs.items():
+        same_node = sum(count * split.get(node, 0.0) for node, count in own.items()) / own_pods
+        by_zone: dict[str, float] = {}
+        for node, share in split.items():
             if node in zone_of:
-                by_zone[zone_of[node]] += count
+                by_zone[zone_of[node]] = by_zone.get(zone_of[node], 0.0) + share
         zoned_theirs = sum(by_zone.values())
-        # Pairs of pods whose nodes both have a zone, and those in one zone.
-        zoned = same_zone = 0
+        # Client pods' bytes whose nodes both have a zone, and those in one zone.
+        zoned = same_zone = 0.0
         for node, count in own.items():
             if node in zone_of:
                 zoned += count * zoned_theirs
-                same_zone += count * by_zone[zone_of[node]]
+                same_zone += count * by_zone.get(zone_of[node], 0.0)
         shares.append(
             PeerShare(
                 peer,
                 rate,
                 same_node,
-                same_zone / pairs,
-                (zoned - same_zone) / pairs,
-                1.0 - zoned / pairs,
+                same_zone / own_pods,
+                (zoned - same_zone) / own_pods,
+                1.0 - zoned / own_pods,
             )
         )
     return shares

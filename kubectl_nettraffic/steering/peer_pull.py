@@ -53,7 +53,7 @@ from dataclasses import dataclass, field
 from kubectl_nettraffic.config import PeerSettings
 from kubectl_nettraffic.kube.nodes import ZONE_COPY_LABEL, Node, zones_of
 from kubectl_nettraffic.kube.workloads import Workload
-from kubectl_nettraffic.learning.conversations import Conversations
+from kubectl_nettraffic.learning.conversations import Conversations, endpoint_shares
 from kubectl_nettraffic.scoring.node_scores import NodeScore
 
 # The price per GB each way at which the zone pulls as much as the node.
@@ -65,7 +65,7 @@ MIN_OWN_POINTS = 1.0
 
 
 @dataclass(frozen=True)
-class PeerPlan:
+class PullPlan:
     """One workload's pull, the same for each of its pods while the
     conversations and the nodes stay as they are."""
 
@@ -80,7 +80,7 @@ class PeerPlan:
 
 def plan_for(
     workload: Workload, conversations: Conversations, zone_of: Mapping[str, str]
-) -> PeerPlan | None:
+) -> PullPlan | None:
     """``workload``'s pull; None when it has no peer with a pod placed."""
     pairs = conversations.peers.get(workload)
     if not pairs:
@@ -92,14 +92,13 @@ def plan_for(
     peers_on: dict[str, list[Workload]] = {}
     to_peers = 0.0
     for peer, rate in pairs:
-        places = conversations.places.get(peer)
-        if not places:
+        split = endpoint_shares(conversations, peer)
+        if not split:
             continue  # no pod of it seen: nowhere to pull toward
         per_pod = rate / pods
         to_peers += per_pod
-        peer_pods = conversations.pods(peer)
-        for node, count in places.items():
-            share = per_pod * count / peer_pods
+        for node, fraction in split.items():
+            share = per_pod * fraction
             local[node] = local.get(node, 0.0) + share
             peers_on.setdefault(node, []).append(peer)
             zone = zone_of.get(node)
@@ -109,7 +108,7 @@ def plan_for(
         return None
     most = math.ceil((pods + 1) / 2)
     room = {node: min(most, math.ceil((pods + 1) * b / to_peers)) for node, b in local.items()}
-    return PeerPlan(
+    return PullPlan(
         to_peers,
         local,
         in_zone,
@@ -121,7 +120,7 @@ def plan_for(
 
 
 @dataclass
-class PeerPull:
+class PullPlans:
     """The pull of one snapshot's conversations, one plan per workload,
     worked out on its first pod. Used under the in-flight lock (an
     admission)."""
@@ -130,7 +129,7 @@ class PeerPull:
     nodes: Mapping[str, Node]
     settings: PeerSettings
     zone_of: dict[str, str] = field(init=False)
-    plans: dict[Workload, PeerPlan | None] = field(default_factory=dict)
+    plans: dict[Workload, PullPlan | None] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.zone_of = zones_of(self.nodes.values())
@@ -141,7 +140,7 @@ class PeerPull:
             if node.labels.get(ZONE_COPY_LABEL)
         }
 
-    def plan(self, workload: Workload | None) -> PeerPlan | None:
+    def plan(self, workload: Workload | None) -> PullPlan | None:
         if workload is None:
             return None
         if workload not in self.plans:
@@ -150,7 +149,7 @@ class PeerPull:
 
     def for_pod(
         self,
-        plan: PeerPlan,
+        plan: PullPlan,
         bandwidth: float,
         unseen: Mapping[str, tuple[float, int]],
         in_flight: Mapping[str, int],
@@ -165,8 +164,8 @@ class PodPull:
 
     def __init__(
         self,
-        pull: PeerPull,
-        plan: PeerPlan,
+        pull: PullPlans,
+        plan: PullPlan,
         bandwidth: float,
         unseen: Mapping[str, tuple[float, int]],
         in_flight: Mapping[str, int],

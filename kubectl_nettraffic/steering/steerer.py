@@ -39,7 +39,7 @@ from kubectl_nettraffic.scoring.savings import FieldCost
 from kubectl_nettraffic.scoring.spread import SpreadRules
 from kubectl_nettraffic.steering.affinity_patch import affinity_patch, annotation_ops, patch_text
 from kubectl_nettraffic.steering.patch_check import PatchCheckFailed, apply_and_check
-from kubectl_nettraffic.steering.peer_pull import PeerPull, PodPull
+from kubectl_nettraffic.steering.peer_pull import PodPull, PullPlans
 from kubectl_nettraffic.steering.pod_bandwidth import expected_bandwidth, light_for_every_link
 from kubectl_nettraffic.units import rfc3339
 
@@ -94,7 +94,7 @@ class Steerer:
         self._derived: PerSnapshot | None = None
         # The pull of the latest conversations (None: no flow source, or
         # none read yet); changed under the in-flight lock only.
-        self._peers: PeerPull | None = None
+        self._peers: PullPlans | None = None
         # Pods steered otherwise than asked, by note (exported on /metrics):
         # no-gain (no node saved a point: no term), spread-relaxed (the
         # spread left no node the pod fits), spread-unknown-key.
@@ -270,7 +270,7 @@ class Steerer:
             or peers.conversations is not conversations
             or peers.nodes is not snapshot.nodes
         ):
-            peers = self._peers = PeerPull(conversations, snapshot.nodes, self.settings.peers)
+            peers = self._peers = PullPlans(conversations, snapshot.nodes, self.settings.peers)
         plan = peers.plan(workload)
         if plan is None:
             return None
