@@ -156,6 +156,17 @@ class PullPlans:
     ) -> "PodPull":
         return PodPull(self, plan, bandwidth, unseen, in_flight)
 
+    def pod_pull(
+        self,
+        workload: Workload,
+        bandwidth: float,
+        unseen: Mapping[str, tuple[float, int]],
+        in_flight: Mapping[str, int],
+    ) -> "PodPull | None":
+        """The pull of a pod of ``workload``; None when it has no peer placed."""
+        plan = self.plan(workload)
+        return None if plan is None else self.for_pod(plan, bandwidth, unseen, in_flight)
+
 
 class PodPull:
     """One pod's pull: ``points(score)`` for each candidate node, its zone's

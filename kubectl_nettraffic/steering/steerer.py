@@ -32,6 +32,7 @@ from kubectl_nettraffic.kube.pods import (
 )
 from kubectl_nettraffic.kube.workloads import Workload, pod_workload
 from kubectl_nettraffic.labels import parse_selector
+from kubectl_nettraffic.learning.conversations import Conversations
 from kubectl_nettraffic.measuring.measurement import Snapshot
 from kubectl_nettraffic.measuring.scoreboard import Scoreboard
 from kubectl_nettraffic.scoring.placement import Preference, weighed
@@ -39,7 +40,7 @@ from kubectl_nettraffic.scoring.savings import FieldCost
 from kubectl_nettraffic.scoring.spread import SpreadRules
 from kubectl_nettraffic.steering.affinity_patch import affinity_patch, annotation_ops, patch_text
 from kubectl_nettraffic.steering.patch_check import PatchCheckFailed, apply_and_check
-from kubectl_nettraffic.steering.peer_pull import PodPull, PullPlans
+from kubectl_nettraffic.steering.peer_pull import PullPlans
 from kubectl_nettraffic.steering.pod_bandwidth import expected_bandwidth, light_for_every_link
 from kubectl_nettraffic.units import rfc3339
 
@@ -151,28 +152,47 @@ class Steerer:
                 f"nettraffic: traffic data is {snapshot.age(now):.0f}s old; "
                 "node choice left to the scheduler",
             )
+        workload = pod_workload(pod)
+        spread = SpreadRules.of(pod, steering.zone_max_skew, steering.hostname_max_skew)
+        if spread.unknown:
+            self.notes["spread-unknown-key"] += 1
         # The snapshot the in-flight state follows (this one or a newer one)
         # is the one this decision reads throughout: candidates and learned figures.
         with self.inflight.admission(snapshot) as admission:
-            return self._steer(pod, admission, now, dry_run)
+            return self._steer(pod, admission, workload, spread, now, dry_run)
 
-    def _steer(self, pod: Pod, admission: Admission, now: float, dry_run: bool) -> Decision:
+    def _steer(
+        self,
+        pod: Pod,
+        admission: Admission,
+        workload: Workload | None,
+        spread: SpreadRules,
+        now: float,
+        dry_run: bool,
+    ) -> Decision:
         """The choice, the patch and the booking, in one in-flight transaction."""
         steering, snapshot = self.settings.steering, admission.snapshot
+        # What the admission holds for this pod, read once: its booking's key
+        # (a dry run books nothing: sideEffects None), and the live views
+        # its peers' pull reads.
+        key = 0 if dry_run else admission.new_key()
+        unseen = admission.unseen
+        in_flight = admission.in_flight(workload) if workload is not None else {}
         bandwidth, bandwidth_source, warning = expected_bandwidth(
             pod, snapshot.learned, steering.default_pod_bandwidth
         )
         warnings = (warning,) if warning else ()
+        if bandwidth <= 0:
+            key = 0  # nothing to book
         # Too old, they pull no more (peers.maxAgePasses).
         conversations = snapshot.learned.pulling if snapshot.learned else None
-        workload = pod_workload(pod)
         # Booked at the default, nothing learned yet: its workload's burst
         # spreads (ranking/handicaps.py).
         unlearned = bandwidth_source == "default"
-        pull = self._pull(snapshot, workload, bandwidth, admission) if conversations else None
-        spread = SpreadRules.of(pod, steering.zone_max_skew, steering.hostname_max_skew)
-        if spread.unknown:
-            self.notes["spread-unknown-key"] += 1
+        pull = None
+        if conversations is not None and workload is not None:
+            plans = self._plans_of(conversations, snapshot)
+            pull = plans.pod_pull(workload, bandwidth, unseen, in_flight)
         ranked, relaxed, full = admission.choose(
             pod,
             self.selector,
@@ -222,18 +242,16 @@ class Steerer:
         pulled = "" if pull is None else pull.annotation(names)
         if pulled:
             annotations[PEER_PULL] = pulled
+        zone_term = None if pull is None or not terms else pull.zone_term(names[0])
         # Off by default: then the admission pays one attribute read for it.
         share = steering.prefer_no_eviction_below
         if share and light_for_every_link(bandwidth, bandwidth_source, derived.slowest_link, share):
             annotations[PREFER_NO_EVICTION] = "true"
-        # sideEffects None: a dry run books nothing.
-        key = admission.new_key() if bandwidth > 0 and not dry_run else 0
         labels = None
         replica = self.inflight.replica
         if key and replica:
             annotations[BOOKING] = str(key)
             labels = {STEERED_BY: replica}
-        zone_term = None if pull is None or not terms else pull.zone_term(names[0])
         # The tier terms match quiet nodes in every zone, also those the
         # spread keeps the node terms out of: left in, they keep pods off hot
         # links where kube-scheduler samples none of the node terms.
@@ -254,24 +272,14 @@ class Steerer:
             admission.book(preferences[0].node, bandwidth, now, key, workload, unlearned)
         return Decision(patch, tuple(preferences), None, warnings, key)
 
-    def _pull(
-        self, snapshot: Snapshot, workload: Workload | None, bandwidth: float, admission: Admission
-    ) -> PodPull | None:
-        """The pull of the pod's peers, None when it has none placed. Under
-        the in-flight lock (the admission): the pull of the conversations
-        the snapshot carries is renewed here when they change."""
-        learned = snapshot.learned
-        conversations = learned.pulling if learned else None
-        if conversations is None or workload is None:
-            return None
-        peers = self._peers
+    def _plans_of(self, conversations: Conversations, snapshot: Snapshot) -> PullPlans:
+        """The pull of the conversations the snapshot carries, renewed when
+        they or the nodes change. Under the in-flight lock (an admission)."""
+        plans = self._peers
         if (
-            peers is None
-            or peers.conversations is not conversations
-            or peers.nodes is not snapshot.nodes
+            plans is None
+            or plans.conversations is not conversations
+            or plans.nodes is not snapshot.nodes
         ):
-            peers = self._peers = PullPlans(conversations, snapshot.nodes, self.settings.peers)
-        plan = peers.plan(workload)
-        if plan is None:
-            return None
-        return peers.for_pod(plan, bandwidth, admission.unseen, admission.in_flight(workload))
+            plans = self._peers = PullPlans(conversations, snapshot.nodes, self.settings.peers)
+        return plans
