@@ -34,9 +34,9 @@ def walk(decide: Callable[[], Decision]) -> tuple[list[str], Decision]:
         if frame.f_back.f_globals.get("__name__") != STEERER:
             return
         module = frame.f_globals.get("__name__", "")
-        if module.startswith("kubectl_nettraffic.") and module != STEERER:
-            if not stays or stays[-1] != module:
-                stays.append(module)
+        ours = module.startswith("kubectl_nettraffic.") and module != STEERER
+        if ours and (not stays or stays[-1] != module):
+            stays.append(module)
 
     sys.setprofile(profile)
     try:

@@ -1,13 +1,16 @@
 """A workload's pods per node and per zone, kept as rows come, move and go
 (the bookings store's ``in_flight`` and ``unlearned`` views)."""
 
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
+from typing import TypeVar
 
 from kubectl_nettraffic.kube.workloads import Workload
 
+Key = TypeVar("Key", bound=Hashable)
+
 
 def counted(
-    counts: dict[Workload, dict[str, int]], workload: Workload, key: str, pods: int
+    counts: dict[Workload, dict[Key, int]], workload: Workload, key: Key, pods: int
 ) -> None:
     """``pods`` more (or fewer) of ``workload`` at ``key`` in ``counts``; none left: gone."""
     places = counts.setdefault(workload, {})
@@ -29,21 +32,21 @@ class WorkloadCounts:
         self.per_node: dict[Workload, dict[str, int]] = {}
         self.per_zone: dict[Workload, dict[str, int]] = {}
         self.zone_of: Mapping[str, str] = {}
-        self._levels: dict[Workload, dict[str, int]] = {}  # str(count) -> nodes holding it
+        self._levels: dict[Workload, dict[int, int]] = {}  # pods -> nodes holding as many
 
     def fewest(self, workload: Workload, nodes: int) -> int:
         """The workload's pods on the node with fewest of ``nodes``: 0
         unless it has a pod on as many."""
         if len(self.per_node.get(workload, ())) < nodes:
             return 0
-        return min(int(level) for level in self._levels[workload])
+        return min(self._levels[workload])
 
     def add(self, workload: Workload, node: str, pods: int) -> None:
         before = self.per_node.get(workload, {}).get(node, 0)
         if before:
-            counted(self._levels, workload, str(before), -1)
+            counted(self._levels, workload, before, -1)
         if before + pods > 0:
-            counted(self._levels, workload, str(before + pods), 1)
+            counted(self._levels, workload, before + pods, 1)
         counted(self.per_node, workload, node, pods)
         zone = self.zone_of.get(node)
         if zone:
