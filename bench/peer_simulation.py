@@ -37,7 +37,7 @@ from typing import Any
 import jsonpatch
 import numpy as np
 
-from bench.peer_cluster import LINK, SPREAD, ZONES, Cluster, Graph, draw_graph
+from bench.peer_cluster import LINK, SAME_NODE, SAME_ZONE, SPREAD, ZONES, Cluster, Graph, draw_graph
 from bench.scheduler_model import ClusterState, KubeScheduler
 from bench.simulated_pod_traffic import SimulatedPodTraffic
 from bench.workload_spread import SpreadSummary, workload_spreads
@@ -46,6 +46,7 @@ from harness.reviews import pod as pod_object
 from kubectl_nettraffic.config import Settings, settings_from_mapping
 from kubectl_nettraffic.kube.nodes import ZONE_COPY_LABEL, ZONE_LABEL, node_from_json
 from kubectl_nettraffic.kube.pods import PREFERRED
+from kubectl_nettraffic.kube.service_routing import NODE, ZONE, ServiceRouting
 from kubectl_nettraffic.kube.workloads import Workload
 from kubectl_nettraffic.learning.learner import BandwidthLearning
 from kubectl_nettraffic.learning.peer_traffic import PeerReport, peers_from
@@ -95,7 +96,8 @@ def draw_cluster(nodes: int, rng: np.random.Generator) -> tuple[np.ndarray, Clus
 
 class SimulatedFlows:
     """The learner's flow reader: the pairs as Istio's series would carry
-    them (one reporter), matched by the product's own peers_from."""
+    them (one reporter: the caller as source, the called as destination),
+    matched by the product's own peers_from."""
 
     def __init__(self, graph: Graph, settings: Settings) -> None:
         self.graph, self.settings = graph, settings
@@ -227,6 +229,7 @@ class RollOut:
                 ),
                 clock=lambda: self.now,
                 peers=SimulatedFlows(cluster.graph, settings) if strategy == "peers" else None,
+                services=self._service_routing,
             )
             for _ in range(4):  # a count, then three passes over the running cluster
                 learn(self.learning)
@@ -263,6 +266,22 @@ class RollOut:
                     )
                 )
         return PodTrafficReport(tuple(samples), (), 0, self.now)
+
+    def _service_routing(self) -> ServiceRouting:
+        """What the learner reads of the Services (kube/service_routing.py):
+        every called workload's pods routed as the cluster's Services route."""
+        routed = {SAME_ZONE: ZONE, SAME_NODE: NODE}.get(self.cluster.routing)
+        if routed is None:
+            return ServiceRouting()
+        graph, pods = self.cluster.graph, {}
+        # The pods as the learner's pass named them: a rollout since renamed
+        # some (their generation), so the last few generations' names.
+        generations = range(max(0, self.generation - 3), self.generation + 1)
+        for w in {server for _, server in graph.pairs}:
+            for k in range(len(self.cluster.pods[w])):
+                for g in generations:
+                    pods["default", f"{graph.names[w]}-{g:x}-{k}"] = routed
+        return ServiceRouting(pods)
 
     def _traffic(self, _nodes: object) -> TrafficReport:
         load = self.cluster.link_load()

@@ -252,6 +252,13 @@ class PeerSettings:
     # few minutes on a large cluster) may have moved; older ones stop
     # pulling until a flow read succeeds again.
     max_age_passes: int = key(3, values.integer(1, 1000))
+    # How the pull counts where a caller's bytes go: services (each called
+    # workload's Services as kube-proxy routes them, read from their
+    # EndpointSlices' hints once a learner pass; needs the API server),
+    # spread (every Service spreads its clients' connections evenly), zone
+    # (a mesh keeps them in the caller's zone first: Istio's locality load
+    # balancing).
+    routing: str = key("services", values.choice("services", "spread", "zone"))
 
 
 @dataclass(frozen=True)

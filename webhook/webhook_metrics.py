@@ -5,6 +5,8 @@ from kubectl_nettraffic.measuring.scoreview import (
     pairs_age,
     peer_bytes_by_place,
     peer_read_failures,
+    peer_routing,
+    peer_routing_notes,
 )
 from kubectl_nettraffic.serving import Serving
 from webhook.front import connections_closed_counter
@@ -241,6 +243,35 @@ class WebhookMetrics:
                 "gauge",
                 ("reason",),
                 self._peer_ignored,
+            )
+        )
+        add(
+            Reading(
+                "nettraffic_peer_routed_workloads",
+                "Called workloads whose Services keep their callers near, by routing: "
+                "zone (PreferSameZone, PreferClose, topology hints), node (PreferSameNode, "
+                "internalTrafficPolicy Local); the others spread (peers.routing).",
+                "gauge",
+                ("routing",),
+                lambda: {
+                    (routing,): float(n)
+                    for routing, n in peer_routing(serving.scoreboard.snapshot).items()
+                },
+            )
+        )
+        add(
+            Reading(
+                "nettraffic_peer_routing_notes",
+                "Services the last pair read counted as spreading evenly though they ask "
+                "otherwise, by reason: no-hints (trafficDistribution set, hints not on every "
+                "ready endpoint), no-slices, no-api (peers.routing services without the API "
+                "server).",
+                "gauge",
+                ("reason",),
+                lambda: {
+                    (reason,): float(n)
+                    for reason, n in peer_routing_notes(serving.scoreboard.snapshot).items()
+                },
             )
         )
         add(

@@ -14,24 +14,49 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from kubectl_nettraffic.kube.service_routing import NODE, SPREAD, WIDTH, ZONE
 from kubectl_nettraffic.kube.workloads import Workload
 from kubectl_nettraffic.learning.peer_traffic import PeerReport
 from kubectl_nettraffic.learning.pod_sample import PodSample
 
 
+class Route(NamedTuple):
+    """A pair as its server's Services route it."""
+
+    client: Workload
+    server: Workload
+    routing: str  # ZONE or NODE
+
+
 @dataclass(frozen=True)
 class Conversations:
     """The pairs of workloads and the bytes/s between them (both directions),
-    and the nodes their pods run on."""
+    the nodes their pods run on, who calls whom, and how the called
+    workloads' Services route their clients."""
 
     peers: Mapping[Workload, tuple[tuple[Workload, float], ...]]  # busiest first
     places: Mapping[Workload, Mapping[str, int]]  # workload -> node -> pods there
     read_at: float  # when the pairs were read (epoch seconds)
     ignored: Mapping[str, int] = field(default_factory=dict)  # series left out, by reason
     dropped: Mapping[Workload, int] = field(default_factory=dict)  # pairs past the cap
+    calls: frozenset[tuple[Workload, Workload]] = frozenset()  # (client, server)
+    routing: Mapping[Workload, str] = field(default_factory=dict)  # server -> ZONE or NODE
+    # Services read as spread though they ask otherwise, by reason (kube/service_routing.py).
+    routing_notes: Mapping[str, int] = field(default_factory=dict)
 
     def pods(self, workload: Workload) -> int:
         return sum(self.places.get(workload, {}).values())
+
+    def route(self, workload: Workload, peer: Workload) -> Route | None:
+        """The pair as its server's Services route it; None where they
+        spread it evenly, or where the source gives no one direction (each
+        end calls the other, or neither is said to)."""
+        forward, backward = (workload, peer) in self.calls, (peer, workload) in self.calls
+        if forward == backward:
+            return None
+        client, server = (workload, peer) if forward else (peer, workload)
+        routing = self.routing.get(server)
+        return None if routing is None else Route(client, server, routing)
 
 
 class PodPlaces:
@@ -65,16 +90,49 @@ class PodPlaces:
     def workloads(self) -> set[Workload]:
         return {workload for workload, _ in self._pods.values()}
 
+    def routing(
+        self, pod_routing: Mapping[tuple[str, str], str], workloads: set[Workload]
+    ) -> dict[Workload, str]:
+        """Each of ``workloads`` routed as the widest of its pods that back a
+        Service (``pod_routing``), where that is a zone or a node."""
+        widest: dict[Workload, str] = {}
+        for key, (workload, _) in self._pods.items():
+            routed = pod_routing.get(key)
+            if routed is None or workload not in workloads:
+                continue
+            known = widest.get(workload)
+            widest[workload] = routed if known is None else min(known, routed, key=WIDTH.index)
+        return {workload: routed for workload, routed in widest.items() if routed != SPREAD}
 
-def conversations_of(report: PeerReport, places: PodPlaces, read_at: float) -> Conversations:
-    """What the steering reads, from a pass's pairs and the pods' nodes."""
+
+def conversations_of(
+    report: PeerReport,
+    places: PodPlaces,
+    read_at: float,
+    pod_routing: Mapping[tuple[str, str], str] | None = None,
+    routing_notes: Mapping[str, int] | None = None,
+    every_zone: bool = False,
+) -> Conversations:
+    """What the steering reads, from a pass's pairs, the pods' nodes and
+    ``pod_routing``: (namespace, pod) -> how the Services it backs route
+    their clients (kube/service_routing.py), a workload routed as the widest
+    of its pods; ``every_zone``: every called workload routed to the
+    caller's zone first (a mesh's locality load balancing)."""
     peers = {workload: tuple(pairs) for workload, pairs in report.peers.items()}
+    servers = {server for _, server in report.calls}
+    if every_zone:
+        routing = dict.fromkeys(servers, ZONE)
+    else:
+        routing = places.routing(pod_routing or {}, servers)
     return Conversations(
         peers=peers,
         places=places.of(set(peers)),
         read_at=read_at,
         ignored=dict(report.ignored),
         dropped=dict(report.dropped),
+        calls=frozenset(report.calls),
+        routing=routing,
+        routing_notes=dict(routing_notes or {}),
     )
 
 
@@ -89,50 +147,128 @@ class PeerShare(NamedTuple):
     unknown_zone: float  # ... to or from a node without a zone label
 
 
-def endpoint_shares(conversations: Conversations, peer: Workload) -> dict[str, float]:
-    """node -> the share of a client pod's bytes to ``peer`` that go to the
-    peer's pods there. A Service spreads connections evenly over its
-    endpoints, so a client's bytes split evenly over the peer's pods."""
-    places = conversations.places.get(peer, {})
-    pods = sum(places.values())
-    return {node: count / pods for node, count in places.items()} if pods else {}
+def _per_zone(places: Mapping[str, int], zone_of: Mapping[str, str]) -> dict[str, int]:
+    zones: dict[str, int] = {}
+    for node, pods in places.items():
+        zone = zone_of.get(node)
+        if zone:
+            zones[zone] = zones.get(zone, 0) + pods
+    return zones
+
+
+class PeerSplit(NamedTuple):
+    """For a pod of one workload and one of its peers: the share of the
+    pod's even part of the pair's bytes (the pair's bytes/s over its
+    workload's pods) that stays on a node, and in a zone, if the pod runs
+    there; at most 1."""
+
+    local: dict[str, float]
+    in_zone: dict[str, float]
+
+
+def peer_split(
+    conversations: Conversations,
+    workload: Workload,
+    peer: Workload,
+    zone_of: Mapping[str, str],
+) -> PeerSplit:
+    """Where a new pod of ``workload`` would keep its bytes with ``peer``,
+    as the pair's routing sends them (``Conversations.route``): spread
+    evenly over the peer's pods; a client kept on its node's or zone's
+    server pods; or a server pod that the clients near it call, shared with
+    the workload's pods already near them."""
+    theirs = conversations.places.get(peer, {})
+    their_pods = sum(theirs.values())
+    if not their_pods:
+        return PeerSplit({}, {})
+    their_zones = _per_zone(theirs, zone_of)
+    route = conversations.route(workload, peer)
+    if route is None:
+        return PeerSplit(
+            {node: pods / their_pods for node, pods in theirs.items()},
+            {zone: pods / their_pods for zone, pods in their_zones.items()},
+        )
+    if route.client == workload:
+        # Its connections stay on the server's pods on its node or in its zone.
+        in_zone = dict.fromkeys(their_zones, 1.0)
+        if route.routing == NODE:
+            return PeerSplit(dict.fromkeys(theirs, 1.0), in_zone)
+        local = {}
+        for node, pods in theirs.items():
+            zone = zone_of.get(node)
+            local[node] = pods / (their_zones[zone] if zone else their_pods)
+        return PeerSplit(local, in_zone)
+    # It serves: the clients near it send it their bytes, shared with the
+    # workload's pods already as near them. A client pod's bytes, in units
+    # of this pod's even part: the workload's pods over the peer's.
+    own = conversations.places.get(workload, {})
+    own_pods = max(1, sum(own.values()))
+    own_zones = _per_zone(own, zone_of)
+    scale = own_pods / their_pods
+    in_zone = {
+        zone: min(1.0, scale * pods / (own_zones.get(zone, 0) + 1))
+        for zone, pods in their_zones.items()
+    }
+    local = {}
+    for node, pods in theirs.items():
+        zone = zone_of.get(node)
+        if route.routing == NODE:
+            sharing = own.get(node, 0)
+        else:
+            sharing = own_zones.get(zone, 0) if zone else own_pods
+        local[node] = min(1.0, scale * pods / (sharing + 1))
+    return PeerSplit(local, in_zone)
+
+
+def _client_shares(
+    node: str,
+    theirs: Mapping[str, int],
+    their_zones: Mapping[str, int],
+    zone_of: Mapping[str, str],
+    routing: str,
+) -> tuple[float, float, float]:
+    """(same node, same zone, unknown zone): the shares of one client pod's
+    bytes on ``node`` to the server's pods ``theirs``, as ``routing`` sends them."""
+    their_pods = sum(theirs.values())
+    on_node = theirs.get(node, 0)
+    if routing == NODE and on_node:
+        return 1.0, 1.0, 0.0
+    zone = zone_of.get(node)
+    if not zone:  # kube-proxy reads no zone hint for it
+        return on_node / their_pods, on_node / their_pods, 1.0 - on_node / their_pods
+    in_zone = their_zones.get(zone, 0)
+    if routing != SPREAD and in_zone:
+        return (on_node / in_zone if routing == ZONE else 0.0), 1.0, 0.0
+    unzoned = their_pods - sum(their_zones.values())
+    return on_node / their_pods, in_zone / their_pods, unzoned / their_pods
 
 
 def shares_of(
     conversations: Conversations, workload: Workload, zone_of: Mapping[str, str]
 ) -> list[PeerShare]:
     """``workload``'s peers, busiest first, with the shares of their bytes
-    that stay on a node, in a zone and cross zones (``endpoint_shares``)."""
-    own = conversations.places.get(workload, {})
-    own_pods = conversations.pods(workload)
+    that stay on a node, in a zone and cross zones, as the pair's routing
+    sends them (``Conversations.route``; none: spread evenly)."""
     shares = []
     for peer, rate in conversations.peers.get(workload, ()):
-        split = endpoint_shares(conversations, peer)
-        if not own_pods or not split:
+        route = conversations.route(workload, peer)
+        client, server = (workload, peer) if route is None else (route.client, route.server)
+        routing = SPREAD if route is None else route.routing
+        clients, theirs = conversations.places.get(client, {}), conversations.places.get(server, {})
+        client_pods = sum(clients.values())
+        if not client_pods or not sum(theirs.values()):
             shares.append(PeerShare(peer, rate, 0.0, 0.0, 0.0, 1.0))
             continue
-        same_node = sum(count * split.get(node, 0.0) for node, count in own.items()) / own_pods
-        by_zone: dict[str, float] = {}
-        for node, share in split.items():
-            if node in zone_of:
-                by_zone[zone_of[node]] = by_zone.get(zone_of[node], 0.0) + share
-        zoned_theirs = sum(by_zone.values())
-        # Client pods' bytes whose nodes both have a zone, and those in one zone.
-        zoned = same_zone = 0.0
-        for node, count in own.items():
-            if node in zone_of:
-                zoned += count * zoned_theirs
-                same_zone += count * by_zone.get(zone_of[node], 0.0)
-        shares.append(
-            PeerShare(
-                peer,
-                rate,
-                same_node,
-                same_zone / own_pods,
-                (zoned - same_zone) / own_pods,
-                1.0 - zoned / own_pods,
-            )
-        )
+        their_zones = _per_zone(theirs, zone_of)
+        same_node = same_zone = unknown = 0.0
+        for node, pods in clients.items():
+            on_node, in_zone, unzoned = _client_shares(node, theirs, their_zones, zone_of, routing)
+            weight = pods / client_pods
+            same_node += weight * on_node
+            same_zone += weight * in_zone
+            unknown += weight * unzoned
+        cross_zone = max(0.0, 1.0 - same_zone - unknown)
+        shares.append(PeerShare(peer, rate, same_node, same_zone, cross_zone, unknown))
     return shares
 
 

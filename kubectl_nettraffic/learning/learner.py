@@ -23,6 +23,7 @@ from typing import Protocol
 
 from kubectl_nettraffic.config import Settings
 from kubectl_nettraffic.errors import NetTrafficError
+from kubectl_nettraffic.kube.service_routing import ZONE, ServiceRouting
 from kubectl_nettraffic.kube.workloads import Workload
 from kubectl_nettraffic.learning.conversations import Conversations, PodPlaces, conversations_of
 from kubectl_nettraffic.learning.peer_traffic import PeerReport
@@ -77,6 +78,7 @@ class BandwidthLearning:
         reader: PodTrafficReader,
         clock: Callable[[], float] = time.monotonic,
         peers: PeerReader | None = None,
+        services: Callable[[], ServiceRouting] | None = None,
     ) -> None:
         self.schedule = LearningSchedule(
             settings.learning.interval, settings.learning.prometheus_share
@@ -84,6 +86,10 @@ class BandwidthLearning:
         self.learner = BandwidthLearner.for_settings(settings)
         self.reader = reader
         self.peers = peers
+        # How the called workloads' Services route (peers.routing services),
+        # read with the pairs; None: as peers.routing says, without reading.
+        self.services = services
+        self.routing = settings.peers.routing
         self.places = PodPlaces()
         self.conversations: Conversations | None = None
         self._pairs_at: float | None = None  # a pass ended then: its pairs are due
@@ -180,10 +186,28 @@ class BandwidthLearning:
             log.warning("learning: flow metrics between workloads unavailable: %s", error)
             pairs = None
         if pairs is not None:
-            self.conversations = conversations_of(pairs, self.places, at)
+            routing = self._service_routing()
+            self.conversations = conversations_of(
+                pairs, self.places, at, routing.pods, routing.notes, self.routing == ZONE
+            )
             self._pairs_pass = self.passes
         if self._latest is not None:
             self._latest = self._with_pairs(self._latest)
+
+    def _service_routing(self) -> ServiceRouting:
+        """How the Services route, for peers.routing services: read from the
+        cluster; a failed read spreads every pair evenly this pass (counted
+        as a failed flow read, ``services-`` and its reason)."""
+        if self.routing != "services":
+            return ServiceRouting()
+        if self.services is None:
+            return ServiceRouting(notes=Counter({"no-api": 1}))
+        try:
+            return self.services()
+        except NetTrafficError as error:
+            self.peer_failures[f"services-{getattr(error, 'reason', 'error')}"] += 1
+            log.warning("learning: Services' routing unavailable, pairs spread evenly: %s", error)
+            return ServiceRouting()
 
     def _slice_done(self, pods: int, seconds: float) -> None:
         self._pass_pods += pods

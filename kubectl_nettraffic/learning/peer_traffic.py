@@ -33,7 +33,9 @@ Sources (``peers.source``):
   the four labels named by ``peers.labels``.
 
 A pair is the sum of both directions: what a pod of one sends to the other
-and receives from it crosses the same links. Both ends are matched to
+and receives from it crosses the same links. Which end calls the other is
+kept apart (``PeerReport.calls``): the called end's Services decide where
+the caller's connections go (learning/conversations.py, ``Conversations.route``). Both ends are matched to
 workloads as ``owner_workload`` names them (kube/workloads.py) by namespace
 and name among the workloads the learner knows; a mesh names a Deployment's
 pods by the Deployment, a StatefulSet's by the StatefulSet
@@ -197,6 +199,10 @@ class PeerReport:
     peers: dict[Workload, list[tuple[Workload, float]]] = field(default_factory=dict)
     ignored: Counter[str] = field(default_factory=Counter)
     dropped: dict[Workload, int] = field(default_factory=dict)  # pairs past the cap
+    # (source end, destination end) of every series kept: who calls whom,
+    # where the source says so (a flow source counting each direction of a
+    # connection apart names both ends as sources).
+    calls: set[tuple[Workload, Workload]] = field(default_factory=set)
 
 
 def _named(known: Iterable[Workload]) -> dict[tuple[str, str], Workload | None]:
@@ -247,6 +253,7 @@ def peers_from(
             continue
         pair = _pair(first, second)
         rates[pair] = rates.get(pair, 0.0) + rate
+        report.calls.add((first, second))
     listed: dict[Workload, list[tuple[Workload, float]]] = {}
     for (first, second), rate in rates.items():
         listed.setdefault(first, []).append((second, rate))

@@ -4,6 +4,7 @@ The webhook's refresher process and the plugin's ``--source prometheus`` both
 call this, so they score with exactly the same parts.
 """
 
+import functools
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -14,6 +15,7 @@ from kubectl_nettraffic.kube.client import ApiClient, api_client
 from kubectl_nettraffic.kube.cluster import list_nodes, load_node_file, node_cache
 from kubectl_nettraffic.kube.nodes import Node
 from kubectl_nettraffic.kube.reflector import ListWatchCache
+from kubectl_nettraffic.kube.service_routing import read_service_routing
 from kubectl_nettraffic.learning.learner import BandwidthLearning
 from kubectl_nettraffic.learning.peer_traffic import PeerTrafficSource
 from kubectl_nettraffic.learning.pod_traffic import PodTrafficSource
@@ -111,6 +113,7 @@ def build_engine(
                 with_nodes=with_peers,
             ),
             peers=PeerTrafficSource(prometheus, settings.peers) if with_peers else None,
+            services=None if api is None else functools.partial(read_service_routing, api),
         ).start()
     measurer = Measurer(settings, nodes, prometheus, metrics, learning=learning)
     return Engine(measurer, Scoreboard(settings), api, watch)

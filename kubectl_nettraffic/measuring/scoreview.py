@@ -5,6 +5,7 @@ is folded into each node's score here, so what ``top`` shows is exactly what
 the next admission would use.
 """
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any, TypedDict
 
@@ -189,6 +190,22 @@ def pairs_age(snapshot: Snapshot | None) -> float | None:
     if learned is None or (learned.conversations is None and not learned.peer_failures):
         return None
     return float(learned.pairs_age)
+
+
+def peer_routing(snapshot: Snapshot | None) -> dict[str, int]:
+    """Called workloads whose Services keep their callers near, by routing."""
+    learned = snapshot.learned if snapshot else None
+    if learned is None or learned.conversations is None:
+        return {}
+    return dict(Counter(learned.conversations.routing.values()))
+
+
+def peer_routing_notes(snapshot: Snapshot | None) -> Mapping[str, int]:
+    """Services the last pair read counted as spread though they ask otherwise, by reason."""
+    learned = snapshot.learned if snapshot else None
+    if learned is None or learned.conversations is None:
+        return {}
+    return learned.conversations.routing_notes
 
 
 def peer_read_failures(snapshot: Snapshot | None) -> Mapping[str, int]:

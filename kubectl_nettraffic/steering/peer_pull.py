@@ -53,7 +53,7 @@ from dataclasses import dataclass, field
 from kubectl_nettraffic.config import PeerSettings
 from kubectl_nettraffic.kube.nodes import ZONE_COPY_LABEL, Node, zones_of
 from kubectl_nettraffic.kube.workloads import Workload
-from kubectl_nettraffic.learning.conversations import Conversations, endpoint_shares
+from kubectl_nettraffic.learning.conversations import Conversations, peer_split
 from kubectl_nettraffic.scoring.node_scores import NodeScore
 
 # The price per GB each way at which the zone pulls as much as the node.
@@ -92,18 +92,16 @@ def plan_for(
     peers_on: dict[str, list[Workload]] = {}
     to_peers = 0.0
     for peer, rate in pairs:
-        split = endpoint_shares(conversations, peer)
-        if not split:
+        split = peer_split(conversations, workload, peer, zone_of)
+        if not split.local:
             continue  # no pod of it seen: nowhere to pull toward
         per_pod = rate / pods
         to_peers += per_pod
-        for node, fraction in split.items():
-            share = per_pod * fraction
-            local[node] = local.get(node, 0.0) + share
+        for node, fraction in split.local.items():
+            local[node] = local.get(node, 0.0) + per_pod * fraction
             peers_on.setdefault(node, []).append(peer)
-            zone = zone_of.get(node)
-            if zone:
-                in_zone[zone] = in_zone.get(zone, 0.0) + share
+        for zone, fraction in split.in_zone.items():
+            in_zone[zone] = in_zone.get(zone, 0.0) + per_pod * fraction
     if to_peers <= 0:
         return None
     most = math.ceil((pods + 1) / 2)

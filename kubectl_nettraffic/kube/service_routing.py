@@ -1,0 +1,111 @@
+"""How each Service routes its clients' connections, read from the cluster.
+
+kube-proxy does not read a Service's ``spec.trafficDistribution`` itself:
+the EndpointSlice controller turns it into hints on the endpoints, and
+kube-proxy keeps a client on the endpoints hinted for its node when every
+ready endpoint has a node hint and one names the client's node
+(PreferSameNode), else on those hinted for its zone when every ready
+endpoint has a zone hint and one names the zone (PreferSameZone, PreferClose
+and topology-aware routing), else it spreads over every ready endpoint
+(kubernetes/kubernetes pkg/proxy/topology.go, topologyModeFromHints and
+availableForTopology). So a Service's routing is read from its slices'
+hints, and ``spec.trafficDistribution`` only to say where the two disagree.
+``internalTrafficPolicy: Local`` keeps a client on its node's endpoints
+(CategorizeEndpoints): node.
+
+A pod behind several Services is routed as the widest of them (spread,
+then zone, then node): the pull never counts on a locality that one of its
+Services does not give. What is read as spread though it asks otherwise is
+counted by reason: ``no-hints`` (the field asks, the slices carry no hint
+on every ready endpoint yet), ``no-slices`` (a Service with a selector and
+no EndpointSlice).
+"""
+
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from kubectl_nettraffic.kube.client import ApiClient, api_call, request_json
+
+SPREAD, ZONE, NODE = "spread", "zone", "node"
+# Widest first: a pod behind Services of several routings takes the first.
+WIDTH = (SPREAD, ZONE, NODE)
+SERVICE_LABEL = "kubernetes.io/service-name"  # an EndpointSlice's Service
+# spec.trafficDistribution values that ask for hints (KEP-4444 PreferClose,
+# KEP-3015 PreferSameZone and PreferSameNode).
+ASKS_FOR_HINTS = ("PreferClose", "PreferSameZone", "PreferSameNode")
+
+PodKey = tuple[str, str]  # (namespace, pod)
+
+
+@dataclass
+class ServiceRouting:
+    """(namespace, pod) -> the routing of the Services it backs (pods behind
+    none, or not ready, are left out), and the Services read as spread
+    though they ask otherwise, by reason."""
+
+    pods: dict[PodKey, str] = field(default_factory=dict)
+    notes: Counter[str] = field(default_factory=Counter)
+
+
+def _slice_routing(endpoints: Iterable[Mapping[str, Any]]) -> str:
+    """The routing kube-proxy takes from one Service's ready endpoints' hints."""
+    ready = [e for e in endpoints if (e.get("conditions") or {}).get("ready") is not False]
+    if not ready:
+        return SPREAD
+    hints = [e.get("hints") or {} for e in ready]
+    if all(h.get("forNodes") for h in hints):
+        return NODE
+    if all(h.get("forZones") for h in hints):
+        return ZONE
+    return SPREAD
+
+
+def routing_of(
+    services: Iterable[Mapping[str, Any]], slices: Iterable[Mapping[str, Any]]
+) -> ServiceRouting:
+    """Each Service's routing from its EndpointSlices, onto the pods they name."""
+    endpoints: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
+    for endpoint_slice in slices:
+        metadata = endpoint_slice.get("metadata") or {}
+        service = (metadata.get("labels") or {}).get(SERVICE_LABEL)
+        if service:
+            key = (str(metadata.get("namespace") or ""), str(service))
+            endpoints.setdefault(key, []).extend(endpoint_slice.get("endpoints") or [])
+    routing = ServiceRouting()
+    widest: dict[PodKey, str] = {}
+    for service in services:
+        metadata, spec = service.get("metadata") or {}, service.get("spec") or {}
+        key = (str(metadata.get("namespace") or ""), str(metadata.get("name") or ""))
+        ready = endpoints.get(key)
+        if ready is None:
+            if spec.get("selector"):
+                routing.notes["no-slices"] += 1
+            continue
+        routed = _slice_routing(ready)
+        if spec.get("internalTrafficPolicy") == "Local":
+            routed = NODE  # node-local endpoints only (CategorizeEndpoints)
+        elif routed == SPREAD and spec.get("trafficDistribution") in ASKS_FOR_HINTS:
+            routing.notes["no-hints"] += 1
+        for endpoint in ready:
+            target = endpoint.get("targetRef") or {}
+            if target.get("kind") != "Pod" or not target.get("name"):
+                continue
+            pod = (str(target.get("namespace") or key[0]), str(target["name"]))
+            known = widest.get(pod)
+            widest[pod] = routed if known is None else min(known, routed, key=WIDTH.index)
+    routing.pods = widest
+    return routing
+
+
+def read_service_routing(api: ApiClient) -> ServiceRouting:
+    """Every Service and EndpointSlice in the cluster, read once (the
+    learner calls it once a pass)."""
+    with api_call("listing Services"):
+        services = request_json(api, "GET", "/api/v1/services").get("items") or []
+    with api_call("listing EndpointSlices"):
+        slices = (
+            request_json(api, "GET", "/apis/discovery.k8s.io/v1/endpointslices").get("items") or []
+        )
+    return routing_of(services, slices)

@@ -1,0 +1,221 @@
+"""Pulling with the Services' routing: each Service's routing read from its
+EndpointSlices' hints as kube-proxy reads them (through the real kubernetes
+client and a fake API server over HTTP), mapped onto the called workloads,
+and where a pod's bytes with its peers then go: the pull's split and the
+shares /metrics and top workloads show."""
+
+import pytest
+
+from kubectl_nettraffic.errors import ClusterError
+from kubectl_nettraffic.kube.client import api_client
+from kubectl_nettraffic.kube.service_routing import (
+    NODE,
+    SPREAD,
+    ZONE,
+    read_service_routing,
+    routing_of,
+)
+from kubectl_nettraffic.kube.workloads import Workload
+from kubectl_nettraffic.learning.conversations import (
+    Conversations,
+    PodPlaces,
+    conversations_of,
+    peer_split,
+    shares_of,
+)
+from kubectl_nettraffic.learning.peer_traffic import peers_from
+from kubectl_nettraffic.learning.pod_sample import PodSample
+
+WEB = Workload("shop", "Deployment", "web")
+API = Workload("shop", "Deployment", "api")
+ZONE_OF = {"a1": "a", "a2": "a", "b1": "b", "b2": "b", "c1": "c"}
+
+
+def service(name, traffic_distribution=None, local=False, namespace="shop"):
+    spec = {"selector": {"app": name}}
+    if traffic_distribution:
+        spec["trafficDistribution"] = traffic_distribution
+    if local:
+        spec["internalTrafficPolicy"] = "Local"
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": spec,
+    }
+
+
+def endpoint_slice(service_name, pods, zones=False, nodes=False, ready=True, namespace="shop"):
+    """One EndpointSlice of ``service_name``: (pod, node, zone) each, with
+    the hints the EndpointSlice controller writes for PreferSameZone
+    (``zones``) and PreferSameNode (``nodes``: both hints)."""
+    endpoints = []
+    for pod, node, zone in pods:
+        endpoint = {
+            "addresses": ["10.0.0.1"],
+            "conditions": {"ready": ready},
+            "nodeName": node,
+            "zone": zone,
+            "targetRef": {"kind": "Pod", "name": pod, "namespace": namespace},
+        }
+        hints = {}
+        if zones or nodes:
+            hints["forZones"] = [{"name": zone}]
+        if nodes:
+            hints["forNodes"] = [{"name": node}]
+        if hints:
+            endpoint["hints"] = hints
+        endpoints.append(endpoint)
+    return {
+        "apiVersion": "discovery.k8s.io/v1",
+        "kind": "EndpointSlice",
+        "metadata": {
+            "name": f"{service_name}-x1",
+            "namespace": namespace,
+            "labels": {"kubernetes.io/service-name": service_name},
+        },
+        "addressType": "IPv4",
+        "endpoints": endpoints,
+    }
+
+
+API_PODS = [("api-1", "a1", "a"), ("api-2", "b1", "b"), ("api-3", "b2", "b")]
+
+
+def test_a_service_is_routed_as_its_hints_say_and_disagreements_are_counted():
+    routing = routing_of(
+        [
+            service("api", "PreferSameZone"),
+            service("db", "PreferSameNode"),
+            service("cache", "PreferSameZone"),  # hints not written yet
+            service("local", local=True),
+            service("orphan"),  # a selector and no slice
+        ],
+        [
+            endpoint_slice("api", API_PODS, zones=True),
+            endpoint_slice("db", [("db-0", "a1", "a")], nodes=True),
+            endpoint_slice("cache", [("cache-1", "a2", "a")]),
+            endpoint_slice("local", [("agent-1", "c1", "c")]),
+        ],
+    )
+    assert routing.pods == {
+        ("shop", "api-1"): ZONE,
+        ("shop", "api-2"): ZONE,
+        ("shop", "api-3"): ZONE,
+        ("shop", "db-0"): NODE,
+        ("shop", "cache-1"): SPREAD,
+        ("shop", "agent-1"): NODE,
+    }
+    assert routing.notes == {"no-hints": 1, "no-slices": 1}
+
+
+def test_a_pod_behind_two_services_is_routed_as_the_wider_and_unready_endpoints_are_skipped():
+    routing = routing_of(
+        [service("api", "PreferSameZone"), service("api-all")],
+        [
+            endpoint_slice("api", API_PODS, zones=True),
+            endpoint_slice("api-all", API_PODS[:1]),
+            # An unready endpoint without hints does not stop the others' hints.
+            {
+                **endpoint_slice("api", [("api-4", "c1", "c")], ready=False),
+                "metadata": {
+                    "name": "api-x2",
+                    "namespace": "shop",
+                    "labels": {"kubernetes.io/service-name": "api"},
+                },
+            },
+        ],
+    )
+    assert routing.pods[("shop", "api-1")] == SPREAD  # also behind api-all, which spreads
+    assert routing.pods[("shop", "api-2")] == ZONE
+
+
+def test_read_from_the_api_server_through_the_kubernetes_client(fake_api, kubeconfig):
+    fake_api.put(service("api", "PreferSameZone"))
+    fake_api.put(endpoint_slice("api", API_PODS, zones=True))
+    routing = read_service_routing(api_client(kubeconfig))
+    assert routing.pods[("shop", "api-2")] == ZONE
+    fake_api.forbidden.add(("GET", "/apis/discovery.k8s.io/v1/endpointslices"))
+    with pytest.raises(ClusterError, match="EndpointSlices"):
+        read_service_routing(api_client(kubeconfig))
+
+
+def _conversations(routing: str | None, calls=((WEB, API),)) -> Conversations:
+    """web (2 pods, in zones a and c) calls api (1 pod in a, 2 in b)."""
+    places = {WEB: {"a2": 1, "c1": 1}, API: {"a1": 1, "b1": 1, "b2": 1}}
+    return Conversations(
+        {WEB: ((API, 6e6),), API: ((WEB, 6e6),)},
+        places,
+        0.0,
+        calls=frozenset(calls),
+        routing={} if routing is None else {API: routing},
+    )
+
+
+def test_a_caller_of_a_zone_routed_service_keeps_its_bytes_in_any_zone_with_a_server():
+    spread = peer_split(_conversations(None), WEB, API, ZONE_OF)
+    assert spread.in_zone == pytest.approx({"a": 1 / 3, "b": 2 / 3})
+    assert spread.local == pytest.approx({"a1": 1 / 3, "b1": 1 / 3, "b2": 1 / 3})
+    routed = peer_split(_conversations(ZONE), WEB, API, ZONE_OF)
+    # Zones a and b alike: either keeps all of it; c has no server.
+    assert routed.in_zone == {"a": 1.0, "b": 1.0}
+    assert routed.local == pytest.approx({"a1": 1.0, "b1": 0.5, "b2": 0.5})
+    node = peer_split(_conversations(NODE), WEB, API, ZONE_OF)
+    assert node.local == {"a1": 1.0, "b1": 1.0, "b2": 1.0}
+
+
+def test_a_pod_of_a_zone_routed_server_is_pulled_where_callers_have_no_server_near():
+    routed = peer_split(_conversations(ZONE), API, WEB, ZONE_OF)
+    # api's even part is 6 MB/s / 3 pods; a web pod sends 3 MB/s. In zone c
+    # (a web pod, no api pod) a new api pod takes all of it (capped at its
+    # even part); in zone a it shares with the api pod there.
+    assert routed.in_zone == pytest.approx({"a": 0.75, "c": 1.0})
+    # Unknown direction (each end said to call the other): spread evenly.
+    both = _conversations(ZONE, calls=((WEB, API), (API, WEB)))
+    assert both.route(API, WEB) is None
+    assert peer_split(both, API, WEB, ZONE_OF).in_zone == pytest.approx({"a": 0.5, "c": 0.5})
+
+
+def test_shares_show_the_bytes_as_routed():
+    (spread,) = shares_of(_conversations(None), WEB, ZONE_OF)
+    # web in a: 1 of 3 api pods in zone; web in c: none.
+    assert spread.same_zone == pytest.approx(1 / 6) and spread.cross_zone == pytest.approx(5 / 6)
+    (routed,) = shares_of(_conversations(ZONE), WEB, ZONE_OF)
+    # web in a stays in a; web in c has no api pod in c: spread, all cross-zone.
+    assert routed.same_zone == pytest.approx(0.5) and routed.cross_zone == pytest.approx(0.5)
+    # The pair reads the same from either end.
+    assert shares_of(_conversations(ZONE), API, ZONE_OF)[0][2:] == routed[2:]
+
+
+def test_the_learner_s_pairs_carry_who_calls_whom_and_the_servers_routing():
+    series = [
+        {
+            "metric": {
+                "source_workload": "web",
+                "source_workload_namespace": "shop",
+                "destination_workload": "api",
+                "destination_workload_namespace": "shop",
+            },
+            "value": [0, "6000000"],
+        }
+    ]
+    report = peers_from(series, [WEB, API], 8)
+    assert report.calls == {(WEB, API)}
+    places = PodPlaces()
+    places.record(
+        [
+            PodSample("shop", "web-1", 1.0, 1.0, WEB, None, "a2"),
+            PodSample("shop", "api-1", 1.0, 1.0, API, None, "a1"),
+            PodSample("shop", "api-2", 1.0, 1.0, API, None, "b1"),
+        ]
+    )
+    pod_routing = {("shop", "api-1"): ZONE, ("shop", "api-2"): ZONE}
+    conversations = conversations_of(report, places, 0.0, pod_routing, {"no-hints": 2})
+    assert conversations.routing == {API: ZONE}
+    assert conversations.route(WEB, API) == (WEB, API, ZONE)
+    assert conversations.routing_notes == {"no-hints": 2}
+    # A pod of api behind a Service that spreads: api spreads.
+    pod_routing[("shop", "api-2")] = SPREAD
+    assert conversations_of(report, places, 0.0, pod_routing).routing == {}
+    # peers.routing zone: every called workload, whatever its Services.
+    assert conversations_of(report, places, 0.0, every_zone=True).routing == {API: ZONE}
