@@ -25,7 +25,12 @@ where no chosen node does, the pod gets none at all (nor tier terms) and
 kube-scheduler's own plugins decide, as without us. A term's weight is its
 rank's (the best 100, each other at most a quarter of the one before,
 placement.weighed) times its saving over FULL_SAVING (10 points), at most
-1. kube-scheduler scales preferred-term weights to the best node's
+1. Two kinds of pod are steered in full whatever the measured saving: one
+whose size is unknown (booked at steering.defaultPodBandwidth, nothing
+learned), and one whose burst (its workload's pods in flight, itself
+included) would fill HEAVY_BURST of a link: kube-scheduler alone stacks a
+burst by its own plugins (the nodes with the fewest requests first), and a
+measurement shows a burst's bytes only once they run. kube-scheduler scales preferred-term weights to the best node's
 (NodeAffinity's NormalizeScore), so a pod's node terms alone steer it as
 hard at weight 1 as at 100; what a small saving softens is the node terms
 against the tier terms (60 / 40 / 20 on every quiet node), and so against
@@ -44,6 +49,11 @@ MIN_SAVING = 1.0
 # tenth of the pods landing on a full link costs (a cluster with one node
 # in ten hot, kube-scheduler picking alike among them).
 FULL_SAVING = 10.0
+# A burst whose pods in flight, this one included, would fill this share of
+# a link together is steered in full, whatever the measured saving:
+# kube-scheduler alone stacks a burst by its own plugins (the nodes with the
+# fewest requests first), which the bookings spread.
+HEAVY_BURST = 0.05
 
 
 def fullness_per_byte(score: NodeScore) -> float:
@@ -93,6 +103,11 @@ def cost(score: NodeScore, bandwidth: float, busy_above: float) -> float:
     """The cost, in points, of a pod of ``bandwidth`` bytes/s on this node as measured."""
     full = measured_fullness(score) + fullness_per_byte(score) * bandwidth
     return 0.0 if full <= busy_above else 100.0 * (full - busy_above) / (1.0 - busy_above)
+
+
+def burst_share(score: NodeScore, bandwidth: float, pods: int) -> float:
+    """The share of this node's link ``pods`` pods of ``bandwidth`` bytes/s fill."""
+    return fullness_per_byte(score) * bandwidth * pods
 
 
 def weight(saving: float, graded: int = 100) -> int:

@@ -220,6 +220,8 @@ class Steerer:
             bandwidth,
             steering.busy_above,
             None if pull is None else pull.pulled,
+            burst=1 + sum(in_flight.values()),
+            size_unknown=unlearned,
         )
         if full:  # a node its workload's spread has filled gets no term
             preferences = [p._replace(weight=0) if p.node in full else p for p in preferences]
