@@ -32,7 +32,7 @@ from bench.bare_app import bare_wsgi_app, create_bare_app
 from bench.fixtures import GBIT, node_list, node_names
 from bench.report import bench_parser, write_section
 from harness.reviews import pod, review
-from kubectl_nettraffic.config import settings_from_mapping
+from kubectl_nettraffic.config import Settings, settings_from_mapping
 from kubectl_nettraffic.kube.nodes import ZONE_LABEL, node_from_json
 from kubectl_nettraffic.kube.pods import EXPECTED_BANDWIDTH
 from kubectl_nettraffic.kube.workloads import Workload, pod_workload
@@ -240,31 +240,17 @@ class Timed(NamedTuple):
         ]
 
 
-def measure(count: int, flush: CacheFlusher) -> dict[str, Timed]:
-    """Each piece's (warm, cold) microseconds per call, round by round, at ``count`` nodes."""
-    names = node_names(count)
-    nodes = [node_from_json(obj) for obj in node_list(count)]
-    settings = settings_from_mapping(
-        {"prometheus": {"url": "http://synthetic.invalid"}, "metricsServer": {"enabled": False}}
-    )
+def _paths(
+    settings: Settings, obj: Mapping[str, Any], unlearned_pod: Mapping[str, Any], names: list[str]
+) -> dict[str, tuple[Serving, Mapping[str, Any], list[str] | None]]:
+    """Each path's serving parts, the pod it admits, and the nodes the other
+    replicas' pods land on (None: one replica)."""
     peer_settings = dataclasses.replace(
         settings, peers=dataclasses.replace(settings.peers, source="istio")
     )
-    measurer = Measurer(settings, lambda: nodes, SyntheticTraffic(names), None)  # type: ignore[arg-type]
     mixed_settings = dataclasses.replace(
         settings, scoring=dataclasses.replace(settings.scoring, mode="link-utilization")
     )
-    mixed_traffic = SyntheticTraffic(names, speeds=MIXED_LINKS)
-    mixed_measurer = Measurer(mixed_settings, lambda: nodes, mixed_traffic, None)  # type: ignore[arg-type]
-    # A pod whose figure is known (annotated here; a learned figure takes the
-    # same path): each admission is booked by that figure alone.
-    body = json.dumps(review(pod(annotations={EXPECTED_BANDWIDTH: "1Mi"}))).encode()
-    # The app and the Steerer decided alone book into the same in-flight
-    # state, as every admission in a worker does.
-    serving = serving_parts(settings)
-    obj: Mapping[str, Any] = parse_review(json.loads(body)).obj or {}
-    unlearned_pod = parse_review(review(pod())).obj or {}
-
     # Each path as a real cluster takes it, every decision with IN_FLIGHT
     # pods already admitted the same way and not measured yet:
     # - a pod whose figure is known (annotated here; a learned figure takes
@@ -274,7 +260,7 @@ def measure(count: int, flush: CacheFlusher) -> dict[str, Timed]:
     # - either in one of 3 replicas, the other two's pods arriving through
     #   the binding watch (book_seen): the choice counts on their nodes the
     #   part of a pod they may be steering unseen (replica_share.py).
-    paths = {
+    return {
         "known": (serving_parts(settings), obj, None),
         "unlearned": (serving_parts(settings), unlearned_pod, None),
         # - a known pod on links of different speeds, scored by utilisation:
@@ -293,6 +279,31 @@ def measure(count: int, flush: CacheFlusher) -> dict[str, Timed]:
         #   of the server's nodes pulls it (looked up one by one).
         KNOWN_CALLING_SERVER: (serving_parts(peer_settings), obj, None),
     }
+
+
+def measure(count: int, flush: CacheFlusher) -> dict[str, Timed]:
+    """Each piece's (warm, cold) microseconds per call, round by round, at ``count`` nodes."""
+    names = node_names(count)
+    nodes = [node_from_json(obj) for obj in node_list(count)]
+    settings = settings_from_mapping(
+        {"prometheus": {"url": "http://synthetic.invalid"}, "metricsServer": {"enabled": False}}
+    )
+    measurer = Measurer(settings, lambda: nodes, SyntheticTraffic(names), None)  # type: ignore[arg-type]
+    mixed_settings = dataclasses.replace(
+        settings, scoring=dataclasses.replace(settings.scoring, mode="link-utilization")
+    )
+    mixed_traffic = SyntheticTraffic(names, speeds=MIXED_LINKS)
+    mixed_measurer = Measurer(mixed_settings, lambda: nodes, mixed_traffic, None)  # type: ignore[arg-type]
+    # A pod whose figure is known (annotated here; a learned figure takes the
+    # same path): each admission is booked by that figure alone.
+    body = json.dumps(review(pod(annotations={EXPECTED_BANDWIDTH: "1Mi"}))).encode()
+    # The app and the Steerer decided alone book into the same in-flight
+    # state, as every admission in a worker does.
+    serving = serving_parts(settings)
+    obj: Mapping[str, Any] = parse_review(json.loads(body)).obj or {}
+    unlearned_pod = parse_review(review(pod())).obj or {}
+
+    paths = _paths(settings, obj, unlearned_pod, names)
     talker = pod_workload(obj)
     assert talker is not None
 

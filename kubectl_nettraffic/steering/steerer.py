@@ -8,7 +8,7 @@ placement benchmark both call ``Steerer.decide``.
 import logging
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import NamedTuple
 
 from kubectl_nettraffic.config import Settings
@@ -35,16 +35,22 @@ from kubectl_nettraffic.labels import parse_selector
 from kubectl_nettraffic.learning.conversations import Conversations
 from kubectl_nettraffic.measuring.measurement import Snapshot
 from kubectl_nettraffic.measuring.scoreboard import Scoreboard
-from kubectl_nettraffic.scoring.placement import Preference, weighed
+from kubectl_nettraffic.scoring.placement import Preference, Ranked, weighed
 from kubectl_nettraffic.scoring.savings import FieldCost
 from kubectl_nettraffic.scoring.spread import SpreadRules
 from kubectl_nettraffic.steering.affinity_patch import affinity_patch, annotation_ops, patch_text
 from kubectl_nettraffic.steering.patch_check import PatchCheckFailed, apply_and_check
-from kubectl_nettraffic.steering.peer_pull import PullPlans
+from kubectl_nettraffic.steering.peer_pull import PodPull, PullPlans
 from kubectl_nettraffic.steering.pod_bandwidth import expected_bandwidth, light_for_every_link
 from kubectl_nettraffic.units import rfc3339
 
 log = logging.getLogger(__name__)
+
+
+def _scores_text(preferences: Sequence[Preference]) -> str:
+    """``node=score,...``, each live score rounded into 0..100 (in-flight load
+    can take it below 0)."""
+    return ",".join(f"{p.node}={min(100, max(0, round(p.score)))}" for p in preferences)
 
 
 class Decision(NamedTuple):  # a tuple: one is made on every admission
@@ -214,30 +220,18 @@ class Steerer:
         if relaxed:
             self.notes["spread-relaxed"] += 1
         derived = self._derived_of(snapshot)
-        preferences = weighed(
-            ranked,
-            derived.field,
-            bandwidth,
-            steering.busy_above,
-            None if pull is None else pull.pulled,
-            burst=1 + sum(in_flight.values()),
-            size_unknown=unlearned,
+        preferences = self._weighed(
+            ranked, derived, bandwidth, pull, 1 + sum(in_flight.values()), unlearned, full
         )
-        if full:  # a node its workload's spread has filled gets no term
-            preferences = [p._replace(weight=0) if p.node in full else p for p in preferences]
         terms = [p for p in preferences if p.weight]
         if not terms:
             self.notes["no-gain"] += 1
-        names, scores = [], []
-        for p in preferences:
-            score = round(p.score)  # in-flight load can take it below 0
-            names.append(p.node)
-            scores.append(f"{p.node}={0 if score < 0 else 100 if score > 100 else score}")
+        names = [p.node for p in preferences]
         annotations = {
             PREFERRED_NODES: ",".join(names),
             SCORED_AT: derived.scored_at,
             SOURCE: snapshot.source,
-            SCORES: ",".join(scores),
+            SCORES: _scores_text(preferences),
             BOOKED_BANDWIDTH: f"{bandwidth:.0f}",
             BANDWIDTH_SOURCE: bandwidth_source,
         }
@@ -273,6 +267,31 @@ class Steerer:
             # for the measurement to show, wherever kube-scheduler binds it.
             admission.book(preferences[0].node, bandwidth, now, key, workload, unlearned)
         return Decision(patch, tuple(preferences), None, warnings, key)
+
+    def _weighed(
+        self,
+        ranked: list[Ranked],
+        derived: PerSnapshot,
+        bandwidth: float,
+        pull: PodPull | None,
+        burst: int,
+        size_unknown: bool,
+        full: frozenset[str],
+    ) -> list[Preference]:
+        """The chosen nodes' terms (scoring/placement.py's ``weighed``); a
+        node its workload's spread has filled gets none."""
+        preferences = weighed(
+            ranked,
+            derived.field,
+            bandwidth,
+            self.settings.steering.busy_above,
+            None if pull is None else pull.pulled,
+            burst=burst,
+            size_unknown=size_unknown,
+        )
+        if full:
+            preferences = [p._replace(weight=0) if p.node in full else p for p in preferences]
+        return preferences
 
     def _plans_of(self, conversations: Conversations, snapshot: Snapshot) -> PullPlans:
         """The pull of the conversations the snapshot carries, renewed when
