@@ -93,13 +93,13 @@ def test_a_small_saving_steers_in_proportion():
     assert [p.weight for p in decision.preferences] == [20, 5, 1]
 
 
-def test_a_pod_of_unknown_size_and_a_heavy_burst_are_steered_in_full_in_a_calm_cluster():
-    # The calm cluster above: no node saves a point for a known light pod.
+def test_a_heavy_burst_is_steered_in_full_in_a_calm_cluster():
+    # The calm cluster above: no node saves a point for a light pod, nor
+    # for one of unknown size (booked at the default, 1 MiB/s).
     loads = {f"n{i}": _at(0.03 + 0.12 * i / 9) for i in range(10)}
-    # Nothing learned, no annotation: booked at the default, size unknown.
     board = FixedBoard(loads, link_speed=LINK)
     unknown = board.steerer.decide(pod(), {}, dry_run=False)
-    assert [p.weight for p in unknown.preferences] == [100, 25, 6]
+    assert [p.weight for p in unknown.preferences] == [0, 0, 0]
     # A known pod of 3% of a link: alone it is light ...
     heavy = {"nettraffic.io/expected-bandwidth": f"{0.03 * LINK:.0f}"}
     board = FixedBoard(loads, link_speed=LINK)

@@ -25,12 +25,13 @@ where no chosen node does, the pod gets none at all (nor tier terms) and
 kube-scheduler's own plugins decide, as without us. A term's weight is its
 rank's (the best 100, each other at most a quarter of the one before,
 placement.weighed) times its saving over FULL_SAVING (10 points), at most
-1. Two kinds of pod are steered in full whatever the measured saving: one
-whose size is unknown (booked at steering.defaultPodBandwidth, nothing
-learned), and one whose burst (its workload's pods in flight, itself
-included) would fill HEAVY_BURST of a link: kube-scheduler alone stacks a
-burst by its own plugins (the nodes with the fewest requests first), and a
-measurement shows a burst's bytes only once they run. kube-scheduler scales preferred-term weights to the best node's
+1. A pod whose burst (its workload's pods in flight, itself included)
+would fill HEAVY_BURST of a link is steered in full whatever the measured
+saving: kube-scheduler alone stacks a burst by its own plugins (the nodes
+with the fewest requests first), and a measurement shows a burst's bytes
+only once they run. A pod of unknown size counts at
+steering.defaultPodBandwidth: with nothing learned, a calm cluster is
+placed as without us. kube-scheduler scales preferred-term weights to the best node's
 (NodeAffinity's NormalizeScore), so a pod's node terms alone steer it as
 hard at weight 1 as at 100; what a small saving softens is the node terms
 against the tier terms (60 / 40 / 20 on every quiet node), and so against

@@ -221,7 +221,7 @@ class Steerer:
             self.notes["spread-relaxed"] += 1
         derived = self._derived_of(snapshot)
         preferences = self._weighed(
-            ranked, derived, bandwidth, pull, 1 + sum(in_flight.values()), unlearned, full
+            ranked, derived, bandwidth, pull, 1 + sum(in_flight.values()), full
         )
         terms = [p for p in preferences if p.weight]
         if not terms:
@@ -275,7 +275,6 @@ class Steerer:
         bandwidth: float,
         pull: PodPull | None,
         burst: int,
-        size_unknown: bool,
         full: frozenset[str],
     ) -> list[Preference]:
         """The chosen nodes' terms (scoring/placement.py's ``weighed``); a
@@ -287,7 +286,6 @@ class Steerer:
             self.settings.steering.busy_above,
             None if pull is None else pull.pulled,
             burst=burst,
-            size_unknown=size_unknown,
         )
         if full:
             preferences = [p._replace(weight=0) if p.node in full else p for p in preferences]
