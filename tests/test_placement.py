@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from harness.fakeapi import node
 from harness.reviews import pod
 from kubectl_nettraffic.kube.node_affinity import pod_fits
-from kubectl_nettraffic.kube.nodes import node_from_json
+from kubectl_nettraffic.kube.nodes import ZONE_LABEL, node_from_json
 from kubectl_nettraffic.kube.pods import PREFERRED, REQUIRED
 from kubectl_nettraffic.labels import parse_selector
 from kubectl_nettraffic.learning.workload_bandwidth import LearnedBandwidth
@@ -93,13 +93,29 @@ def test_a_small_saving_steers_in_proportion():
     assert [p.weight for p in decision.preferences] == [20, 5, 1]
 
 
-def test_a_heavy_burst_is_steered_in_full_in_a_calm_cluster():
-    # The calm cluster above: no node saves a point for a light pod, nor
-    # for one of unknown size (booked at the default, 1 MiB/s).
+def test_a_pod_of_unknown_size_is_steered_in_full_with_its_zones_kept_even():
+    # The calm cluster above, in three zones, the quietest four in zone a.
     loads = {f"n{i}": _at(0.03 + 0.12 * i / 9) for i in range(10)}
-    board = FixedBoard(loads, link_speed=LINK)
-    unknown = board.steerer.decide(pod(), {}, dry_run=False)
-    assert [p.weight for p in unknown.preferences] == [0, 0, 0]
+    zones = {f"n{i}": {"labels": {ZONE_LABEL: "a" if i < 4 else "bc"[i % 2]}} for i in range(10)}
+    board = FixedBoard(loads, link_speed=LINK, **zones)
+    # Nothing learned, no annotation: booked at the default, its size
+    # unknown: in full, whatever the saving ...
+    first = board.steerer.decide(pod(), {}, dry_run=False)
+    assert [p.weight for p in first.preferences] == [100, 25, 6]
+    assert first.preferences[0].node == "n0"
+    # ... and the zones of its workload kept even: the next two go to the
+    # zones without one yet, not to the quieter nodes of zone a.
+    second = board.steerer.decide(pod(), {}, dry_run=False)
+    third = board.steerer.decide(pod(), {}, dry_run=False)
+    firsts = {zones[d.preferences[0].node]["labels"][ZONE_LABEL] for d in (first, second, third)}
+    assert firsts == {"a", "b", "c"}
+    # A pod of known light size gets no term there.
+    light = FixedBoard(loads, link_speed=LINK).steerer.decide(_light_pod(), {}, dry_run=False)
+    assert [p.weight for p in light.preferences] == [0, 0, 0]
+
+
+def test_a_heavy_burst_is_steered_in_full_in_a_calm_cluster():
+    loads = {f"n{i}": _at(0.03 + 0.12 * i / 9) for i in range(10)}
     # A known pod of 3% of a link: alone it is light ...
     heavy = {"nettraffic.io/expected-bandwidth": f"{0.03 * LINK:.0f}"}
     board = FixedBoard(loads, link_speed=LINK)

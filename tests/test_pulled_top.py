@@ -129,7 +129,8 @@ def test_the_choice_is_the_full_scan_s(seed, replicas):
             return counts
 
         spread = Spread(  # zones alone: a node the workload filled gets no term, not no rank
-            SpreadRules(5, None),
+            # A pod of unknown size keeps its zones even (SpreadRules.balanced).
+            SpreadRules(5 if annotated else 1, None),
             (in_flight, per_zone(in_flight)),
             zone_of,
             {zone_of[s.name] for s in snapshot.candidates if s.name in zone_of},

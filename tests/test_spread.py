@@ -20,11 +20,14 @@ def _constraint(key: str, skew: object) -> dict:
 
 
 def test_a_pod_s_own_constraints_replace_the_defaults():
-    assert SpreadRules.of(pod(), 5, 3) == SpreadRules(5, 3)
-    assert SpreadRules.of(pod(), 0, 0) == SpreadRules(None, None)
+    assert SpreadRules.of(pod(), 5, 3) == SpreadRules(5, 3, defaults=True)
+    assert SpreadRules.of(pod(), 0, 0) == SpreadRules(None, None, defaults=True)
+    # A pod of unknown size keeps the default zones even; its own as they are.
+    assert SpreadRules.of(pod(), 5, 3).balanced() == SpreadRules(1, 3, defaults=True)
     own = pod()
-    own["spec"]["topologySpreadConstraints"] = [_constraint(ZONE_KEY, 1)]
-    assert SpreadRules.of(own, 5, 3) == SpreadRules(1, None)  # no hostname one: none kept
+    own["spec"]["topologySpreadConstraints"] = [_constraint(ZONE_KEY, 2)]
+    assert SpreadRules.of(own, 5, 3) == SpreadRules(2, None)  # no hostname one: none kept
+    assert SpreadRules.of(own, 5, 3).balanced() == SpreadRules(2, None)
     own["spec"]["topologySpreadConstraints"] = [
         _constraint(HOSTNAME_KEY, 2),
         _constraint("example.com/rack", 1),  # left to kube-scheduler, counted

@@ -74,15 +74,18 @@ def weighed(
     busy_above: float,
     pulled: Mapping[str, float] | None = None,
     burst: int = 1,
+    size_unknown: bool = False,
 ) -> list[Preference]:
     """The chosen nodes, best first, each weighed by its rank and by what it
     saves the pod (scoring/savings.py): the field's cost less the node's,
     both as measured (what is booked since moves the choice, not the
     weights), plus the points its peers pull it by (``pulled``, node ->
     points); 0: no term. In full, whatever the saving, where the pod's
-    burst (``burst``: its workload's pods in flight, this one included)
-    fills HEAVY_BURST of the node's link: kube-scheduler alone stacks a
-    burst by its own plugins, which the bookings spread."""
+    size is unknown (``size_unknown``: booked at the default; its zones are
+    then kept even, scoring/spread.py's ``balanced``) or its burst
+    (``burst``: its workload's pods in flight, this one included) fills
+    HEAVY_BURST of the node's link: kube-scheduler alone stacks a burst by
+    its own plugins, which the bookings spread."""
     field_cost = field.mean(bandwidth)
     preferences = []
     most = 400  # four times the first's weight
@@ -91,7 +94,7 @@ def weighed(
         saving = field_cost - cost(score, bandwidth, busy_above)
         if pulled:
             saving += pulled.get(score.name, 0.0)
-        if burst_share(score, bandwidth, burst) >= HEAVY_BURST:
+        if size_unknown or burst_share(score, bandwidth, burst) >= HEAVY_BURST:
             saving = max(saving, FULL_SAVING)
         most //= 4
         # Graded by rank: the best 100, each other 100 minus its score gap

@@ -43,6 +43,7 @@ class SpreadRules:
     zone: int | None
     hostname: int | None
     unknown: int = 0  # constraints on another key, left to kube-scheduler
+    defaults: bool = False  # the cluster's defaults: the pod has none of its own
 
     @classmethod
     def of(cls, pod: Mapping[str, Any], zone: int, hostname: int) -> "SpreadRules":
@@ -50,7 +51,7 @@ class SpreadRules:
         ``hostname``; 0: none). A malformed constraint counts as unknown."""
         own = (pod.get("spec") or {}).get("topologySpreadConstraints")
         if not isinstance(own, list) or not own:
-            return cls(zone or None, hostname or None)
+            return cls(zone or None, hostname or None, defaults=True)
         skews: dict[str, int] = {}
         unknown = 0
         for constraint in own:
@@ -61,6 +62,15 @@ class SpreadRules:
                 continue
             skews[key] = min(skew, skews.get(key, skew))
         return cls(skews.get(ZONE_KEY), skews.get(HOSTNAME_KEY), unknown)
+
+    def balanced(self) -> "SpreadRules":
+        """For a pod steered in full under the defaults: its workload's zones
+        kept as even as kube-scheduler alone keeps them (its default zone
+        constraint scores a fuller zone lower whatever the skew), one pod
+        more than the fewest at most; a pod's own constraints as they are."""
+        if not self.defaults or self.zone is None:
+            return self
+        return SpreadRules(1, self.hostname, self.unknown, self.defaults)
 
 
 # A workload's pods per node and per zone.

@@ -160,27 +160,28 @@ class Steerer:
             )
         workload = pod_workload(pod)
         spread = SpreadRules.of(pod, steering.zone_max_skew, steering.hostname_max_skew)
+        # A pod of unknown size is steered in full, its zones kept even.
+        spreads = (spread, spread.balanced())
         if spread.unknown:
             self.notes["spread-unknown-key"] += 1
         # The snapshot the in-flight state follows (this one or a newer one)
         # is the one this decision reads throughout: candidates and learned figures.
         with self.inflight.admission(snapshot) as admission:
-            return self._steer(pod, admission, workload, spread, now, dry_run)
+            return self._steer(pod, admission, workload, spreads, now, dry_run)
 
     def _steer(
         self,
         pod: Pod,
         admission: Admission,
         workload: Workload | None,
-        spread: SpreadRules,
+        spreads: tuple[SpreadRules, SpreadRules],
         now: float,
         dry_run: bool,
     ) -> Decision:
         """The choice, the patch and the booking, in one in-flight transaction."""
         steering, snapshot = self.settings.steering, admission.snapshot
-        # What the admission holds for this pod, read once: its booking's key
-        # (a dry run books nothing: sideEffects None), and the live views
-        # its peers' pull reads.
+        # Read once: its booking's key (a dry run books nothing:
+        # sideEffects None), and the live views its peers' pull reads.
         key = 0 if dry_run else admission.new_key()
         unseen = admission.unseen
         in_flight = admission.in_flight(workload) if workload is not None else {}
@@ -192,13 +193,15 @@ class Steerer:
             key = 0  # nothing to book
         # Too old, they pull no more (peers.maxAgePasses).
         conversations = snapshot.learned.pulling if snapshot.learned else None
-        # Booked at the default, nothing learned yet: its workload's burst
-        # spreads (ranking/handicaps.py).
+        # Booked at the default, nothing learned yet: its burst spreads
+        # (ranking/handicaps.py), steered in full, its zones kept even.
         unlearned = bandwidth_source == "default"
+        spread = spreads[1] if unlearned else spreads[0]
         pull = None
         if conversations is not None and workload is not None:
-            plans = self._plans_of(conversations, snapshot)
-            pull = plans.pod_pull(workload, bandwidth, unseen, in_flight)
+            pull = self._plans_of(conversations, snapshot).pod_pull(
+                workload, bandwidth, unseen, in_flight
+            )
         ranked, relaxed, full = admission.choose(
             pod,
             self.selector,
@@ -211,17 +214,12 @@ class Steerer:
             spread,
         )
         if not ranked:
-            decision = self._skipped(
-                pod, "no-candidate", "nettraffic: no eligible node fits this pod's constraints"
-            )
-            return Decision(
-                decision.patch, skip=decision.skip, warnings=warnings + decision.warnings
-            )
+            return self._no_candidate(pod, warnings)
         if relaxed:
             self.notes["spread-relaxed"] += 1
         derived = self._derived_of(snapshot)
         preferences = self._weighed(
-            ranked, derived, bandwidth, pull, 1 + sum(in_flight.values()), full
+            ranked, derived, bandwidth, pull, 1 + sum(in_flight.values()), unlearned, full
         )
         terms = [p for p in preferences if p.weight]
         if not terms:
@@ -268,6 +266,12 @@ class Steerer:
             admission.book(preferences[0].node, bandwidth, now, key, workload, unlearned)
         return Decision(patch, tuple(preferences), None, warnings, key)
 
+    def _no_candidate(self, pod: Pod, warnings: tuple[str, ...]) -> Decision:
+        decision = self._skipped(
+            pod, "no-candidate", "nettraffic: no eligible node fits this pod's constraints"
+        )
+        return Decision(decision.patch, skip=decision.skip, warnings=warnings + decision.warnings)
+
     def _weighed(
         self,
         ranked: list[Ranked],
@@ -275,6 +279,7 @@ class Steerer:
         bandwidth: float,
         pull: PodPull | None,
         burst: int,
+        size_unknown: bool,
         full: frozenset[str],
     ) -> list[Preference]:
         """The chosen nodes' terms (scoring/placement.py's ``weighed``); a
@@ -286,6 +291,7 @@ class Steerer:
             self.settings.steering.busy_above,
             None if pull is None else pull.pulled,
             burst=burst,
+            size_unknown=size_unknown,
         )
         if full:
             preferences = [p._replace(weight=0) if p.node in full else p for p in preferences]
