@@ -219,3 +219,19 @@ def test_the_learner_s_pairs_carry_who_calls_whom_and_the_servers_routing():
     assert conversations_of(report, places, 0.0, pod_routing).routing == {}
     # peers.routing zone: every called workload, whatever its Services.
     assert conversations_of(report, places, 0.0, every_zone=True).routing == {API: ZONE}
+    # A source naming each end as a caller (Beyla and OBI count each
+    # direction apart): no one direction, spread evenly, counted.
+    series.append(
+        {
+            **series[0],
+            "metric": {
+                "source_workload": "api",
+                "source_workload_namespace": "shop",
+                "destination_workload": "web",
+                "destination_workload_namespace": "shop",
+            },
+        }
+    )
+    both = conversations_of(peers_from(series, [WEB, API], 8), places, 0.0, pod_routing)
+    assert both.route(WEB, API) is None
+    assert both.routing_notes == {"both-directions": 1}

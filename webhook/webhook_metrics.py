@@ -262,10 +262,10 @@ class WebhookMetrics:
         add(
             Reading(
                 "nettraffic_peer_routing_notes",
-                "Services the last pair read counted as spreading evenly though they ask "
-                "otherwise, by reason: no-hints (trafficDistribution set, hints not on every "
-                "ready endpoint), no-slices, no-api (peers.routing services without the API "
-                "server).",
+                "Pairs and Services the last pair read counted as spreading evenly though "
+                "they might not, by reason: both-directions (the flow source names each end "
+                "as a caller), no-hints (trafficDistribution set, hints not on every ready "
+                "endpoint), no-slices, no-api (peers.routing services without the API server).",
                 "gauge",
                 ("reason",),
                 lambda: {

@@ -41,7 +41,8 @@ class Conversations:
     dropped: Mapping[Workload, int] = field(default_factory=dict)  # pairs past the cap
     calls: frozenset[tuple[Workload, Workload]] = frozenset()  # (client, server)
     routing: Mapping[Workload, str] = field(default_factory=dict)  # server -> ZONE or NODE
-    # Services read as spread though they ask otherwise, by reason (kube/service_routing.py).
+    # Pairs and Services read as spread though they might not be, by reason:
+    # both-directions (kube/service_routing.py has the Services').
     routing_notes: Mapping[str, int] = field(default_factory=dict)
 
     def pods(self, workload: Workload) -> int:
@@ -120,6 +121,13 @@ def conversations_of(
     caller's zone first (a mesh's locality load balancing)."""
     peers = {workload: tuple(pairs) for workload, pairs in report.peers.items()}
     servers = {server for _, server in report.calls}
+    notes = dict(routing_notes or {})
+    # A pair each end is said to call: no one direction, spread evenly.
+    both = sum(
+        1 for client, server in report.calls if client < server and (server, client) in report.calls
+    )
+    if both:
+        notes["both-directions"] = notes.get("both-directions", 0) + both
     if every_zone:
         routing = dict.fromkeys(servers, ZONE)
     else:
@@ -132,7 +140,7 @@ def conversations_of(
         dropped=dict(report.dropped),
         calls=frozenset(report.calls),
         routing=routing,
-        routing_notes=dict(routing_notes or {}),
+        routing_notes=notes,
     )
 
 
