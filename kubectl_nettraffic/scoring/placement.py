@@ -95,6 +95,8 @@ def weighed(
         if pulled:
             saving += pulled.get(score.name, 0.0)
         if size_unknown or burst_share(score, bandwidth, burst) >= HEAVY_BURST:
+            # By rank alone, as the choice ranks by live score: the measured
+            # cost does not see what is booked since.
             saving = max(saving, FULL_SAVING)
         most //= 4
         # Graded by rank: the best 100, each other 100 minus its score gap

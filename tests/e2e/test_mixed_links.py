@@ -70,9 +70,10 @@ def test_the_live_scores_rank_the_quiet_slow_link_first(webhook):
 
 def test_a_big_pod_leaves_the_slow_link_a_small_one_takes_it(webhook):
     # Without the pod's bytes on each link "slow" would come first for both.
-    # The big pod fills "slow" to 80%: past half, it costs 60 points against
-    # the field's 20, so only "mid" and "fast" (which save 20) get a term.
-    assert _choices(webhook, BIG) == (["mid", "fast", "slow"], ["mid", "fast"])
+    # The big pod fills "slow" to 80%: it ranks last. A pod that big is a
+    # heavy burst by itself (scoring/savings.py): its terms weigh by rank
+    # alone, the last a sixteenth of the first.
+    assert _choices(webhook, BIG) == (["mid", "fast", "slow"], ["mid", "fast", "slow"])
     # Every link stays under half full with the small pod: nothing to gain,
     # no term; kube-scheduler places it as without us.
     assert _choices(webhook, SMALL) == (["slow", "mid", "fast"], [])
