@@ -82,8 +82,13 @@ def test_the_fewest_pods_on_a_node_are_counted_as_pods_come_and_go():
     counts.add(web, "a2", 1)
     counts.add(web, "b1", 1)
     assert counts.fewest(web, nodes=3) == 2
+    assert counts.pods[web] == 6
     counts.add(web, "a1", -2)
     assert counts.fewest(web, nodes=3) == 0 and "a1" not in counts.per_node[web]
+    assert counts.pods[web] == 4
+    for node in ("a2", "b1"):
+        counts.add(web, node, -2)
+    assert web not in counts.pods and web not in counts.per_node
 
 
 def test_a_burst_of_one_workload_gives_no_term_on_a_node_it_filled():

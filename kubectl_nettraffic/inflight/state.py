@@ -181,6 +181,10 @@ class Admission:
         state._replicas.admitted(at)
         state._book(node, bandwidth, at, key, state.replica or "", workload, unlearned)
 
+    def pods_in_flight(self, workload: Workload) -> int:
+        """``workload``'s pods booked and not measured yet, on every node."""
+        return self._state._bookings.in_flight.pods.get(workload, 0)
+
     def in_flight(self, workload: Workload) -> dict[str, int]:
         """node -> ``workload``'s pods booked there and not measured yet:
         the live view, read within this admission only."""

@@ -24,11 +24,12 @@ def counted(
 
 
 class WorkloadCounts:
-    """Pods per workload per node (``per_node``) and per zone (``per_zone``,
-    by ``zone_of``, which ``set_zones`` renews), and how many of a
-    workload's nodes hold each count (``fewest`` reads it)."""
+    """Pods per workload (``pods``), per node (``per_node``) and per zone
+    (``per_zone``, by ``zone_of``, which ``set_zones`` renews), and how many
+    of a workload's nodes hold each count (``fewest`` reads it)."""
 
     def __init__(self) -> None:
+        self.pods: dict[Workload, int] = {}
         self.per_node: dict[Workload, dict[str, int]] = {}
         self.per_zone: dict[Workload, dict[str, int]] = {}
         self.zone_of: Mapping[str, str] = {}
@@ -48,6 +49,11 @@ class WorkloadCounts:
         if before + pods > 0:
             counted(self._levels, workload, before + pods, 1)
         counted(self.per_node, workload, node, pods)
+        total = self.pods.get(workload, 0) + pods
+        if total > 0:
+            self.pods[workload] = total
+        else:
+            self.pods.pop(workload, None)
         zone = self.zone_of.get(node)
         if zone:
             counted(self.per_zone, workload, zone, pods)

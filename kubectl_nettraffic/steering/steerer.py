@@ -185,6 +185,8 @@ class Steerer:
         key = 0 if dry_run else admission.new_key()
         unseen = admission.unseen
         in_flight = admission.in_flight(workload) if workload is not None else {}
+        # Its burst: its workload's pods in flight, itself included.
+        burst = 1 + (admission.pods_in_flight(workload) if workload is not None else 0)
         bandwidth, bandwidth_source, warning = expected_bandwidth(
             pod, snapshot.learned, steering.default_pod_bandwidth
         )
@@ -218,9 +220,7 @@ class Steerer:
         if relaxed:
             self.notes["spread-relaxed"] += 1
         derived = self._derived_of(snapshot)
-        preferences = self._weighed(
-            ranked, derived, bandwidth, pull, 1 + sum(in_flight.values()), unlearned, full
-        )
+        preferences = self._weighed(ranked, derived, bandwidth, pull, burst, unlearned, full)
         terms = [p for p in preferences if p.weight]
         if not terms:
             self.notes["no-gain"] += 1
