@@ -1,6 +1,8 @@
 """The catalogue of the webhook's own metrics (/metrics): every series, its
 help text and where its value is read from."""
 
+from collections.abc import Mapping
+
 from kubectl_nettraffic.measuring.scoreview import (
     pairs_age,
     peer_bytes_by_place,
@@ -74,7 +76,7 @@ class WebhookMetrics:
                 "counter",
                 ("note",),
                 # A copy in one C call: admissions add to it meanwhile.
-                lambda: {(note,): float(count) for note, count in dict(steerer.notes).items()},
+                lambda: _labelled(dict(steerer.notes)),
             )
         )
         self.extender = add(
@@ -100,7 +102,7 @@ class WebhookMetrics:
                 "seen (another replica's pod, booked here).",
                 "counter",
                 ("outcome",),
-                lambda: {(k,): float(v) for k, v in watch.counts().items()},
+                lambda: _labelled(watch.counts()),
             )
         )
         add(
@@ -112,7 +114,7 @@ class WebhookMetrics:
                 "show), unusable (another replica's pod whose annotations make no booking).",
                 "counter",
                 ("reason",),
-                lambda: {(k,): float(v) for k, v in watch.ignored().items()},
+                lambda: _labelled(watch.ignored()),
             )
         )
         add(
@@ -215,7 +217,7 @@ class WebhookMetrics:
                 "Failed reads per source.",
                 "counter",
                 ("source",),
-                lambda: {(k,): float(v) for k, v in scoreboard.source_failures.items()},
+                lambda: _labelled(scoreboard.source_failures),
             )
         )
         self._add_peers(serving)
@@ -253,10 +255,7 @@ class WebhookMetrics:
                 "internalTrafficPolicy Local); the others spread (peers.routing).",
                 "gauge",
                 ("routing",),
-                lambda: {
-                    (routing,): float(n)
-                    for routing, n in peer_routing(serving.scoreboard.snapshot).items()
-                },
+                lambda: _labelled(peer_routing(serving.scoreboard.snapshot)),
             )
         )
         add(
@@ -268,10 +267,7 @@ class WebhookMetrics:
                 "endpoint), no-slices, no-api (peers.routing services without the API server).",
                 "gauge",
                 ("reason",),
-                lambda: {
-                    (reason,): float(n)
-                    for reason, n in peer_routing_notes(serving.scoreboard.snapshot).items()
-                },
+                lambda: _labelled(peer_routing_notes(serving.scoreboard.snapshot)),
             )
         )
         add(
@@ -288,10 +284,7 @@ class WebhookMetrics:
                 "Failed reads of the flow metrics between workloads, by reason.",
                 "counter",
                 ("reason",),
-                lambda: {
-                    (reason,): float(n)
-                    for reason, n in peer_read_failures(serving.scoreboard.snapshot).items()
-                },
+                lambda: _labelled(peer_read_failures(serving.scoreboard.snapshot)),
             )
         )
 
@@ -317,7 +310,7 @@ class WebhookMetrics:
         learned = snapshot.learned if snapshot else None
         if learned is None or learned.conversations is None:
             return {}
-        return {(reason,): float(n) for reason, n in learned.conversations.ignored.items()}
+        return _labelled(learned.conversations.ignored)
 
     def _requests_by_path(self) -> dict[tuple[str, ...], float]:
         counts = self.requests.values()
@@ -326,3 +319,8 @@ class WebhookMetrics:
             key = (MUTATE, "200")
             counts[key] = counts.get(key, 0.0) + answered
         return counts
+
+
+def _labelled(counts: Mapping[str, int]) -> dict[tuple[str, ...], float]:
+    """One label's counts as a reading's values."""
+    return {(label,): float(n) for label, n in counts.items()}

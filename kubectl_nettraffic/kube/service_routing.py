@@ -73,7 +73,7 @@ def routing_of(
         if service:
             key = (str(metadata.get("namespace") or ""), str(service))
             endpoints.setdefault(key, []).extend(endpoint_slice.get("endpoints") or [])
-    routing = ServiceRouting()
+    notes: Counter[str] = Counter()
     widest: dict[PodKey, str] = {}
     for service in services:
         metadata, spec = service.get("metadata") or {}, service.get("spec") or {}
@@ -81,13 +81,13 @@ def routing_of(
         ready = endpoints.get(key)
         if ready is None:
             if spec.get("selector"):
-                routing.notes["no-slices"] += 1
+                notes["no-slices"] += 1
             continue
         routed = _slice_routing(ready)
         if spec.get("internalTrafficPolicy") == "Local":
             routed = NODE  # node-local endpoints only (CategorizeEndpoints)
         elif routed == SPREAD and spec.get("trafficDistribution") in ASKS_FOR_HINTS:
-            routing.notes["no-hints"] += 1
+            notes["no-hints"] += 1
         for endpoint in ready:
             target = endpoint.get("targetRef") or {}
             if target.get("kind") != "Pod" or not target.get("name"):
@@ -95,8 +95,7 @@ def routing_of(
             pod = (str(target.get("namespace") or key[0]), str(target["name"]))
             known = widest.get(pod)
             widest[pod] = routed if known is None else min(known, routed, key=WIDTH.index)
-    routing.pods = widest
-    return routing
+    return ServiceRouting(widest, notes)
 
 
 def read_service_routing(api: ApiClient) -> ServiceRouting:

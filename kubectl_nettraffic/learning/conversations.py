@@ -228,27 +228,31 @@ def peer_split(
     return PeerSplit(local, in_zone)
 
 
+class _Servers(NamedTuple):
+    """The called workload's pods: per node, per zone, in all, and on nodes without a zone."""
+
+    on: Mapping[str, int]
+    zones: Mapping[str, int]
+    pods: int
+    unzoned: int
+
+
 def _client_shares(
-    node: str,
-    theirs: Mapping[str, int],
-    their_zones: Mapping[str, int],
-    zone_of: Mapping[str, str],
-    routing: str,
+    node: str, servers: _Servers, zone_of: Mapping[str, str], routing: str
 ) -> tuple[float, float, float]:
     """(same node, same zone, unknown zone): the shares of one client pod's
-    bytes on ``node`` to the server's pods ``theirs``, as ``routing`` sends them."""
-    their_pods = sum(theirs.values())
-    on_node = theirs.get(node, 0)
+    bytes on ``node`` to the ``servers``, as ``routing`` sends them."""
+    their_pods = servers.pods
+    on_node = servers.on.get(node, 0)
     if routing == NODE and on_node:
         return 1.0, 1.0, 0.0
     zone = zone_of.get(node)
     if not zone:  # kube-proxy reads no zone hint for it
         return on_node / their_pods, on_node / their_pods, 1.0 - on_node / their_pods
-    in_zone = their_zones.get(zone, 0)
+    in_zone = servers.zones.get(zone, 0)
     if routing != SPREAD and in_zone:
         return (on_node / in_zone if routing == ZONE else 0.0), 1.0, 0.0
-    unzoned = their_pods - sum(their_zones.values())
-    return on_node / their_pods, in_zone / their_pods, unzoned / their_pods
+    return on_node / their_pods, in_zone / their_pods, servers.unzoned / their_pods
 
 
 def shares_of(
@@ -263,14 +267,15 @@ def shares_of(
         client, server = (workload, peer) if route is None else (route.client, route.server)
         routing = SPREAD if route is None else route.routing
         clients, theirs = conversations.places.get(client, {}), conversations.places.get(server, {})
-        client_pods = sum(clients.values())
-        if not client_pods or not sum(theirs.values()):
+        client_pods, their_pods = sum(clients.values()), sum(theirs.values())
+        if not client_pods or not their_pods:
             shares.append(PeerShare(peer, rate, 0.0, 0.0, 0.0, 1.0))
             continue
         their_zones = _per_zone(theirs, zone_of)
+        servers = _Servers(theirs, their_zones, their_pods, their_pods - sum(their_zones.values()))
         same_node = same_zone = unknown = 0.0
         for node, pods in clients.items():
-            on_node, in_zone, unzoned = _client_shares(node, theirs, their_zones, zone_of, routing)
+            on_node, in_zone, unzoned = _client_shares(node, servers, zone_of, routing)
             weight = pods / client_pods
             same_node += weight * on_node
             same_zone += weight * in_zone
