@@ -189,52 +189,6 @@ class Cluster:
             )
         return load
 
-    def added_cost(self, w: int, weight: float) -> np.ndarray:
-        """Per node: the bytes/s across nodes, plus ``weight`` x across zones,
-        that one more pod of ``w`` there would add (the oracle's measure)."""
-        if self.routing != SPREAD:
-            return self._routed_added_cost(w, weight)
-        graph, cost = self.graph, np.zeros(len(self.zone))
-        zone_counts = self.zone_counts()
-        for (a, b), rate in graph.pairs.items():
-            if w not in (a, b):
-                continue
-            peer = b if w == a else a
-            per = rate / (graph.replicas[w] * graph.replicas[peer])
-            cost += per * (graph.replicas[peer] - self.counts[peer])
-            cost += weight * per * (graph.replicas[peer] - zone_counts[peer][self.zone])
-        return cost
-
-    def _routed_added_cost(self, w: int, weight: float) -> np.ndarray:
-        cost = np.zeros(len(self.zone))
-        for (a, b), rate in self.graph.pairs.items():
-            per_client = rate / self.graph.replicas[a]
-            if w == a:  # one more client: where its Service sends it
-                routes = self._routes((a, b))
-                cost += per_client * (1 - routes.local + weight * routes.across)
-            elif w == b:  # one more server: what it saves the clients near it
-                cost += per_client * self._server_saving(self.counts[a], self.counts[b], weight)
-        return cost
-
-    def _server_saving(self, clients: np.ndarray, servers: np.ndarray, weight: float) -> np.ndarray:
-        """Per node, the change in the pair's clients' cut (bytes a client pod
-        sends, per unit) when one more server runs there. Only the clients of
-        that node's zone change route: a zone without servers had all its
-        clients' bytes cross zones; once it has one, none do. A negative
-        change is a saving."""
-        zone = self.zone
-        in_zone = np.bincount(zone, weights=servers, minlength=ZONES)[zone]
-        zone_clients = np.bincount(zone, weights=clients, minlength=ZONES)[zone]
-        if not servers.sum():  # the first server: every client's bytes start
-            return zone_clients - clients + (1 + weight) * (clients.sum() - zone_clients)
-        first_in_zone = -(clients + weight * zone_clients)
-        if self.routing == SAME_NODE:
-            here = np.where(servers > 0, 0.0, -clients)
-        else:
-            beside = np.bincount(zone, weights=clients * servers, minlength=ZONES)[zone]
-            here = beside / np.maximum(in_zone, 1.0) - (beside + clients) / (in_zone + 1)
-        return np.where(in_zone > 0, here, first_in_zone)
-
     def place(self, w: int, node: int) -> None:
         self.counts[w, node] += 1
 

@@ -40,7 +40,7 @@ import numpy as np
 from bench.peer_cluster import LINK, SAME_NODE, SAME_ZONE, SPREAD, ZONES, Cluster, Graph, draw_graph
 from bench.scheduler_model import ClusterState, KubeScheduler
 from bench.simulated_pod_traffic import SimulatedPodTraffic
-from bench.workload_spread import SpreadSummary, workload_spreads
+from bench.workload_spread import ZONE_KEEPING_PODS, SpreadSummary, spreads_of
 from harness.fakeapi import node as node_object
 from harness.reviews import pod as pod_object
 from kubectl_nettraffic.config import Settings, settings_from_mapping
@@ -65,7 +65,7 @@ POD_CPU, POD_MEMORY = 0.25, 0.5
 PRICE = 0.01  # $ per GB each way: a byte across zones is billed twice
 REFRESH, LEARN, STEP = 15.0, 30.0, 2.0
 ROUNDS = 3
-STRATEGIES = ("default", "nettraffic", "peers", "oracle")
+STRATEGIES = ("default", "nettraffic", "peers")
 
 
 @dataclass
@@ -75,6 +75,8 @@ class Outcome:
     busiest: float  # the busiest link's utilisation
     # Its workloads' spread over zones and nodes at the end (bench/workload_spread.py).
     spread: SpreadSummary = field(default_factory=lambda: SpreadSummary(0.0, 0.0, 0.0, 0.0))
+    # Per workload of ZONE_KEEPING_PODS pods or more, the zones without one.
+    zones_missing: dict[str, int] = field(default_factory=dict)
     placed: int = 0
     hot: int = 0
     pending: int = 0
@@ -151,6 +153,16 @@ class SimulationOptions:
     pull_points: float | None = None  # peers.pullPoints (None: the default)
 
 
+def draw(
+    nodes: int, replica_factor: int, seed: int
+) -> tuple[np.random.Generator, np.ndarray, ClusterState, Graph]:
+    """One draw's cluster before the service graph's pods (its background
+    link load and requests) and the graph; the generator, to draw on."""
+    rng = np.random.default_rng(seed)
+    background, state = draw_cluster(nodes, rng)
+    return rng, background, state, draw_graph(rng, replica_factor)
+
+
 def simulate(
     nodes: int,
     replica_factor: int,
@@ -161,9 +173,7 @@ def simulate(
     """One draw (``seed``) placed by ``strategy``; the same draw for every
     strategy."""
     options = options or SimulationOptions()
-    rng = np.random.default_rng(seed)
-    background, state = draw_cluster(nodes, rng)
-    graph = draw_graph(rng, replica_factor)
+    rng, background, state, graph = draw(nodes, replica_factor, seed)
     names = [f"node-{i:03d}" for i in range(nodes)]
     cluster = Cluster(
         graph, background, state.zone, np.zeros((len(graph.names), nodes)), routing=options.routing
@@ -328,7 +338,7 @@ class RollOut:
             inter_node=inter,
             cross_zone=cross,
             busiest=float(cluster.link_load().max() / LINK),
-            spread=SpreadSummary.of(workload_spreads(self.state, cluster.graph.names)),
+            **spread_of(self.state.zone, cluster.counts, cluster.graph.names),
         )
 
     def _replace(self, outcome: Outcome, w: int, k: int, template: str) -> None:
@@ -358,6 +368,17 @@ class RollOut:
         outcome.hot += cluster.node_load(chosen) / LINK > HOT
 
 
+def spread_of(zone: np.ndarray, counts: np.ndarray, names: list[str]) -> dict[str, Any]:
+    """Outcome's spread fields for a placement (workload x node -> pods)."""
+    spreads = spreads_of(zone, dict(zip(names, counts, strict=True)), names)
+    return {
+        "spread": SpreadSummary.of(spreads),
+        "zones_missing": {
+            s.workload: s.zones_missing for s in spreads if s.pods >= ZONE_KEEPING_PODS
+        },
+    }
+
+
 class _Fetch:
     def __init__(self, fetch: Callable[[object], TrafficReport]) -> None:
         self.fetch = fetch
@@ -373,31 +394,17 @@ def _choose(
     template: str,
     node_labels: list[dict[str, str]],
 ) -> int | None:
-    graph = cluster.graph
-    name = graph.names[w]
-    if strategy == "oracle":
-        fits = np.flatnonzero(state.fits(POD_CPU, POD_MEMORY))
-        if not len(fits):
-            return None
-        load = cluster.link_load()
-        after = (load + cluster.pod_bytes(w) / 2) / LINK
-        cool = fits[after[fits] <= HOT]
-        candidates = cool if len(cool) else fits
-        cost = cluster.added_cost(w, 1.0)[candidates]
-        best = candidates[np.lexsort((after[candidates], cost))[0]]
-        state.bind(int(best), name, POD_CPU, POD_MEMORY)
-        return int(best)
-    preferred: dict[int, int] = {}
-    if strategy in ("nettraffic", "peers"):
-        admitted = pod_object(
-            generate_name=f"{name}-{template}-",
-            labels={"app": name, "pod-template-hash": template},
-        )
-        decision = serving.steerer.decide(admitted, None, dry_run=False)  # type: ignore[attr-defined]
-        patched = jsonpatch.apply_patch(admitted, decision.patch or [])
-        preferred, label_weights = node_affinity_terms(patched, node_labels)
-        return scheduler.schedule(name, POD_CPU, POD_MEMORY, preferred, label_weights)
-    return scheduler.schedule(name, POD_CPU, POD_MEMORY, preferred)
+    name = cluster.graph.names[w]
+    if strategy == "default":
+        return scheduler.schedule(name, POD_CPU, POD_MEMORY, {})
+    admitted = pod_object(
+        generate_name=f"{name}-{template}-",
+        labels={"app": name, "pod-template-hash": template},
+    )
+    decision = serving.steerer.decide(admitted, None, dry_run=False)  # type: ignore[attr-defined]
+    patched = jsonpatch.apply_patch(admitted, decision.patch or [])
+    preferred, label_weights = node_affinity_terms(patched, node_labels)
+    return scheduler.schedule(name, POD_CPU, POD_MEMORY, preferred, label_weights)
 
 
 def node_affinity_terms(

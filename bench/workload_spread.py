@@ -4,7 +4,7 @@ maxSkew 5, hostname maxSkew 3) would see it, and the per-draw verdicts
 against kube-scheduler alone on the same draw."""
 
 import statistics
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -24,23 +24,33 @@ class WorkloadSpread:
     zone_skew: int  # its pods in its fullest zone less in its emptiest
     most_on_node: int  # its pods on its fullest node
     zones_missing: int  # zones with none of its pods
+    workload: str = ""
 
 
 def workload_spreads(state: ClusterState, workloads: Iterable[str]) -> list[WorkloadSpread]:
     """The spread of each of ``workloads`` that has a pod placed."""
-    zones = int(state.zone.max()) + 1
+    return spreads_of(state.zone, state.replicas, workloads)
+
+
+def spreads_of(
+    zone: np.ndarray, replicas: Mapping[str, np.ndarray], workloads: Iterable[str]
+) -> list[WorkloadSpread]:
+    """The spread of each of ``workloads`` that has a pod placed, from its
+    pods per node (``replicas``) and each node's zone."""
+    zones = int(zone.max()) + 1
     spreads = []
     for workload in sorted(workloads):
-        counts = state.replicas.get(workload)
+        counts = replicas.get(workload)
         if counts is None or counts.sum() <= 0:
             continue
-        per_zone = np.bincount(state.zone, weights=counts, minlength=zones)
+        per_zone = np.bincount(zone, weights=counts, minlength=zones)
         spreads.append(
             WorkloadSpread(
                 int(counts.sum()),
                 int(per_zone.max() - per_zone.min()),
                 int(counts.max()),
                 int((per_zone == 0).sum()),
+                workload,
             )
         )
     return spreads

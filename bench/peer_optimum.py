@@ -1,0 +1,371 @@
+"""The best any placement can do in bench.peers' model, from an exact
+solver (HiGHS, a mixed-integer program): every pod of the service graph
+placed at once, under the rules every placement in the benchmark meets or
+is judged by.
+
+The rules:
+- a node takes pods while they fit (every pod asks the same CPU and
+  memory, so a node has a number of free slots);
+- a node's link stays at most HOT busy, counting each pod's whole bytes
+  as if none stayed on the node (the product's own guard, peer_pull.py
+  "Never past hot": the true load is at most this under spread routing);
+- the fan-in cap: a node holds at most half of a workload's pods (one,
+  for a workload of three or fewer);
+- a workload of ZONE_KEEPING_PODS pods or more keeps a pod in every zone;
+- a workload's zones differ by at most the zone spread's maxSkew, where
+  its pods carry one (the cluster's default, 5, which the product keeps).
+
+What it minimises depends on how the Services route (peer_cluster.py):
+- spread or PreferSameZone: the bytes across zones;
+- PreferSameNode: the bytes across nodes.
+Each is exact in the model (Cluster.pair_cut gives the same figure for
+the placement found); the products of two counts are written out with one
+count in unary (binary steps), so the program stays linear.
+
+Where the solver runs out of time the best placement found is kept and its
+bound (the best any placement could still reach) is reported beside it.
+"""
+
+import itertools
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import highspy
+import numpy as np
+
+from bench.peer_cluster import LINK, SAME_NODE, SAME_ZONE, SPREAD, ZONES, Cluster, Graph
+from bench.peer_simulation import (
+    POD_CPU,
+    POD_MEMORY,
+    Outcome,
+    SimulationOptions,
+    draw,
+    spread_of,
+)
+from bench.scheduler_model import MAX_SKEW_ZONE
+from bench.workload_spread import ZONE_KEEPING_PODS
+
+HOT = 0.8
+
+
+@dataclass(frozen=True)
+class Optimum:
+    counts: np.ndarray  # workload x node -> pods, the best placement found
+    objective: float  # its bytes/s across zones (or nodes: PreferSameNode)
+    bound: float  # no placement under the rules sends fewer
+    optimal: bool  # the solver proved it (bound == objective, within its gap)
+
+
+@dataclass
+class _Program:
+    """A mixed-integer program built column by column and row by row."""
+
+    cost: list[float] = field(default_factory=list)
+    lower: list[float] = field(default_factory=list)
+    upper: list[float] = field(default_factory=list)
+    integer: list[bool] = field(default_factory=list)
+    rows: list[tuple[list[int], list[float], float, float]] = field(default_factory=list)
+
+    def column(self, upper: float, cost: float = 0.0, integer: bool = True) -> int:
+        self.cost.append(cost)
+        self.lower.append(0.0)
+        self.upper.append(upper)
+        self.integer.append(integer)
+        return len(self.cost) - 1
+
+    def row(self, terms: dict[int, float], low: float, high: float) -> None:
+        self.rows.append((list(terms), list(terms.values()), low, high))
+
+    def solve(
+        self, seconds: float, start: tuple[np.ndarray, np.ndarray] | None = None
+    ) -> tuple[np.ndarray, float, float, bool]:
+        """The best values found, their objective, the bound, and whether
+        they are proven best; ``start``: columns and values to begin from."""
+        lp = highspy.HighsLp()
+        lp.num_col_, lp.num_row_ = len(self.cost), len(self.rows)
+        lp.col_cost_, lp.col_lower_, lp.col_upper_ = self.cost, self.lower, self.upper
+        lp.row_lower_ = [r[2] for r in self.rows]
+        lp.row_upper_ = [r[3] for r in self.rows]
+        starts, index, value = [0], [], []
+        for columns, values, _, _ in self.rows:
+            index += columns
+            value += values
+            starts.append(len(index))
+        lp.a_matrix_.format_ = highspy.MatrixFormat.kRowwise
+        lp.a_matrix_.start_, lp.a_matrix_.index_, lp.a_matrix_.value_ = starts, index, value
+        lp.integrality_ = [
+            highspy.HighsVarType.kInteger if i else highspy.HighsVarType.kContinuous
+            for i in self.integer
+        ]
+        solver = highspy.Highs()
+        solver.setOptionValue("output_flag", False)
+        solver.setOptionValue("time_limit", seconds)
+        solver.setOptionValue("threads", 1)
+        solver.setOptionValue("random_seed", 0)
+        solver.passModel(lp)
+        if start is not None:
+            columns, values = start
+            solver.setSolution(
+                columns.size, columns.ravel().astype(np.int32), values.ravel().astype(float)
+            )
+        solver.run()
+        status = solver.getModelStatus()
+        if solver.getInfo().primal_solution_status != 2:  # kSolutionStatusFeasible
+            raise RuntimeError(
+                f"no placement meets the rules: {solver.modelStatusToString(status)}"
+            )
+        info = solver.getInfo()
+        values = np.array(solver.getSolution().col_value)
+        optimal = status == highspy.HighsModelStatus.kOptimal
+        return values, info.objective_function_value, info.mip_dual_bound, optimal
+
+
+def free_slots(
+    cpu_free: np.ndarray, memory_free: np.ndarray, cpu: float, memory: float
+) -> np.ndarray:
+    """Per node, how many more pods of ``cpu`` and ``memory`` fit."""
+    return np.minimum(np.floor(cpu_free / cpu + 1e-9), np.floor(memory_free / memory + 1e-9))
+
+
+def fan_in_cap(replicas: int) -> int:
+    return max(1, replicas // 2)
+
+
+def solve(
+    graph: Graph,
+    background: np.ndarray,
+    zone: np.ndarray,
+    slots: np.ndarray,
+    routing: str,
+    seconds: float = 60.0,
+    zone_max_skew: int | None = None,
+) -> Optimum:
+    """The placement of every pod of ``graph`` with the fewest bytes across
+    zones (across nodes under PreferSameNode), and the solver's bound.
+
+    Across zones, only the zone counts matter: they are chosen first under
+    the zone totals of the node rules (a relaxation, so its optimum bounds
+    every placement), then spread over the nodes; where they cannot be, the
+    whole program is solved with nodes. Across nodes, the whole program is
+    solved, started from the best placement across zones."""
+    rules = _Rules(graph, background, zone, slots, zone_max_skew)
+    if routing == SAME_NODE:
+        start = solve(graph, background, zone, slots, SAME_ZONE, seconds, zone_max_skew)
+        return rules.by_node(routing, seconds, start.counts)
+    by_zone = rules.by_zone(routing, seconds)
+    counts = rules.onto_nodes(by_zone.counts, seconds)
+    if counts is not None:
+        objective = rules.measure(counts, routing)
+        return Optimum(counts, objective, by_zone.bound, by_zone.optimal)
+    return rules.by_node(routing, seconds, None)
+
+
+@dataclass
+class _Rules:
+    graph: Graph
+    background: np.ndarray
+    zone: np.ndarray
+    slots: np.ndarray
+    zone_max_skew: int | None
+
+    def __post_init__(self) -> None:
+        graph = self.graph
+        self.workloads = len(graph.names)
+        self.halves = np.array([_pod_bytes(graph, w) / 2 for w in range(self.workloads)])
+        self.room = np.maximum(0.0, HOT * LINK - self.background)
+
+    def measure(self, counts: np.ndarray, routing: str) -> float:
+        """The bytes the objective counts, by the benchmark's own model."""
+        cluster = Cluster(
+            self.graph, self.background, self.zone, counts.astype(float), routing=routing
+        )
+        inter, cross = cluster.pair_cut()
+        return inter if routing == SAME_NODE else cross
+
+    def by_zone(self, routing: str, seconds: float) -> Optimum:
+        """The zone counts with the fewest bytes across zones, under the node
+        rules summed per zone."""
+        program, graph = _Program(), self.graph
+        z_counts = self._zone_counts(program)
+        for z in range(ZONES):
+            here = self.zone == z
+            program.row(
+                {int(c): 1.0 for c in z_counts[:, z]}, -np.inf, float(self.slots[here].sum())
+            )
+            program.row(
+                {int(c): float(h) for c, h in zip(z_counts[:, z], self.halves, strict=True)},
+                -np.inf,
+                float(self.room[here].sum()),
+            )
+            for w in range(self.workloads):
+                takes = here & (self.slots >= 1) & (self.room >= self.halves[w])
+                program.row(
+                    {int(z_counts[w, z]): 1.0},
+                    -np.inf,
+                    fan_in_cap(graph.replicas[w]) * float(takes.sum()),
+                )
+        offset = self._objective(program, routing, z_counts, lambda w: graph.replicas[w])
+        values, _, bound, optimal = program.solve(seconds)
+        counts = np.rint(values[z_counts]).astype(int)
+        return Optimum(counts, bound + offset, bound + offset, optimal)
+
+    def onto_nodes(self, by_zone: np.ndarray, seconds: float) -> np.ndarray | None:
+        """A placement over the nodes with these zone counts, if one meets the rules."""
+        program = _Program()
+        x, z_counts = self._nodes(program)
+        for (w, z), count in np.ndenumerate(by_zone):
+            program.lower[int(z_counts[w, z])] = program.upper[int(z_counts[w, z])] = float(count)
+        try:
+            values, _, _, _ = program.solve(seconds)
+        except RuntimeError:
+            return None
+        return np.rint(values[x]).astype(int)
+
+    def by_node(self, routing: str, seconds: float, start: np.ndarray | None) -> Optimum:
+        program, graph = _Program(), self.graph
+        x, _ = self._nodes(program)
+        offset = self._objective(program, routing, x, lambda w: fan_in_cap(graph.replicas[w]))
+        values, _, bound, optimal = program.solve(seconds, None if start is None else (x, start))
+        counts = np.rint(values[x]).astype(int)
+        return Optimum(counts, self.measure(counts, routing), bound + offset, optimal)
+
+    def _zone_counts(self, program: _Program) -> np.ndarray:
+        """Each workload's pods per zone: all placed, one in every zone for
+        a workload of ZONE_KEEPING_PODS or more."""
+        graph = self.graph
+        z_counts = np.array(
+            [
+                [program.column(graph.replicas[w]) for _ in range(ZONES)]
+                for w in range(self.workloads)
+            ]
+        )
+        for w in range(self.workloads):
+            replicas = graph.replicas[w]
+            program.row({int(c): 1.0 for c in z_counts[w]}, replicas, replicas)
+            if replicas >= ZONE_KEEPING_PODS:
+                for c in z_counts[w]:
+                    program.lower[int(c)] = 1.0
+            if self.zone_max_skew is not None:
+                for more, fewer in itertools.permutations(z_counts[w], 2):
+                    program.row({int(more): 1.0, int(fewer): -1.0}, -np.inf, self.zone_max_skew)
+        return z_counts
+
+    def _nodes(self, program: _Program) -> tuple[np.ndarray, np.ndarray]:
+        """Each workload's pods per node and per zone, under every rule."""
+        graph, zone = self.graph, self.zone
+        z_counts = self._zone_counts(program)
+        x = np.array(
+            [
+                [program.column(fan_in_cap(graph.replicas[w])) for _ in range(len(zone))]
+                for w in range(self.workloads)
+            ]
+        )
+        for w in range(self.workloads):
+            for z in range(ZONES):
+                terms = {int(c): 1.0 for c in x[w, zone == z]}
+                terms[int(z_counts[w, z])] = -1.0
+                program.row(terms, 0.0, 0.0)
+        for n in range(len(zone)):
+            program.row({int(c): 1.0 for c in x[:, n]}, -np.inf, float(self.slots[n]))
+            program.row(
+                {int(c): float(h) for c, h in zip(x[:, n], self.halves, strict=True)},
+                -np.inf,
+                float(self.room[n]),
+            )
+        return x, z_counts
+
+    def _objective(
+        self, program: _Program, routing: str, counts: np.ndarray, most: Callable[[int], int]
+    ) -> float:
+        if routing == SPREAD:
+            return _spread_cross_zone(program, self.graph, counts)
+        return _unserved(program, self.graph, counts, most)
+
+
+def _pod_bytes(graph: Graph, w: int) -> float:
+    return graph.external[w] + sum(
+        rate / graph.replicas[w] for (a, b), rate in graph.pairs.items() if w in (a, b)
+    )
+
+
+def _spread_cross_zone(program: _Program, graph: Graph, zc: np.ndarray) -> float:
+    """Under spread a pair's bytes cross zones but for the share of its pod
+    pairs in one zone: rate x (1 - sum_z Za_z Zb_z / (na nb)). Each
+    product Za_z Zb_z is written as sum_k step_k Zb_z, step_k = [Za_z >= k],
+    Za_z's smaller side in unary; maximising, the bound t <= Zb_z, t <= nb
+    step_k makes t the product exactly. Returns the constant part."""
+    offset = 0.0
+    steps: dict[tuple[int, int], list[int]] = {}
+    for (a, b), rate in graph.pairs.items():
+        if graph.replicas[a] > graph.replicas[b]:
+            a, b = b, a
+        na, nb = graph.replicas[a], graph.replicas[b]
+        per = rate / (na * nb)
+        offset += rate
+        for z in range(ZONES):
+            if (a, z) not in steps:
+                steps[a, z] = _unary(program, int(zc[a, z]), na)
+            for step in steps[a, z]:
+                t = program.column(nb, cost=-per, integer=False)
+                program.row({t: 1.0, int(zc[b, z]): -1.0}, -np.inf, 0.0)
+                program.row({t: 1.0, step: -float(nb)}, -np.inf, 0.0)
+    return offset
+
+
+def _unary(program: _Program, count: int, most: int) -> list[int]:
+    """Binary steps s_1 >= s_2 >= ... with sum s_k = ``count``."""
+    steps = [program.column(1.0) for _ in range(most)]
+    program.row({count: 1.0, **{s: -1.0 for s in steps}}, 0.0, 0.0)
+    for first, second in itertools.pairwise(steps):
+        program.row({first: 1.0, second: -1.0}, 0.0, np.inf)
+    return steps
+
+
+def _unserved(
+    program: _Program, graph: Graph, counts: np.ndarray, most: Callable[[int], int]
+) -> float:
+    """Under topology routing a client's bytes leave its node (zone) when
+    its node (zone) has no server pod, and stay otherwise: per place p,
+    served_p in {0, 1} with served_p <= servers_p <= most x served_p, and
+    the clients' unserved pods u_p >= clients_p - most_a x served_p."""
+    served: dict[tuple[int, int], int] = {}
+    for (a, b), rate in graph.pairs.items():
+        per_client = rate / graph.replicas[a]
+        for p in range(counts.shape[1]):
+            if (b, p) not in served:
+                s = served[b, p] = program.column(1.0)
+                program.row({s: 1.0, int(counts[b, p]): -1.0}, -np.inf, 0.0)
+                program.row({int(counts[b, p]): 1.0, s: -float(most(b))}, -np.inf, 0.0)
+            u = program.column(most(a), cost=per_client, integer=False)
+            program.row(
+                {u: 1.0, int(counts[a, p]): -1.0, served[b, p]: float(most(a))}, 0.0, np.inf
+            )
+    return 0.0
+
+
+def optimum_outcome(
+    nodes: int, replica_factor: int, seed: int, options: SimulationOptions, seconds: float
+) -> tuple[Outcome, Optimum]:
+    """The optimum of draw ``seed`` under the variant's routing and zone
+    spread, measured as the simulated placements are."""
+    routing = options.routing
+    zone_max_skew = options.zone_max_skew or (MAX_SKEW_ZONE if options.zone_spread else None)
+    _, background, state, graph = draw(nodes, replica_factor, seed)
+    slots = free_slots(
+        state.cpu_allocatable - state.cpu_requested,
+        state.memory_allocatable - state.memory_requested,
+        POD_CPU,
+        POD_MEMORY,
+    )
+    best = solve(graph, background, state.zone, slots, routing, seconds, zone_max_skew)
+    cluster = Cluster(graph, background, state.zone, best.counts.astype(float), routing=routing)
+    inter, cross = cluster.pair_cut()
+    outcome = Outcome(
+        inter,
+        cross,
+        float(cluster.link_load().max() / LINK),
+        placed=int(best.counts.sum()),
+        hot=int(best.counts[:, cluster.link_load() / LINK > HOT].sum()),
+        **spread_of(state.zone, best.counts, graph.names),
+    )
+    return outcome, best
