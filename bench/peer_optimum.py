@@ -27,6 +27,7 @@ bound (the best any placement could still reach) is reported beside it.
 """
 
 import itertools
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -242,12 +243,16 @@ class _Rules:
         for w in range(self.workloads):
             replicas = graph.replicas[w]
             program.row({int(c): 1.0 for c in z_counts[w]}, replicas, replicas)
-            if replicas >= ZONE_KEEPING_PODS:
-                for c in z_counts[w]:
-                    program.lower[int(c)] = 1.0
-            if self.zone_max_skew is not None:
+            low, high = (1 if replicas >= ZONE_KEEPING_PODS else 0), replicas
+            skew = self.zone_max_skew
+            if skew is not None:
+                # max - min <= skew over three zones bounds each one.
+                low = max(low, math.ceil((replicas - 2 * skew) / ZONES))
+                high = min(high, (replicas + 2 * skew) // ZONES)
                 for more, fewer in itertools.permutations(z_counts[w], 2):
-                    program.row({int(more): 1.0, int(fewer): -1.0}, -np.inf, self.zone_max_skew)
+                    program.row({int(more): 1.0, int(fewer): -1.0}, -np.inf, skew)
+            for c in z_counts[w]:
+                program.lower[int(c)], program.upper[int(c)] = low, high
         return z_counts
 
     def _nodes(self, program: _Program) -> tuple[np.ndarray, np.ndarray]:
@@ -291,31 +296,41 @@ def _pod_bytes(graph: Graph, w: int) -> float:
 def _spread_cross_zone(program: _Program, graph: Graph, zc: np.ndarray) -> float:
     """Under spread a pair's bytes cross zones but for the share of its pod
     pairs in one zone: rate x (1 - sum_z Za_z Zb_z / (na nb)). Each
-    product Za_z Zb_z is written as sum_k step_k Zb_z, step_k = [Za_z >= k],
-    Za_z's smaller side in unary; maximising, the bound t <= Zb_z, t <= nb
-    step_k makes t the product exactly. Returns the constant part."""
+    product is written out with one count in unary over its range,
+    Za_z = low + sum_k step_k (step_k = [Za_z >= low + k]), so
+    Za_z Zb_z = low Zb_z + sum_k t_k; maximising, t_k <= Zb_z and
+    t_k <= high(Zb_z) step_k make t_k = step_k Zb_z exactly. The side with
+    the narrower range goes in unary (a zone spread limit narrows it).
+    Returns the constant part."""
     offset = 0.0
-    steps: dict[tuple[int, int], list[int]] = {}
+    steps: dict[int, list[int]] = {}
+
+    def width(column: int) -> float:
+        return program.upper[column] - program.lower[column]
+
     for (a, b), rate in graph.pairs.items():
-        if graph.replicas[a] > graph.replicas[b]:
-            a, b = b, a
-        na, nb = graph.replicas[a], graph.replicas[b]
-        per = rate / (na * nb)
+        per = rate / (graph.replicas[a] * graph.replicas[b])
         offset += rate
         for z in range(ZONES):
-            if (a, z) not in steps:
-                steps[a, z] = _unary(program, int(zc[a, z]), na)
-            for step in steps[a, z]:
-                t = program.column(nb, cost=-per, integer=False)
-                program.row({t: 1.0, int(zc[b, z]): -1.0}, -np.inf, 0.0)
-                program.row({t: 1.0, step: -float(nb)}, -np.inf, 0.0)
+            unary, other = int(zc[a, z]), int(zc[b, z])
+            if width(unary) > width(other):
+                unary, other = other, unary
+            if unary not in steps:
+                steps[unary] = _unary(program, unary)
+            program.cost[other] -= per * program.lower[unary]
+            for step in steps[unary]:
+                t = program.column(program.upper[other], cost=-per, integer=False)
+                program.row({t: 1.0, other: -1.0}, -np.inf, 0.0)
+                program.row({t: 1.0, step: -program.upper[other]}, -np.inf, 0.0)
     return offset
 
 
-def _unary(program: _Program, count: int, most: int) -> list[int]:
-    """Binary steps s_1 >= s_2 >= ... with sum s_k = ``count``."""
-    steps = [program.column(1.0) for _ in range(most)]
-    program.row({count: 1.0, **{s: -1.0 for s in steps}}, 0.0, 0.0)
+def _unary(program: _Program, count: int) -> list[int]:
+    """Binary steps s_1 >= s_2 >= ... with low + sum s_k = ``count``, over
+    the column's bounds."""
+    low, high = program.lower[count], program.upper[count]
+    steps = [program.column(1.0) for _ in range(round(high - low))]
+    program.row({count: 1.0, **{s: -1.0 for s in steps}}, low, low)
     for first, second in itertools.pairwise(steps):
         program.row({first: 1.0, second: -1.0}, 0.0, np.inf)
     return steps

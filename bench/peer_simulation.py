@@ -29,6 +29,7 @@ The model (bench/peers.py prints it beside the figures):
   no 2 m window: a limit of the model).
 """
 
+import json
 import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
@@ -44,6 +45,7 @@ from bench.workload_spread import ZONE_KEEPING_PODS, SpreadSummary, spreads_of
 from harness.fakeapi import node as node_object
 from harness.reviews import pod as pod_object
 from kubectl_nettraffic.config import Settings, settings_from_mapping
+from kubectl_nettraffic.kube.binding_watch import BindingWatch
 from kubectl_nettraffic.kube.nodes import ZONE_COPY_LABEL, ZONE_LABEL, node_from_json
 from kubectl_nettraffic.kube.pods import PREFERRED
 from kubectl_nettraffic.kube.service_routing import NODE, ZONE, ServiceRouting
@@ -66,6 +68,7 @@ PRICE = 0.01  # $ per GB each way: a byte across zones is billed twice
 REFRESH, LEARN, STEP = 15.0, 30.0, 2.0
 ROUNDS = 3
 STRATEGIES = ("default", "nettraffic", "peers")
+REPLICA = "peers-sim"  # the webhook replica's id (nettraffic.io/steered-by)
 
 
 @dataclass
@@ -252,7 +255,12 @@ class RollOut:
             clock=lambda: self.now,
             learning=self.learning,
         )
-        self.serving = serving_parts(settings, clock=lambda: self.now)
+        self.serving = serving_parts(settings, clock=lambda: self.now, replica=REPLICA)
+        # The replica's binding watch: each steered pod's booking moves to the
+        # node it was bound to (kube/binding_watch.py). The pod's bound event
+        # reaches it before the next admission: the watch's delay is tens of
+        # ms (bench/control_plane.py, watch_latency), the pods two seconds apart.
+        self.watch = BindingWatch(None, self.serving.inflight, REPLICA, clock=lambda: self.now)  # type: ignore[arg-type]
         # The traffic-tier labels (steering.trafficTiers, on by default) as the
         # leader writes them at each refresh; the scheduler model weighs each
         # node by the terms of the patched pod it matches.
@@ -347,16 +355,7 @@ class RollOut:
         old = cluster.pods[w][k]
         cluster.remove(w, old)
         state.unbind(old, name, POD_CPU, POD_MEMORY)
-        chosen = _choose(
-            self.strategy,
-            cluster,
-            state,
-            self.scheduler,
-            self.serving,
-            w,
-            template,
-            self.zone_labels,
-        )
+        chosen = self._schedule(w, k, template)
         if chosen is None:
             outcome.pending += 1
             cluster.place(w, old)  # the old one stays (maxUnavailable 0)
@@ -366,6 +365,28 @@ class RollOut:
         cluster.pods[w][k] = chosen
         outcome.placed += 1
         outcome.hot += cluster.node_load(chosen) / LINK > HOT
+
+    def _schedule(self, w: int, k: int, template: str) -> int | None:
+        """Workload ``w``'s new pod placed by the strategy: kube-scheduler
+        alone, or the webhook's patch, then kube-scheduler, then the
+        binding watch."""
+        scheduler, name = self.scheduler, self.cluster.graph.names[w]
+        if self.strategy == "default":
+            return scheduler.schedule(name, POD_CPU, POD_MEMORY, {})
+        admitted = pod_object(
+            generate_name=f"{name}-{template}-",
+            labels={"app": name, "pod-template-hash": template},
+        )
+        decision = self.serving.steerer.decide(admitted, None, dry_run=False)
+        patched = jsonpatch.apply_patch(admitted, decision.patch or [])
+        preferred, label_weights = node_affinity_terms(patched, self.zone_labels)
+        chosen = scheduler.schedule(name, POD_CPU, POD_MEMORY, preferred, label_weights)
+        if chosen is not None:
+            patched["metadata"]["name"] = f"{name}-{template}-{k}"
+            patched["spec"]["nodeName"] = self.names[chosen]
+            event = {"type": "MODIFIED", "object": patched}
+            self.watch.receive(json.dumps(event, separators=(",", ":")).encode())
+        return chosen
 
 
 def spread_of(zone: np.ndarray, counts: np.ndarray, names: list[str]) -> dict[str, Any]:
@@ -382,29 +403,6 @@ def spread_of(zone: np.ndarray, counts: np.ndarray, names: list[str]) -> dict[st
 class _Fetch:
     def __init__(self, fetch: Callable[[object], TrafficReport]) -> None:
         self.fetch = fetch
-
-
-def _choose(
-    strategy: str,
-    cluster: Cluster,
-    state: ClusterState,
-    scheduler: KubeScheduler,
-    serving: object,
-    w: int,
-    template: str,
-    node_labels: list[dict[str, str]],
-) -> int | None:
-    name = cluster.graph.names[w]
-    if strategy == "default":
-        return scheduler.schedule(name, POD_CPU, POD_MEMORY, {})
-    admitted = pod_object(
-        generate_name=f"{name}-{template}-",
-        labels={"app": name, "pod-template-hash": template},
-    )
-    decision = serving.steerer.decide(admitted, None, dry_run=False)  # type: ignore[attr-defined]
-    patched = jsonpatch.apply_patch(admitted, decision.patch or [])
-    preferred, label_weights = node_affinity_terms(patched, node_labels)
-    return scheduler.schedule(name, POD_CPU, POD_MEMORY, preferred, label_weights)
 
 
 def node_affinity_terms(

@@ -10,6 +10,7 @@ from harness.reviews import pod
 from kubectl_nettraffic.inflight.bookings import DELAY_WEIGHT, WATCH_DELAY
 from kubectl_nettraffic.kube.binding_watch import BindingWatch
 from kubectl_nettraffic.kube.client import api_client
+from kubectl_nettraffic.kube.nodes import ZONE_LABEL
 from kubectl_nettraffic.kube.pods import BANDWIDTH_SOURCE, BOOKING, EXPECTED_BANDWIDTH, STEERED_BY
 from tests.conftest import wait_for
 from tests.harness.scoreboards import MEASURED_AT, FixedBoard
@@ -320,3 +321,38 @@ def test_events_that_change_nothing_are_counted_and_book_nothing_twice(fake_api,
     total = sum(pods for _, pods in _inflight(steerer).values())
     assert total == 3 and _inflight(steerer)["b"][1] >= 1
     assert decision.booking_key != 987654
+
+
+def test_another_replicas_rollout_pod_counts_in_its_replica_sets_spread_here(fake_api, kubeconfig):
+    """The default spread counts a rollout's ReplicaSet alone, on every
+    replica: once replica 2 sees replica 1's pod of web-1111 in zone a, its
+    own next pod of web-1111 keeps out of a (b and c hold none), while a
+    pod of web-2222, the same Deployment's next template, may go there."""
+    loads = {"a": 0.0, "b": 1e6, "c": 2e6}
+    zones = {name: {"labels": {ZONE_LABEL: f"zone-{name}"}} for name in loads}
+    boards = [FixedBoard(loads, replica=r, **zones) for r in ("replica1", "replica2")]
+    theirs = _watch(fake_api, kubeconfig, boards[1], "replica2")
+
+    def rolled_out(template: str) -> dict:
+        labels = {"app": "web", "pod-template-hash": template}
+        return pod(f"web-{template}-", labels=labels, annotations={EXPECTED_BANDWIDTH: "1k"})
+
+    try:
+        web = rolled_out("1111")
+        decision = boards[0].steerer.decide(web, {}, dry_run=False)
+        assert decision.preferences[0].node == "a"
+        steered = jsonpatch.apply_patch(web, decision.patch)
+        steered["metadata"]["name"] = "web-1111-x1"
+        steered.update(apiVersion="v1", kind="Pod")
+        fake_api.put(steered)
+        wait_for(lambda: theirs.counts()["seen"] == 1)
+
+        def first(template: str) -> str:
+            decided = boards[1].steerer.decide(rolled_out(template), {}, dry_run=True)
+            return decided.preferences[0].node
+
+        assert first("1111") == "b"
+        assert first("2222") == "a"
+    finally:
+        theirs.stop()
+        fake_api.close_watches()

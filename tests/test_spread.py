@@ -20,14 +20,18 @@ def _constraint(key: str, skew: object) -> dict:
 
 
 def test_a_pod_s_own_constraints_replace_the_defaults():
-    assert SpreadRules.of(pod(), 5, 3) == SpreadRules(5, 3, defaults=True)
-    assert SpreadRules.of(pod(), 0, 0) == SpreadRules(None, None, defaults=True)
+    # The defaults count the pod's ReplicaSet alone, as kube-scheduler's do.
+    assert SpreadRules.of(pod(), 5, 3) == SpreadRules(5, 3, defaults=True, per_template=True)
+    assert SpreadRules.of(pod(), 0, 0) == SpreadRules(None, None, defaults=True, per_template=True)
     # A pod of unknown size keeps the default zones even; its own as they are.
-    assert SpreadRules.of(pod(), 5, 3).balanced() == SpreadRules(1, 3, defaults=True)
+    assert SpreadRules.of(pod(), 5, 3).balanced() == SpreadRules(1, 3, 0, True, True)
     own = pod()
     own["spec"]["topologySpreadConstraints"] = [_constraint(ZONE_KEY, 2)]
     assert SpreadRules.of(own, 5, 3) == SpreadRules(2, None)  # no hostname one: none kept
     assert SpreadRules.of(own, 5, 3).balanced() == SpreadRules(2, None)
+    # Its own with matchLabelKeys [pod-template-hash]: the ReplicaSet alone too.
+    own["spec"]["topologySpreadConstraints"][0]["matchLabelKeys"] = ["pod-template-hash"]
+    assert SpreadRules.of(own, 5, 3) == SpreadRules(2, None, per_template=True)
     own["spec"]["topologySpreadConstraints"] = [
         _constraint(HOSTNAME_KEY, 2),
         _constraint("example.com/rack", 1),  # left to kube-scheduler, counted
@@ -148,6 +152,32 @@ def test_a_burst_of_three_keeps_a_pod_in_every_zone():
     # Unkept (0), all three would prefer zone a's quietest nodes.
     unkept = _first_terms(_board(zoneMaxSkew=0, hostnameMaxSkew=0), admitted, 3)
     assert {f[0] for f in unkept} == {"a"}
+
+
+def _rolled_out(template: str) -> dict:
+    """A pod of the Deployment web's ReplicaSet for ``template``."""
+    return pod(
+        generate_name=f"web-{template}-",
+        labels={"app": "web", "pod-template-hash": template},
+        annotations={EXPECTED_BANDWIDTH: "1Mi"},
+    )
+
+
+def test_a_rollout_s_new_pods_keep_every_zone_while_the_old_ones_are_booked():
+    # The defaults count the ReplicaSet alone (kube-scheduler's default
+    # selector is the ReplicaSet's): the new template's three pods fill the
+    # three zones, though the old template's three are still in flight.
+    board = _board()
+    assert sorted(f[0] for f in _first_terms(board, _rolled_out("1111"), 3)) == ["a", "b", "c"]
+    assert sorted(f[0] for f in _first_terms(board, _rolled_out("2222"), 3)) == ["a", "b", "c"]
+    # A constraint of the pod's own on the workload's pods counts both
+    # templates: 1/1/1 before the new ones, so skew 5 lets zone a take them all.
+    own = _board(zoneMaxSkew=0, hostnameMaxSkew=0)
+    for template in ("1111", "2222"):
+        admitted = _rolled_out(template)
+        admitted["spec"]["topologySpreadConstraints"] = [_constraint(ZONE_KEY, 5)]
+        firsts = _first_terms(own, admitted, 3)
+    assert {f[0] for f in firsts} == {"a"}
 
 
 def test_a_pod_s_own_zone_constraint_is_kept_and_unknown_keys_are_counted():

@@ -20,8 +20,10 @@ it, all of it a full window later. With ``edge`` the measurement time less
 
 The views, kept current as rows come, move and go: ``view`` (node ->
 unseen bytes/s, pods), ``in_flight`` (workload -> node, and zone, -> pods:
-the fan-in room of peers and the workload's spread read it), ``unlearned`` (node -> pods for the unlearned rows alone,
-handicaps.py),
+the fan-in room of peers and the workload's spread read it), ``templates``
+(the same per template: a rolled-out pod's ReplicaSet, else its workload;
+the spread kube-scheduler keeps by default reads it), ``unlearned`` (node
+-> pods for the unlearned rows alone, handicaps.py),
 ``declined`` (nodes a booking moved off since the measurement,
 handicaps.py) and ``watch_delay``.
 
@@ -37,6 +39,7 @@ Not thread-safe: InflightState holds its one lock around every call but
 
 from array import array
 from bisect import bisect_left, bisect_right
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -55,6 +58,15 @@ WATCH_DELAY, DELAY_MOST, DELAY_WEIGHT = 0.05, 1.0, 0.1
 
 # A change of one unlearned workload's count on one node: (workload, node, pods).
 CountChange = tuple[Workload, str, int]
+
+
+class Owners(NamedTuple):
+    """A row's workload, and its template (its ReplicaSet, else the workload)."""
+
+    workload: Workload
+    template: Workload
+
+
 UnseenView = dict[str, tuple[float, int]]
 
 
@@ -79,8 +91,8 @@ class Walk:
     ramp: dict[str, RampSums]
     view: UnseenView
     forgotten: list[
-        tuple[Workload, str, bool]
-    ]  # rows with a workload the walk measured: (workload, node, unlearned)
+        tuple[Owners, str, bool]
+    ]  # rows with a workload the walk measured: (owners, node, unlearned)
 
 
 class Bookings:
@@ -96,11 +108,11 @@ class Bookings:
         self._bandwidths = array("d")
         self._nodes: list[str] = []
         self._keys = array("q")  # 0: none
-        self._workload = array("I")  # index into _workloads; 0: none
+        self._workload = array("I")  # index into _owners; 0: none
         self._unlearned = bytearray()  # 1: booked at the default (handicaps.py)
         self._unshown = bytearray()  # 1: this replica's row its watch has not shown
-        self._workloads: list[Workload | None] = [None]
-        self._index: dict[Workload | None, int] = {None: 0}
+        self._owners: list[Owners | None] = [None]
+        self._index: dict[Owners | None, int] = {None: 0}
         self._index_of: dict[int, int] = {}  # pending key -> absolute row (position + _base)
         self._base = 0
         self._measured = self._hidden = self._unkeyed = 0
@@ -109,6 +121,7 @@ class Bookings:
         self._edge: float | None = None
         self.view: UnseenView = {}
         self.in_flight = WorkloadCounts()
+        self.templates = WorkloadCounts()
         self.unlearned: dict[Workload, dict[str, int]] = {}
         self.declined: dict[str, float] = {}
         self.declined_total = 0  # nodes declined, each once per measurement
@@ -126,11 +139,13 @@ class Bookings:
         replica: str = "",
         workload: Workload | None = None,
         unlearned: bool = False,
+        template: Workload | None = None,
     ) -> CountChange | None:
         """Book ``bandwidth`` bytes/s on ``node`` for a pod of ``workload``
-        admitted at ``at`` (``unlearned``: booked at the default); a positive
-        ``key`` (unique) lets ``move`` and ``drop`` find it. Returns the
-        unlearned count it changed, if any."""
+        (of ``template``, its ReplicaSet: else the workload's own) admitted
+        at ``at`` (``unlearned``: booked at the default); a positive ``key``
+        (unique) lets ``move`` and ``drop`` find it. Returns the unlearned
+        count it changed, if any."""
         if self._origin is None:
             self._origin = at
         at -= self._origin
@@ -140,17 +155,27 @@ class Bookings:
         self._bandwidths.append(bandwidth)
         self._nodes.append(node)
         self._keys.append(key)
-        self._workload.append(self._intern(workload))
+        owners = None if workload is None else Owners(workload, template or workload)
+        self._workload.append(self._intern(owners))
         unlearned = unlearned and workload is not None
         self._unlearned.append(1 if unlearned else 0)
         self._unshown.append(1 if key and replica and replica == self.replica else 0)
         if key:
             self._index_of[key] = self._base + len(self._times) - 1
         self._enter_view(node, bandwidth)
-        if workload is None or not bandwidth:
+        if owners is None or not bandwidth:
             return None
-        self.in_flight.add(workload, node, 1)
-        return self._count(workload, node, 1) if unlearned else None
+        self._in_flight(owners, node, 1)
+        return self._count(owners.workload, node, 1) if unlearned else None
+
+    def set_zones(self, zone_of: Mapping[str, str]) -> None:
+        """The nodes' zones, for the counts per zone."""
+        self.in_flight.set_zones(zone_of)
+        self.templates.set_zones(zone_of)
+
+    def _in_flight(self, owners: Owners, node: str, pods: int) -> None:
+        self.in_flight.add(owners.workload, node, pods)
+        self.templates.add(owners.template, node, pods)
 
     def _enter_view(self, node: str, bandwidth: float) -> None:
         edge = self._edge
@@ -178,15 +203,15 @@ class Bookings:
         """Whether ``key`` may still move or drop."""
         return key in self._index_of
 
-    def _intern(self, workload: Workload | None) -> int:
-        index = self._index.get(workload)
+    def _intern(self, owners: Owners | None) -> int:
+        index = self._index.get(owners)
         if index is None:
-            index = self._index[workload] = len(self._workloads)
-            self._workloads.append(workload)
+            index = self._index[owners] = len(self._owners)
+            self._owners.append(owners)
         return index
 
-    def _workload_of(self, row: int) -> Workload | None:
-        return self._workloads[self._workload[row]]
+    def _owners_of(self, row: int) -> Owners | None:
+        return self._owners[self._workload[row]]
 
     def move(self, key: int, node: str) -> Moved | None:
         """Put the pending row ``key`` on ``node`` (where its pod was bound),
@@ -208,13 +233,14 @@ class Bookings:
         if old not in self.declined:
             declined = self.declined[old] = DECLINE_POINTS
             self.declined_total += 1
-        workload = self._workload_of(index)
-        if workload is None:
+        owners = self._owners_of(index)
+        if owners is None:
             return Moved(old, [], declined)
-        self.in_flight.add(workload, old, -1)
-        self.in_flight.add(workload, node, 1)
+        self._in_flight(owners, old, -1)
+        self._in_flight(owners, node, 1)
         if not self._unlearned[index]:
             return Moved(old, [], declined)
+        workload = owners.workload
         return Moved(
             old, [self._count(workload, old, -1), self._count(workload, node, 1)], declined
         )
@@ -227,11 +253,11 @@ class Bookings:
             return None
         self._withdraw(index)
         self._bandwidths[index] = 0.0
-        node, workload = self._nodes[index], self._workload_of(index)
-        if workload is None:
+        node, owners = self._nodes[index], self._owners_of(index)
+        if owners is None:
             return node, []
-        self.in_flight.add(workload, node, -1)
-        return node, [self._count(workload, node, -1)] if self._unlearned[index] else []
+        self._in_flight(owners, node, -1)
+        return node, [self._count(owners.workload, node, -1)] if self._unlearned[index] else []
 
     def _withdraw(self, index: int) -> float:
         """Take a row out of its node's sums and view: its unseen share."""
@@ -363,9 +389,9 @@ class Bookings:
             if bandwidth:
                 leave(ramp, nodes[index], bandwidth, times[index])
                 if workloads[index]:
-                    workload = self._workloads[workloads[index]]
-                    assert workload is not None  # workloads[index] is not 0
-                    forgotten.append((workload, nodes[index], bool(unlearned[index])))
+                    owners = self._owners[workloads[index]]
+                    assert owners is not None  # workloads[index] is not 0
+                    forgotten.append((owners, nodes[index], bool(unlearned[index])))
         # Keys of rows measured at the start's edge go (those measured now go
         # at the next walk: until this one is in place, they may still move).
         index_of = self._index_of
@@ -416,10 +442,10 @@ class Bookings:
         self.declined = {}  # every node is named on its measurement again
         self.changes += 1
         forgotten = []
-        for workload, node, unlearned in walked.forgotten:
-            self.in_flight.add(workload, node, -1)
+        for owners, node, unlearned in walked.forgotten:
+            self._in_flight(owners, node, -1)
             if unlearned:
-                forgotten.append(self._count(workload, node, -1))
+                forgotten.append(self._count(owners.workload, node, -1))
         self._trim()
         return forgotten
 

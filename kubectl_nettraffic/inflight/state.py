@@ -83,6 +83,7 @@ class Admission:
         unlearned: bool = False,
         pull: Pull | None = None,
         spread: SpreadRules | None = None,
+        template: Workload | None = None,
     ) -> Choice:
         """The best ``count`` nodes for ``pod`` of ``workload`` (booked at
         ``bandwidth``; ``unlearned``: at the default; ``pull``: the points
@@ -106,9 +107,14 @@ class Admission:
             heap, pods = heaps.own_for(workload, pods, bookings.view, bookings.declined), None
         kept = None
         if spread is not None and workload is not None:
-            counts = bookings.in_flight
-            booked = (counts.per_node.get(workload, {}), counts.per_zone.get(workload, {}))
-            fewest = counts.fewest(workload, len(heaps.layout.candidates))
+            # Its template's pods alone where the spread counts those (``template``).
+            counts, group = (
+                (bookings.in_flight, workload)
+                if template is None
+                else (bookings.templates, template)
+            )
+            booked = (counts.per_node.get(group, {}), counts.per_zone.get(group, {}))
+            fewest = counts.fewest(group, len(heaps.layout.candidates))
             kept = Spread(spread, booked, heaps.zone_of, heaps.zones, fewest)
         fits = pod_fits(pod) if has_node_constraints(pod) else None
         tolerations = (pod.get("spec") or {}).get("tolerations")
@@ -174,12 +180,14 @@ class Admission:
         key: int,
         workload: Workload | None = None,
         unlearned: bool = False,
+        template: Workload | None = None,
     ) -> None:
-        """Book this replica's own admission of a pod of ``workload`` on
-        ``node`` (``unlearned``: booked at the default)."""
+        """Book this replica's own admission of a pod of ``workload`` (of
+        ``template``, its ReplicaSet) on ``node`` (``unlearned``: booked at
+        the default)."""
         state = self._state
         state._replicas.admitted(at)
-        state._book(node, bandwidth, at, key, state.replica or "", workload, unlearned)
+        state._book(node, bandwidth, at, key, state.replica or "", workload, unlearned, template)
 
     def pods_in_flight(self, workload: Workload) -> int:
         """``workload``'s pods booked and not measured yet, on every node."""
@@ -267,7 +275,7 @@ class InflightState:
                 return
             touched, forgotten = committed
             self._snapshot, self._heaps = snapshot, heaps
-            bookings.in_flight.set_zones(heaps.zone_of)
+            bookings.set_zones(heaps.zone_of)
             self._rerank(touched, ())
             self._rerank((), journal + forgotten)
 
@@ -294,7 +302,7 @@ class InflightState:
         self._heaps = Heaps.build(
             self._snapshot, bookings.view, self._grouped_by, {}, bookings.declined, blocks
         )
-        bookings.in_flight.set_zones(self._heaps.zone_of)
+        bookings.set_zones(self._heaps.zone_of)
 
     # -- the binding watch -------------------------------------------------
 
@@ -310,6 +318,7 @@ class InflightState:
         replica: str,
         workload: Workload | None = None,
         unlearned: bool = False,
+        template: Workload | None = None,
     ) -> int:
         """Book a pod this process did not admit (``replica`` steered it:
         another one, or this one before a restart), seen in the watch;
@@ -317,7 +326,7 @@ class InflightState:
         with self._lock:
             self._replicas.saw(replica, at)
             key = next(self._keys)
-            self._book(node, bandwidth, at, key, replica, workload, unlearned)
+            self._book(node, bandwidth, at, key, replica, workload, unlearned, template)
             return key
 
     def shown(self, key: int, at: float) -> None:
@@ -378,8 +387,11 @@ class InflightState:
         replica: str,
         workload: Workload | None,
         unlearned: bool,
+        template: Workload | None,
     ) -> None:
-        counted = self._bookings.add(node, bandwidth, at, key, replica, workload, unlearned)
+        counted = self._bookings.add(
+            node, bandwidth, at, key, replica, workload, unlearned, template
+        )
         heaps = self._heaps
         if counted is None and heaps is not None and not heaps.own:
             heaps.update(node)  # the usual booking: one heap (two with peers), one node

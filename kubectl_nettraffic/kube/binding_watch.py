@@ -52,7 +52,7 @@ from kubectl_nettraffic.kube.pods import (
     STEERED_BY,
 )
 from kubectl_nettraffic.kube.reflector import Reflector
-from kubectl_nettraffic.kube.workloads import Workload, pod_workload
+from kubectl_nettraffic.kube.workloads import Workload, pod_template, pod_workload
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +69,7 @@ class BookingKeeper(Protocol):
         replica: str,
         workload: Workload | None = None,
         unlearned: bool = False,
+        template: Workload | None = None,
     ) -> int: ...
     def is_pending(self, key: int) -> bool: ...
     def shown(self, key: int, at: float) -> None: ...
@@ -129,6 +130,7 @@ class SeenBooking(NamedTuple):
     # Booked at the default (unlearned): its workload's pods spread
     # (ranking/handicaps.py) on every replica.
     unlearned: bool
+    template: Workload | None = None  # its ReplicaSet: the default spread counts it
 
 
 def _seen_booking(pod: Mapping[str, Any]) -> SeenBooking | None:
@@ -144,7 +146,7 @@ def _seen_booking(pod: Mapping[str, Any]) -> SeenBooking | None:
     if not node or not math.isfinite(bandwidth) or bandwidth <= 0:
         return None
     default = annotations.get(BANDWIDTH_SOURCE) == "default"
-    return SeenBooking(node, bandwidth, created, pod_workload(pod), default)
+    return SeenBooking(node, bandwidth, created, pod_workload(pod), default, pod_template(pod))
 
 
 class BindingWatch(Reflector):
@@ -290,6 +292,7 @@ class BindingWatch(Reflector):
                 replica,
                 booking.workload,
                 booking.unlearned,
+                booking.template,
             )
             self._seen[(replica, their_key)] = (ours, booking.created)
             self._count("seen")

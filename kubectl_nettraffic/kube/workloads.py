@@ -70,6 +70,27 @@ def owner_workload(
     return Workload(namespace, kind, name)
 
 
+def pod_template(pod: Mapping[str, Any]) -> Workload | None:
+    """The ReplicaSet a rolled-out pod (``TEMPLATE_HASH_LABELS``) belongs to:
+    one template of its workload. kube-scheduler's default spread counts
+    that ReplicaSet's pods alone (its selector carries the hash:
+    pkg/scheduler/framework/plugins/helper/spread.go, DefaultSelector), so a
+    rollout's new pods spread by themselves. None for any other pod."""
+    metadata = pod.get("metadata") or {}
+    labels = metadata.get("labels")
+    if not isinstance(labels, dict) or not any(labels.get(k) for k in TEMPLATE_HASH_LABELS):
+        return None
+    for owner in metadata.get("ownerReferences") or []:
+        if (
+            isinstance(owner, dict)
+            and owner.get("controller")
+            and owner.get("kind") == "ReplicaSet"
+        ):
+            name = str(owner.get("name") or "")
+            return Workload(metadata.get("namespace") or "", "ReplicaSet", name) if name else None
+    return None
+
+
 def pod_workload(pod: Mapping[str, Any]) -> Workload | None:
     """The workload of a pod being admitted, from its controller reference
     and labels (``owner_workload``)."""

@@ -18,11 +18,16 @@ workload that fills many of the best nodes costs no walk past them):
   with fewest.
 
 The constraint's pods are taken to be the workload's (the usual
-labelSelector: the workload's own labels). A constraint on any other
-key is left to kube-scheduler and counted as ``unknown-key``. Its
-counts: the workload's pods booked since the last measurements (the
-bookings store's ``in_flight``, following each pod to the node it was
-bound to). Not the learner's places of its pods: a pass old, they still
+labelSelector: the workload's own labels), but for the defaults and a
+constraint whose ``matchLabelKeys`` name ``pod-template-hash``: those
+count the pod's ReplicaSet alone (``per_template``), as kube-scheduler
+does (the defaults' selector is the ReplicaSet's, which carries the hash:
+helper/spread.go, DefaultSelector), so a rollout's new pods keep every
+zone by themselves. A constraint on any other key is left to
+kube-scheduler and counted as ``unknown-key``. Its counts: the pods booked
+since the last measurements (the bookings store's ``in_flight``, or
+``templates`` per template, following each pod to the node it was bound
+to). Not the learner's places of its pods: a pass old, they still
 hold the pods a rollout is replacing, and counted with the new ones they
 let the pull empty a zone (bench.peers: 54% of the workloads of 3 pods or
 more lost a zone with them, 5% without).
@@ -34,6 +39,7 @@ from typing import Any
 
 ZONE_KEY = "topology.kubernetes.io/zone"
 HOSTNAME_KEY = "kubernetes.io/hostname"
+TEMPLATE_KEY = "pod-template-hash"
 
 
 @dataclass(frozen=True)
@@ -44,6 +50,7 @@ class SpreadRules:
     hostname: int | None
     unknown: int = 0  # constraints on another key, left to kube-scheduler
     defaults: bool = False  # the cluster's defaults: the pod has none of its own
+    per_template: bool = False  # counts the pod's ReplicaSet's pods, not the workload's
 
     @classmethod
     def of(cls, pod: Mapping[str, Any], zone: int, hostname: int) -> "SpreadRules":
@@ -51,9 +58,9 @@ class SpreadRules:
         ``hostname``; 0: none). A malformed constraint counts as unknown."""
         own = (pod.get("spec") or {}).get("topologySpreadConstraints")
         if not isinstance(own, list) or not own:
-            return cls(zone or None, hostname or None, defaults=True)
+            return cls(zone or None, hostname or None, defaults=True, per_template=True)
         skews: dict[str, int] = {}
-        unknown = 0
+        unknown, per_template = 0, True
         for constraint in own:
             key = constraint.get("topologyKey") if isinstance(constraint, dict) else None
             skew = constraint.get("maxSkew") if isinstance(constraint, dict) else None
@@ -61,7 +68,15 @@ class SpreadRules:
                 unknown += 1
                 continue
             skews[key] = min(skew, skews.get(key, skew))
-        return cls(skews.get(ZONE_KEY), skews.get(HOSTNAME_KEY), unknown)
+            keys = constraint.get("matchLabelKeys")
+            per_template &= isinstance(keys, list) and TEMPLATE_KEY in keys
+        return cls(
+            skews.get(ZONE_KEY),
+            skews.get(HOSTNAME_KEY),
+            unknown,
+            False,
+            per_template and bool(skews),
+        )
 
     def balanced(self) -> "SpreadRules":
         """For a pod steered in full under the defaults: its workload's zones
@@ -70,7 +85,7 @@ class SpreadRules:
         more than the fewest at most; a pod's own constraints as they are."""
         if not self.defaults or self.zone is None:
             return self
-        return SpreadRules(1, self.hostname, self.unknown, self.defaults)
+        return SpreadRules(1, self.hostname, self.unknown, self.defaults, self.per_template)
 
 
 # A workload's pods per node and per zone.

@@ -30,7 +30,7 @@ from kubectl_nettraffic.kube.pods import (
     Pod,
     untouchable_reason,
 )
-from kubectl_nettraffic.kube.workloads import Workload, pod_workload
+from kubectl_nettraffic.kube.workloads import Workload, pod_template, pod_workload
 from kubectl_nettraffic.labels import parse_selector
 from kubectl_nettraffic.learning.conversations import Conversations
 from kubectl_nettraffic.measuring.measurement import Snapshot
@@ -158,7 +158,7 @@ class Steerer:
                 f"nettraffic: traffic data is {snapshot.age(now):.0f}s old; "
                 "node choice left to the scheduler",
             )
-        workload = pod_workload(pod)
+        workload, template = pod_workload(pod), pod_template(pod)
         spread = SpreadRules.of(pod, steering.zone_max_skew, steering.hostname_max_skew)
         # A pod of unknown size is steered in full, its zones kept even.
         spreads = (spread, spread.balanced())
@@ -167,18 +167,20 @@ class Steerer:
         # The snapshot the in-flight state follows (this one or a newer one)
         # is the one this decision reads throughout: candidates and learned figures.
         with self.inflight.admission(snapshot) as admission:
-            return self._steer(pod, admission, workload, spreads, now, dry_run)
+            return self._steer(pod, admission, (workload, template), spreads, now, dry_run)
 
     def _steer(
         self,
         pod: Pod,
         admission: Admission,
-        workload: Workload | None,
+        owners: tuple[Workload | None, Workload | None],
         spreads: tuple[SpreadRules, SpreadRules],
         now: float,
         dry_run: bool,
     ) -> Decision:
-        """The choice, the patch and the booking, in one in-flight transaction."""
+        """The choice, the patch and the booking, in one in-flight
+        transaction; ``owners``: the pod's workload and its ReplicaSet."""
+        workload, template = owners
         steering, snapshot = self.settings.steering, admission.snapshot
         # Read once: its booking's key (a dry run books nothing:
         # sideEffects None), and the live views its peers' pull reads.
@@ -214,6 +216,7 @@ class Steerer:
             unlearned,
             pull,
             spread,
+            template if spread.per_template else None,
         )
         if not ranked:
             return self._no_candidate(pod, warnings)
@@ -263,7 +266,8 @@ class Steerer:
         if key:
             # At its whole expected bytes: what its peers keep on the node is
             # for the measurement to show, wherever kube-scheduler binds it.
-            admission.book(preferences[0].node, bandwidth, now, key, workload, unlearned)
+            node = preferences[0].node
+            admission.book(node, bandwidth, now, key, workload, unlearned, template)
         return Decision(patch, tuple(preferences), None, warnings, key)
 
     def _no_candidate(self, pod: Pod, warnings: tuple[str, ...]) -> Decision:
