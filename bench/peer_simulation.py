@@ -154,6 +154,9 @@ class SimulationOptions:
     # Every pod also carries a zone constraint with this maxSkew, DoNotSchedule.
     zone_max_skew: int | None = None
     pull_points: float | None = None  # peers.pullPoints (None: the default)
+    # kube-scheduler's draw for its ties (seed + ties): another one shows how
+    # far kube-scheduler alone moves between runs of one draw.
+    ties: int = 1
 
 
 def draw(
@@ -183,7 +186,7 @@ def simulate(
     )
     scheduler = KubeScheduler(
         state,
-        np.random.default_rng(seed + 1),
+        np.random.default_rng(seed + options.ties),
         zone_spread=options.zone_spread,
         zone_max_skew=options.zone_max_skew,
     )

@@ -21,7 +21,7 @@ import math
 import statistics
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from bench.peer_cluster import ROUTINGS, SAME_NODE, SAME_ZONE, SPREAD
 from bench.peer_optimum import Optimum, optimum_outcome
@@ -40,8 +40,10 @@ from kubectl_nettraffic.measuring.scoreview import cross_zone_cost
 SCALES = (("50 nodes", 50, 1), ("500 nodes", 500, 4))
 GAP_MEASURE = {SPREAD: "cross-zone", SAME_ZONE: "cross-zone", SAME_NODE: "inter-node"}
 _PER_DRAW = """\
-A draw meets the per-draw goals when neither (b) nor (c) sends more bytes
-across zones than (a), neither leaves a workload of 3 pods or more without
+A draw meets the per-draw goals when (c) sends no more bytes across zones
+than (a) and (b) no more than the noise above (a) (the most (a') is off
+(a) over the draws: (b) knows no peers, and where its choices differ from
+kube-scheduler's the bytes move as (a)'s own ties move them), neither leaves a workload of 3 pods or more without
 a zone (a) gives it a pod in, at most 0.5% of (c)'s placements are hot and
 its busiest link is within 2 points of (b)'s."""
 GOALS_NOTE = {
@@ -51,6 +53,7 @@ GOALS_NOTE = {
 }
 LABELS = {
     "default": "(a) kube-scheduler alone",
+    "other-ties": "(a') kube-scheduler alone, other ties",
     "nettraffic": "(b) nettraffic, no flow source",
     "peers": "(c) nettraffic with peers (Istio)",
     "optimum": "(d) optimum (exact solver)",
@@ -132,6 +135,8 @@ def run_draws(
     solver_seconds: float,
 ) -> Draws:
     runs = {s: [simulate(nodes, factor, s, seed, options) for seed in seeds] for s in STRATEGIES}
+    other_ties = replace(options, ties=2)
+    runs["other-ties"] = [simulate(nodes, factor, "default", seed, other_ties) for seed in seeds]
     best = [optimum_outcome(nodes, factor, seed, options, solver_seconds) for seed in seeds]
     runs["optimum"] = [outcome for outcome, _ in best]
     return Draws(runs, [optimum for _, optimum in best], options.routing)
@@ -139,6 +144,12 @@ def run_draws(
 
 def draw_verdicts(draws: Draws) -> list[dict[str, float | bool]]:
     runs, verdicts = draws.runs, []
+    # How far kube-scheduler alone moves with other ties: (b), which knows
+    # no peers, may move as far.
+    noise = max(
+        abs(_ratio(o.cross_zone, d.cross_zone) - 1)
+        for o, d in zip(runs["other-ties"], runs["default"], strict=True)
+    )
     for default, alone, ours, optimum in zip(
         runs["default"], runs["nettraffic"], runs["peers"], draws.optima, strict=True
     ):
@@ -155,8 +166,9 @@ def draw_verdicts(draws: Draws) -> list[dict[str, float | bool]]:
             "busiest": ours.busiest - alone.busiest,
             "proven": optimum.optimal,
         }
+        verdict["noise"] = noise
         verdict["met"] = (
-            verdict["cross_b"] <= 1.0
+            verdict["cross_b"] <= 1.0 + noise
             and verdict["cross_c"] <= 1.0
             and verdict["lost_b"] == 0
             and verdict["lost_c"] == 0
@@ -190,7 +202,8 @@ def _median_worst(values: Sequence[float], worst_is_max: bool = True) -> str:
 
 def tables(name: str, draws: Draws) -> tuple[list[str], str]:
     rows = []
-    for strategy, outcomes in draws.runs.items():
+    for strategy in LABELS:
+        outcomes = draws.runs[strategy]
         rows.append(
             f"| {name} | {LABELS[strategy]} | "
             f"{_median_worst([o.inter_node / 1e6 for o in outcomes])} | "
@@ -212,7 +225,8 @@ def tables(name: str, draws: Draws) -> tuple[list[str], str]:
         return _median_worst([scale * float(v[key]) for v in verdicts])
 
     verdict = (
-        f"| {name} | {column('cross_b')} | {column('cross_c')} | "
+        f"| {name} | {100 * float(verdicts[0]['noise']):.2g} | "
+        f"{column('cross_b')} | {column('cross_c')} | "
         f"{_median_worst([float(v['gap']) for v in verdicts], worst_is_max=False)} | "
         f"{column('lost_b')} | {column('lost_c')} | {column('hot', 100)} | "
         f"{column('busiest', 100)} | {met} of {len(verdicts)} | "
@@ -303,8 +317,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     verdict = "\n".join(
         [
-            f"| scale | (b) cross-zone / (a) | (c) cross-zone / (a) | (c) share of the gap from (a) to (d), {GAP_MEASURE[options.routing]} | (b) workloads losing a zone (a) keeps | (c) workloads losing a zone (a) keeps | (c) placed hot % | (c) busiest link minus (b), points | draws meeting every per-draw goal | optimum proven | goals met |",
-            "|---|---|---|---|---|---|---|---|---|---|---|",
+            f"| scale | (a') cross-zone off (a)'s, most %, the noise | (b) cross-zone / (a) | (c) cross-zone / (a) | (c) share of the gap from (a) to (d), {GAP_MEASURE[options.routing]} | (b) workloads losing a zone (a) keeps | (c) workloads losing a zone (a) keeps | (c) placed hot % | (c) busiest link minus (b), points | draws meeting every per-draw goal | optimum proven | goals met |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|",
             *verdicts,
         ]
     )

@@ -83,6 +83,7 @@ def test_a_draw_where_the_default_sends_nothing_across_zones_is_judged_not_divid
         default = Outcome(inter_node=100.0, cross_zone=0.0, busiest=0.5, placed=10)
         ours = Outcome(inter_node=40.0, cross_zone=ours_cross, busiest=0.5, placed=10)
         runs = {"default": [default], "peers": [ours], "nettraffic": [default]}
+        runs["other-ties"] = [default]
         return Draws(runs, [Optimum(np.zeros((2, 3)), 0.0, 0.0, True)], SAME_ZONE)
 
     assert draw_verdicts(draws(0.0))[0]["met"] is True
