@@ -211,6 +211,8 @@ def test_the_workloads_document_shows_where_each_pair_s_bytes_go_and_their_cost(
         0.0,
         1.0,
     )
+    # Istio names the caller: web calls api, whose Services spread it.
+    assert (api["direction"], api["routing"]) == ("calls", "spread")
     # 4 MB/s for 30 days, billed $0.01/GB each way.
     assert api["crossZoneCostPerMonth"] == pytest.approx(4e6 * 2_592_000 / 1e9 * 0.02, rel=1e-3)
     # api and db: api on n3, db on n4, both zone-b: no node shared, one zone.

@@ -183,8 +183,13 @@ def test_shares_show_the_bytes_as_routed():
     (routed,) = shares_of(_conversations(ZONE), WEB, ZONE_OF)
     # web in a stays in a; web in c has no api pod in c: spread, all cross-zone.
     assert routed.same_zone == pytest.approx(0.5) and routed.cross_zone == pytest.approx(0.5)
-    # The pair reads the same from either end.
-    assert shares_of(_conversations(ZONE), API, ZONE_OF)[0][2:] == routed[2:]
+    # The pair reads the same from either end, each end's direction its own.
+    (theirs,) = shares_of(_conversations(ZONE), API, ZONE_OF)
+    assert theirs[2:6] == routed[2:6]
+    assert (routed.direction, routed.routing) == ("calls", ZONE)
+    assert (theirs.direction, theirs.routing) == ("called", ZONE)
+    (both,) = shares_of(_conversations(ZONE, calls=((WEB, API), (API, WEB))), WEB, ZONE_OF)
+    assert (both.direction, both.routing) == ("both", "spread")
 
 
 def test_the_learner_s_pairs_carry_who_calls_whom_and_the_servers_routing():

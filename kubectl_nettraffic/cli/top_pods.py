@@ -291,7 +291,9 @@ def _top_peer(peers: Sequence[Mapping[str, Any]], bits: bool) -> str:
     shares = "/".join(
         f"{100 * peer[key]:.0f}%" for key in ("sameNodeShare", "sameZoneShare", "crossZoneShare")
     )
-    return f"{peer['kind']}/{peer['name']} {format_rate(peer['bytesPerSecond'], bits)} {shares}"
+    routed = peer.get("routing") or "spread"
+    routing = "" if routed == "spread" else f" ({routed})"
+    return f"{peer['kind']}/{peer['name']} {format_rate(peer['bytesPerSecond'], bits)} {shares}{routing}"
 
 
 def pairs_line(pairs: Mapping[str, Any], max_age: int) -> str:

@@ -153,6 +153,8 @@ class PeerShare(NamedTuple):
     same_zone: float  # ... in one zone (the same node included)
     cross_zone: float  # ... across zones
     unknown_zone: float  # ... to or from a node without a zone label
+    direction: str = "unknown"  # calls, called, both (each end calls the other), unknown
+    routing: str = SPREAD  # how the called side's Services route the pair
 
 
 def _per_zone(places: Mapping[str, int], zone_of: Mapping[str, str]) -> dict[str, int]:
@@ -266,10 +268,11 @@ def shares_of(
         route = conversations.route(workload, peer)
         client, server = (workload, peer) if route is None else (route.client, route.server)
         routing = SPREAD if route is None else route.routing
+        direction = _direction(conversations, workload, peer)
         clients, theirs = conversations.places.get(client, {}), conversations.places.get(server, {})
         client_pods, their_pods = sum(clients.values()), sum(theirs.values())
         if not client_pods or not their_pods:
-            shares.append(PeerShare(peer, rate, 0.0, 0.0, 0.0, 1.0))
+            shares.append(PeerShare(peer, rate, 0.0, 0.0, 0.0, 1.0, direction, routing))
             continue
         their_zones = _per_zone(theirs, zone_of)
         servers = _Servers(theirs, their_zones, their_pods, their_pods - sum(their_zones.values()))
@@ -281,8 +284,18 @@ def shares_of(
             same_zone += weight * in_zone
             unknown += weight * unzoned
         cross_zone = max(0.0, 1.0 - same_zone - unknown)
-        shares.append(PeerShare(peer, rate, same_node, same_zone, cross_zone, unknown))
+        shares.append(
+            PeerShare(peer, rate, same_node, same_zone, cross_zone, unknown, direction, routing)
+        )
     return shares
+
+
+def _direction(conversations: Conversations, workload: Workload, peer: Workload) -> str:
+    """Who calls whom in the pair, as the flow source says."""
+    calls, called = (workload, peer) in conversations.calls, (peer, workload) in conversations.calls
+    return {(True, False): "calls", (False, True): "called", (True, True): "both"}.get(
+        (calls, called), "unknown"
+    )
 
 
 def bytes_by_place(conversations: Conversations, zone_of: Mapping[str, str]) -> dict[str, float]:

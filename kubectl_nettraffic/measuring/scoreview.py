@@ -158,6 +158,9 @@ def peer_documents(shares: Sequence[PeerShare], price_per_gb: float) -> list[dic
             "sameZoneShare": round(share.same_zone, 4),
             "crossZoneShare": round(share.cross_zone, 4),
             "unknownZoneShare": round(share.unknown_zone, 4),
+            # Who calls whom, and how the called side's Services route it.
+            "direction": share.direction,
+            "routing": share.routing,
             "crossZoneCostPerMonth": round(
                 cross_zone_cost(share.bytes_per_second * share.cross_zone, price_per_gb), 2
             ),
