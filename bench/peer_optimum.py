@@ -9,6 +9,7 @@ The rules:
 - a node's link stays at most HOT busy, counting each pod's whole bytes
   as if none stayed on the node (the product's own guard, peer_pull.py
   "Never past hot": the true load is at most this under spread routing);
+  a node past HOT already takes none;
 - the fan-in cap: a node holds at most half of a workload's pods (one,
   for a workload of three or fewer);
 - a workload of ZONE_KEEPING_PODS pods or more keeps a pod in every zone;
@@ -174,6 +175,8 @@ class _Rules:
         self.workloads = len(graph.names)
         self.halves = np.array([_pod_bytes(graph, w) / 2 for w in range(self.workloads)])
         self.room = np.maximum(0.0, HOT * LINK - self.background)
+        # A node past HOT already takes no pod, not even one that sends nothing.
+        self.slots = np.where(self.room > 0, self.slots, 0)
 
     def measure(self, counts: np.ndarray, routing: str) -> float:
         """The bytes the objective counts, by the benchmark's own model."""
