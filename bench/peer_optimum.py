@@ -152,8 +152,13 @@ def solve(
     solved, started from the best placement across zones."""
     rules = _Rules(graph, background, zone, slots, zone_max_skew)
     if routing == SAME_NODE:
-        start = solve(graph, background, zone, slots, SAME_ZONE, seconds, zone_max_skew)
-        return rules.by_node(routing, seconds, start.counts)
+        # Started from the zones best for PreferSameZone, each zone's pods
+        # packed onto its first nodes, so that callers sit beside servers.
+        zoned = rules.by_zone(SAME_ZONE, seconds)
+        start = rules.packed(zoned.counts)
+        if start is None:
+            start = solve(graph, background, zone, slots, SAME_ZONE, seconds, zone_max_skew).counts
+        return rules.by_node(routing, seconds, start)
     by_zone = rules.by_zone(routing, seconds)
     counts = rules.onto_nodes(by_zone.counts, seconds)
     if counts is not None:
@@ -224,6 +229,27 @@ class _Rules:
         except RuntimeError:
             return None
         return np.rint(values[x]).astype(int)
+
+    def packed(self, by_zone: np.ndarray) -> np.ndarray | None:
+        """These zone counts put on each zone's roomiest nodes first, every
+        workload alike, within the rules; None where they do not fit so."""
+        graph, counts = self.graph, np.zeros((self.workloads, len(self.zone)), dtype=int)
+        free, room = self.slots.astype(int), self.room.copy()
+        for z in range(ZONES):
+            nodes = sorted(np.flatnonzero(self.zone == z), key=lambda n: (-free[n], n))
+            for w in sorted(range(self.workloads), key=lambda w: -graph.replicas[w]):
+                need, cap, half = int(by_zone[w, z]), fan_in_cap(graph.replicas[w]), self.halves[w]
+                for n in nodes:
+                    fits = int(room[n] // half) if half > 0 else need
+                    take = min(need, cap, int(free[n]), fits)
+                    if take > 0:
+                        counts[w, n] += take
+                        free[n] -= take
+                        room[n] -= take * half
+                        need -= take
+                if need:
+                    return None
+        return counts
 
     def by_node(self, routing: str, seconds: float, start: np.ndarray | None) -> Optimum:
         program, graph = _Program(), self.graph
