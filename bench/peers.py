@@ -147,7 +147,7 @@ def draw_verdicts(draws: Draws) -> list[dict[str, float | bool]]:
     # How far kube-scheduler alone moves with other ties: (b), which knows
     # no peers, may move as far.
     noise = max(
-        abs(_ratio(o.cross_zone, d.cross_zone) - 1)
+        _off(o.cross_zone, d.cross_zone)
         for o, d in zip(runs["other-ties"], runs["default"], strict=True)
     )
     for default, alone, ours, optimum in zip(
@@ -185,6 +185,13 @@ def _zones_lost(ours: Outcome, default: Outcome) -> int:
         missing > default.zones_missing.get(workload, 0)
         for workload, missing in ours.zones_missing.items()
     )
+
+
+def _off(other: float, default: float) -> float:
+    """How far ``other`` is from ``default``, as a share of it (none from none: 0)."""
+    if default > 0:
+        return abs(other / default - 1)
+    return math.inf if other > 0 else 0.0
 
 
 def _ratio(ours: float, default: float) -> float:
