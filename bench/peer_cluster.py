@@ -26,6 +26,12 @@ class Graph:
     pairs: dict[tuple[int, int], float]  # (i, j), i < j -> bytes/s both directions
     external: list[float]  # per pod, bytes/s out of the cluster
 
+    def pod_bytes(self, w: int) -> float:
+        """One pod of workload ``w``: its bytes/s, both directions, all peers and out."""
+        return self.external[w] + sum(
+            rate / self.replicas[w] for (a, b), rate in self.pairs.items() if w in (a, b)
+        )
+
 
 def draw_graph(rng: np.random.Generator, replica_factor: int) -> Graph:
     names, replicas, role_of = [], [], []
@@ -168,13 +174,6 @@ class Cluster:
         total = max(1.0, float(servers.sum()))
         from_all = (float(clients @ spread) - clients * spread) * servers / total
         return (sent + per_client * (from_zone + from_all)) / 2
-
-    def pod_bytes(self, w: int) -> float:
-        """One pod of workload ``w``: its bytes/s, both directions, all peers and out."""
-        graph = self.graph
-        return graph.external[w] + sum(
-            rate / graph.replicas[w] for (a, b), rate in graph.pairs.items() if w in (a, b)
-        )
 
     def node_load(self, node: int) -> float:
         """``link_load`` of one node."""

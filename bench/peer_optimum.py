@@ -37,6 +37,7 @@ import numpy as np
 
 from bench.peer_cluster import LINK, SAME_NODE, SAME_ZONE, SPREAD, ZONES, Cluster, Graph
 from bench.peer_simulation import (
+    HOT,
     POD_CPU,
     POD_MEMORY,
     Outcome,
@@ -46,8 +47,6 @@ from bench.peer_simulation import (
 )
 from bench.scheduler_model import MAX_SKEW_ZONE
 from bench.workload_spread import ZONE_KEEPING_PODS
-
-HOT = 0.8
 
 
 @dataclass(frozen=True)
@@ -154,10 +153,10 @@ def solve(
     if routing == SAME_NODE:
         # Started from the zones best for PreferSameZone, each zone's pods
         # packed onto its first nodes, so that callers sit beside servers.
-        zoned = rules.by_zone(SAME_ZONE, seconds)
-        start = rules.packed(zoned.counts)
+        zoned = rules.by_zone(SAME_ZONE, seconds).counts
+        start = rules.packed(zoned)
         if start is None:
-            start = solve(graph, background, zone, slots, SAME_ZONE, seconds, zone_max_skew).counts
+            start = rules.onto_nodes(zoned, seconds)
         return rules.by_node(routing, seconds, start)
     by_zone = rules.by_zone(routing, seconds)
     counts = rules.onto_nodes(by_zone.counts, seconds)
@@ -178,7 +177,7 @@ class _Rules:
     def __post_init__(self) -> None:
         graph = self.graph
         self.workloads = len(graph.names)
-        self.halves = np.array([_pod_bytes(graph, w) / 2 for w in range(self.workloads)])
+        self.halves = np.array([graph.pod_bytes(w) / 2 for w in range(self.workloads)])
         self.room = np.maximum(0.0, HOT * LINK - self.background)
         # A node past HOT already takes no pod, not even one that sends nothing.
         self.slots = np.where(self.room > 0, self.slots, 0)
@@ -316,12 +315,6 @@ class _Rules:
         return _unserved(program, self.graph, counts, most)
 
 
-def _pod_bytes(graph: Graph, w: int) -> float:
-    return graph.external[w] + sum(
-        rate / graph.replicas[w] for (a, b), rate in graph.pairs.items() if w in (a, b)
-    )
-
-
 def _spread_cross_zone(program: _Program, graph: Graph, zc: np.ndarray) -> float:
     """Under spread a pair's bytes cross zones but for the share of its pod
     pairs in one zone: rate x (1 - sum_z Za_z Zb_z / (na nb)). Each
@@ -404,12 +397,13 @@ def optimum_outcome(
     best = solve(graph, background, state.zone, slots, routing, seconds, zone_max_skew)
     cluster = Cluster(graph, background, state.zone, best.counts.astype(float), routing=routing)
     inter, cross = cluster.pair_cut()
+    utilisation = cluster.link_load() / LINK
     outcome = Outcome(
         inter,
         cross,
-        float(cluster.link_load().max() / LINK),
+        float(utilisation.max()),
         placed=int(best.counts.sum()),
-        hot=int(best.counts[:, cluster.link_load() / LINK > HOT].sum()),
+        hot=int(best.counts[:, utilisation > HOT].sum()),
         **spread_of(state.zone, best.counts, graph.names),
     )
     return outcome, best

@@ -273,7 +273,7 @@ class RollOut:
         cluster, graph, names = self.cluster, self.cluster.graph, self.names
         samples = []
         for w, nodes_of in enumerate(cluster.pods):
-            rate = cluster.pod_bytes(w)
+            rate = graph.pod_bytes(w)
             for k, node in enumerate(nodes_of):
                 samples.append(
                     PodSample(

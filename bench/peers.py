@@ -7,8 +7,9 @@ workload's zones. Each run draws anew (the graph, the cluster, the rollout
 order, the scheduler's ties) unless --seed is given; the tables give the
 median and the worst draw.
 
-Goals per draw (issue 74): (b)'s and (c)'s cross-zone bytes never above
-kube-scheduler alone's; no workload of 3 pods or more missing a zone that
+Goals per draw (issue 74): (c)'s cross-zone bytes never above
+kube-scheduler alone's, (b)'s not beyond kube-scheduler's own noise (other
+ties); no workload of 3 pods or more missing a zone that
 kube-scheduler alone keeps; at most 0.5% of (c)'s placements hot and its
 busiest link within 2 points of (b)'s. In the median draw, (c) closes at
 least half of the gap from kube-scheduler alone to the optimum: in
@@ -38,7 +39,10 @@ from bench.report import bench_parser, drawn_seed, rerun_command, write_section
 from kubectl_nettraffic.measuring.scoreview import cross_zone_cost
 
 SCALES = (("50 nodes", 50, 1), ("500 nodes", 500, 4))
+# The bytes the optimum minimises and the gap is taken in, per routing;
+# the routings whose gap is judged (half of it closed in the median draw).
 GAP_MEASURE = {SPREAD: "cross-zone", SAME_ZONE: "cross-zone", SAME_NODE: "inter-node"}
+GAP_JUDGED = (SPREAD, SAME_NODE)
 _PER_DRAW = """\
 A draw meets the per-draw goals when (c) sends no more bytes across zones
 than (a) and (b) no more than the noise above (a) (the most (a') is off
@@ -47,9 +51,13 @@ kube-scheduler's the bytes move as (a)'s own ties move them), neither leaves a w
 a zone (a) gives it a pod in, at most 0.5% of (c)'s placements are hot and
 its busiest link is within 2 points of (b)'s."""
 GOALS_NOTE = {
-    SPREAD: f"{_PER_DRAW} The goals are met when every draw meets them and, in the median draw, (c) closes at least half of the gap from (a) to (d) in cross-zone bytes.",
-    SAME_ZONE: f"{_PER_DRAW} The goals are met when every draw meets them (the gap share, in cross-zone bytes, is shown, not judged).",
-    SAME_NODE: f"{_PER_DRAW} The goals are met when every draw meets them and, in the median draw, (c) closes at least half of the gap from (a) to (d) in inter-node bytes.",
+    routing: f"{_PER_DRAW} The goals are met when every draw meets them"
+    + (
+        f" and, in the median draw, (c) closes at least half of the gap from (a) to (d) in {measure} bytes."
+        if routing in GAP_JUDGED
+        else f" (the gap share, in {measure} bytes, is shown, not judged)."
+    )
+    for routing, measure in GAP_MEASURE.items()
 }
 LABELS = {
     "default": "(a) kube-scheduler alone",
@@ -124,7 +132,7 @@ class Draws:
     @property
     def measure(self) -> str:
         """The bytes the optimum minimises and the gap is taken in."""
-        return "inter_node" if self.routing == SAME_NODE else "cross_zone"
+        return GAP_MEASURE[self.routing].replace("-", "_")
 
 
 def run_draws(
@@ -224,9 +232,8 @@ def tables(name: str, draws: Draws) -> tuple[list[str], str]:
     verdicts = draw_verdicts(draws)
     met = sum(bool(v["met"]) for v in verdicts)
     gap = statistics.median(float(v["gap"]) for v in verdicts)
-    gap_goal = draws.routing in (SPREAD, SAME_NODE)
     proven = sum(bool(v["proven"]) for v in verdicts)
-    goals_met = met == len(verdicts) and (gap >= 0.5 or not gap_goal)
+    goals_met = met == len(verdicts) and (gap >= 0.5 or draws.routing not in GAP_JUDGED)
 
     def column(key: str, scale: float = 1.0) -> str:
         return _median_worst([scale * float(v[key]) for v in verdicts])

@@ -21,8 +21,8 @@ it, all of it a full window later. With ``edge`` the measurement time less
 The views, kept current as rows come, move and go: ``view`` (node ->
 unseen bytes/s, pods), ``in_flight`` (workload -> node, and zone, -> pods:
 the fan-in room of peers and the workload's spread read it), ``templates``
-(the same per template: a rolled-out pod's ReplicaSet, else its workload;
-the spread kube-scheduler keeps by default reads it), ``unlearned`` (node
+(the same per template, a rolled-out pod's ReplicaSet, for the rows that
+have one: the spread kube-scheduler keeps by default reads it), ``unlearned`` (node
 -> pods for the unlearned rows alone, handicaps.py),
 ``declined`` (nodes a booking moved off since the measurement,
 handicaps.py) and ``watch_delay``.
@@ -61,10 +61,10 @@ CountChange = tuple[Workload, str, int]
 
 
 class Owners(NamedTuple):
-    """A row's workload, and its template (its ReplicaSet, else the workload)."""
+    """A row's workload, and its template (its ReplicaSet; None: not rolled out)."""
 
     workload: Workload
-    template: Workload
+    template: Workload | None
 
 
 UnseenView = dict[str, tuple[float, int]]
@@ -142,7 +142,7 @@ class Bookings:
         template: Workload | None = None,
     ) -> CountChange | None:
         """Book ``bandwidth`` bytes/s on ``node`` for a pod of ``workload``
-        (of ``template``, its ReplicaSet: else the workload's own) admitted
+        (of ``template``, its ReplicaSet, if it is rolled out) admitted
         at ``at`` (``unlearned``: booked at the default); a positive ``key``
         (unique) lets ``move`` and ``drop`` find it. Returns the unlearned
         count it changed, if any."""
@@ -155,7 +155,7 @@ class Bookings:
         self._bandwidths.append(bandwidth)
         self._nodes.append(node)
         self._keys.append(key)
-        owners = None if workload is None else Owners(workload, template or workload)
+        owners = None if workload is None else Owners(workload, template)
         self._workload.append(self._intern(owners))
         unlearned = unlearned and workload is not None
         self._unlearned.append(1 if unlearned else 0)
@@ -175,7 +175,8 @@ class Bookings:
 
     def _in_flight(self, owners: Owners, node: str, pods: int) -> None:
         self.in_flight.add(owners.workload, node, pods)
-        self.templates.add(owners.template, node, pods)
+        if owners.template is not None:  # counted per template only when there is one
+            self.templates.add(owners.template, node, pods)
 
     def _enter_view(self, node: str, bandwidth: float) -> None:
         edge = self._edge
