@@ -3,9 +3,12 @@
 reported by both ends over TCP as Istio's proxies do): the flow query, the
 node join the learner's query gains with a flow source, the conversations
 table as sent to the serving process, and the learner with both live,
-on its schedule, against its budget (learning.prometheusShare).
+on its schedule, against its budget (learning.prometheusShare). The flow
+query cut in Prometheus (each end's busiest pairs) is timed beside the
+same pairs read whole and cut here, as before the cut moved.
 
     python -m bench.peer_learning
+    python -m bench.peer_learning --flows-only   # the flow reads alone, a few minutes
 """
 
 import pickle
@@ -26,12 +29,20 @@ from kubectl_nettraffic.config import settings_from_mapping
 from kubectl_nettraffic.kube.workloads import Workload
 from kubectl_nettraffic.learning.conversations import PodPlaces, conversations_of
 from kubectl_nettraffic.learning.learner import BandwidthLearning
-from kubectl_nettraffic.learning.peer_traffic import PeerReport, PeerTrafficSource
+from kubectl_nettraffic.learning.peer_traffic import (
+    PeerReport,
+    PeerTrafficSource,
+    labels_of,
+    pair_rates,
+    peers_from,
+    read_peers,
+)
 from kubectl_nettraffic.learning.pod_traffic import PodTrafficSource
 from kubectl_nettraffic.sources.prometheus import PrometheusSource
 
 CLUSTER = Cluster(5000, 15_000)
 CALLS_EACH = 2
+TIGHT_CAP = 1  # under the two a workload calls (each is called by two on average)
 LIVE_MINUTES = 60  # the first pass over 150,000 pods at this budget takes about 45 (28 slices); the pairs come after it
 WARM_MINUTES = 2  # the pod count and the first pass's first rounds
 REPEATS = 3
@@ -112,6 +123,63 @@ def median_seconds(call: Callable[[], T]) -> tuple[float, T]:
     return statistics.median(times), result
 
 
+def _both_reads(
+    prometheus_url: str, known: set[Workload], cap: int, at: float
+) -> tuple[float, PeerReport, float, PeerReport | None]:
+    """The pairs read whole and cut here, then the learner's read, each
+    timed (median of REPEATS) at peers.maxPerWorkload ``cap``."""
+    settings = settings_from_mapping(
+        {
+            "prometheus": {"url": prometheus_url, "window": "1m", "timeout": "60s"},
+            "peers": {"source": "istio", "maxPerWorkload": cap},
+        }
+    )
+    source = PrometheusSource(settings.prometheus)
+    peers, window = settings.peers, settings.prometheus.window
+    whole = pair_rates(peers, window)
+    assert whole is not None
+    whole_seconds, whole_report = median_seconds(
+        lambda: peers_from(source.query_vector(whole, at=at), known, cap, labels_of(peers))
+    )
+    cut_seconds, report = median_seconds(lambda: read_peers(source, peers, window, known, at))
+    return whole_seconds, whole_report, cut_seconds, report
+
+
+def flow_reads(prometheus_url: str, known: set[Workload]) -> list[str]:
+    """The flow query's rows: the learner's read (cut in Prometheus to each
+    end's busiest) beside the same pairs read whole and cut here, as before
+    the cut moved into the query; at the chart's cap and at one the pairs
+    exceed."""
+    at = time.time()
+    rows = []
+    for cap in (8, TIGHT_CAP):
+        whole_seconds, whole_report, cut_seconds, report = _both_reads(
+            prometheus_url, known, cap, at
+        )
+        assert report is not None
+        kept = sum(len(listed) for listed in report.peers.values()) // 2
+        most = max((len(listed) for listed in report.peers.values()), default=0)
+        bound = 2 * cap * len(known)  # each end's busiest, as source and as destination
+        same = report.peers == whole_report.peers
+        rows.append(
+            f"| ... at peers.maxPerWorkload {cap}: read whole and cut here / cut in Prometheus "
+            f"(the learner's), median of {REPEATS} | {whole_seconds:.2f} s / {cut_seconds:.2f} s "
+            f"({cut_seconds / whole_seconds:.2f}x); series in the answer "
+            f"{whole_report.series:,} / {report.series:,} (bound {bound:,}); "
+            f"{kept:,} pairs kept, at most {most} a workload; "
+            f"{'the same pairs and bytes' if same else '**other pairs or bytes**'} |"
+        )
+        if cap == TIGHT_CAP:
+            within = report.series <= bound and report.series < whole_report.series and same
+            faster = cut_seconds <= whole_seconds
+            rows.append(
+                f"| goal: the answer within the cap (fewer series than the pairs, at most "
+                f"{bound:,}, the same pairs kept) and the read no slower than whole | "
+                f"{'yes' if within else '**no**'}; {'yes' if faster else '**no**'} |"
+            )
+    return rows
+
+
 def measure() -> list[str]:
     replicas, share = chart_defaults()
     pods = PodSeriesExporter(CLUSTER)
@@ -151,6 +219,7 @@ def measure() -> list[str]:
             pickle.loads(pickle.dumps(conversations, protocol=pickle.HIGHEST_PROTOCOL))
         roundtrip = (time.perf_counter() - started) / 5
         with_node = sum(1 for s in report.samples if s.node)
+        cut_rows = flow_reads(prometheus.url, known)
         # Live: the learner as the refresher process runs it, with its flow reader.
         run = LearnerRun(settings, joined)
         timed = TimedPeers(flow_source, run.rounds)
@@ -180,6 +249,7 @@ def measure() -> list[str]:
         f"| the learner's query over every pod, without the node join (no flow source), median of {REPEATS} | {plain_seconds:.2f} s |",
         f"| ... with each pod's node joined from kube_pod_info (a flow source set), median | {joined_seconds:.2f} s ({joined_seconds / plain_seconds:.2f}x); {with_node:,} of {CLUSTER.pods:,} pods with a node |",
         f"| the flow query: {flows.pairs:,} pairs, 4 series each (TCP sent and received, both reporters), one reporter read; query, answer and matching, median | {flow_seconds:.2f} s; {sum(len(p) for p in pairs.peers.values()) // 2:,} pairs matched, {sum(pairs.ignored.values())} series left out |",
+        *cut_rows,
         f"| the conversations table from the pairs and the pods' nodes | {table_seconds:.2f} s |",
         f"| ... as sent to the serving process with the learned figures; pickling and loading it | {wire / 2**20:.1f} MiB; {roundtrip * 1000:.0f} ms |",
         f"| live, {LIVE_MINUTES} minutes, one replica at learning.prometheusShare {share:g} / {replicas} ({budget:.2f} s of query time a minute): slice rounds, flow reads | {len(slice_rounds)} (median {statistics.median(slice_rounds) if slice_rounds else 0:.2f} s), {len(flow_rounds)} (median {statistics.median(flow_rounds) if flow_rounds else 0:.2f} s); the first pairs after {first} |",
@@ -189,10 +259,38 @@ def measure() -> list[str]:
     ]
 
 
+def measure_flows() -> list[str]:
+    """The flow reads alone: the flow exporter scraped, every workload known."""
+    flows = FlowExporter(CLUSTER.deployments)
+    prometheus = scraping({"flows": flows.target})
+    try:
+        known = {
+            Workload(f"ns-{i % 200}", "Deployment", f"app-{i}") for i in range(CLUSTER.deployments)
+        }
+        whole = pair_rates(settings_from_mapping({"peers": {"source": "istio"}}).peers, 60.0)
+        assert whole is not None
+        deadline = time.monotonic() + 600
+        source = PrometheusSource(
+            settings_from_mapping(
+                {"prometheus": {"url": prometheus.url, "timeout": "60s"}}
+            ).prometheus
+        )
+        while len(source.query_vector(whole)) < flows.pairs and time.monotonic() < deadline:
+            time.sleep(5)  # two scrapes of every series, for rate()
+        return flow_reads(prometheus.url, known)
+    finally:
+        prometheus.stop()
+        flows.stop()
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = bench_parser(__doc__).parse_args(argv)
+    parser = bench_parser(__doc__)
+    parser.add_argument(
+        "--flows-only", action="store_true", help="the flow reads alone (own section)"
+    )
+    args = parser.parse_args(argv)
     started = time.time()
-    rows = measure()
+    rows = measure_flows() if args.flows_only else measure()
     elapsed = time.time() - started
     table = "\n".join(
         [
@@ -203,19 +301,32 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(table)
     print(f"\n{elapsed:.0f}s")
-    if not args.no_write:
+    if args.no_write:
+        return 0
+    if args.flows_only:
         write_section(
-            "peer_learning",
-            "Learning who talks to whom at scale",
-            "python -m bench.peer_learning",
-            "A real Prometheus scraping, every 15 s, cAdvisor- and kube-state-metrics-shaped "
-            "series for every pod and Istio's TCP byte counters for every pair (stand-in "
-            "exporters in this process, on the same 2 cores). The learner's budget is query "
-            "time, wall-clock, in any minute; the flow query is a round of its own after the "
-            "last slice of each pass, paced with the slices (a round over their part runs "
-            "alone, and the next waits what it took beyond it)."
+            "peer_flows",
+            "Reading the pairs at scale",
+            "python -m bench.peer_learning --flows-only",
+            f"A real Prometheus scraping Istio's TCP byte counters for {CLUSTER.deployments * CALLS_EACH:,} "
+            "pairs, both reporters (a stand-in exporter in this process, on the same 2 cores); "
+            "the learner's flow read as it runs, cut in Prometheus, beside the same pairs read "
+            "whole and cut in Python, in one run."
             f"\n\n{table}\n\nRun time: {elapsed:.0f} s.",
         )
+        return 0
+    write_section(
+        "peer_learning",
+        "Learning who talks to whom at scale",
+        "python -m bench.peer_learning",
+        "A real Prometheus scraping, every 15 s, cAdvisor- and kube-state-metrics-shaped "
+        "series for every pod and Istio's TCP byte counters for every pair (stand-in "
+        "exporters in this process, on the same 2 cores). The learner's budget is query "
+        "time, wall-clock, in any minute; the flow query is a round of its own after the "
+        "last slice of each pass, paced with the slices (a round over their part runs "
+        "alone, and the next waits what it took beyond it)."
+        f"\n\n{table}\n\nRun time: {elapsed:.0f} s.",
+    )
     return 0
 
 

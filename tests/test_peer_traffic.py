@@ -13,7 +13,12 @@ from kubectl_nettraffic.cli.doctor import Failed, _peer_inputs
 from kubectl_nettraffic.config import PeerLabelSettings, settings_from_mapping
 from kubectl_nettraffic.errors import ConfigError
 from kubectl_nettraffic.kube.workloads import Workload
-from kubectl_nettraffic.learning.peer_traffic import peer_query, peers_from, read_peers
+from kubectl_nettraffic.learning.peer_traffic import (
+    pair_rates,
+    peer_query,
+    peers_from,
+    read_peers,
+)
 from kubectl_nettraffic.sources.prometheus import PrometheusSource
 from tests.harness.flow_series import Flow, beyla_lines, istio_lines, linkerd_lines
 
@@ -114,6 +119,48 @@ def test_the_busiest_peers_are_kept_by_both_ends_and_the_rest_counted(prometheus
     assert report.peers[WEB] == [(API, dict(report.peers[API])[WEB])] and report.dropped == {}
 
 
+def test_the_cap_starts_in_prometheus_and_keeps_what_either_end_would():
+    """Ten clients each call the same five servers; at maxPerWorkload 2 a
+    client's call comes back from Prometheus only if it is among the
+    client's two busiest or the server's two busiest, and what comes back
+    carries its full bytes."""
+    clients = [f"c{i}" for i in range(10)]
+    servers = [f"s{j}" for j in range(5)]
+    rate = {
+        (c, s): 1e5 * (1 + i) * (1 + 3 * j) + 7e3 * ((i * 5 + j * 3) % 11)
+        for i, c in enumerate(clients)
+        for j, s in enumerate(servers)
+    }
+    flows = [Flow(("shop", c), ("shop", s), tcp_received=r) for (c, s), r in rate.items()]
+    known = {Workload("shop", "Deployment", name) for name in clients + servers}
+    server = prometheus_with_history([], END, more=list(istio_lines(flows, END)))
+    try:
+        settings = _settings(server.url, maxPerWorkload=2)
+        source = PrometheusSource(settings.prometheus, clock=lambda: END)
+        window = settings.prometheus.window
+        answer = source.query_vector(peer_query(settings.peers, window), at=END)
+        uncapped = source.query_vector(pair_rates(settings.peers, window), at=END)
+        report = read_peers(source, settings.peers, window, known)
+    finally:
+        server.stop()
+    busiest: set[tuple[str, str]] = set()  # each end's two busiest calls
+    for end in (0, 1):
+        for name in {pair[end] for pair in rate}:
+            mine = sorted((p for p in rate if p[end] == name), key=rate.get, reverse=True)
+            busiest.update(mine[:2])
+    came_back = {
+        (series["metric"]["source_workload"], series["metric"]["destination_workload"])
+        for series in answer
+    }
+    assert len(uncapped) == 50 and came_back == busiest and len(came_back) < 50
+    assert report is not None
+    for (c, s), bytes_per_second in rate.items():
+        listed = dict(report.peers.get(Workload("shop", "Deployment", c), []))
+        got = listed.get(Workload("shop", "Deployment", s))
+        if got is not None:
+            assert got == pytest.approx(bytes_per_second, rel=0.05)
+
+
 def test_a_pair_neither_end_keeps_is_dropped_from_both_and_counted():
     a, b, c, d = (Workload("shop", "Deployment", name) for name in "abcd")
     series = [
@@ -187,7 +234,11 @@ def test_a_query_of_ones_own_names_its_labels():
             }
         }
     )
-    assert peer_query(settings.peers, 120.0) == settings.peers.query
+    # Cut in Prometheus to each end's busiest, by the labels named.
+    assert peer_query(settings.peers, 120.0) == (
+        "topk by (src, src_ns) (8, sum by (src, src_ns, dst, dst_ns) (my_flow_bytes))"
+        " or topk by (dst, dst_ns) (8, sum by (src, src_ns, dst, dst_ns) (my_flow_bytes))"
+    )
     series = _series({"src": "api", "src_ns": "shop", "dst": "db", "dst_ns": "shop"}, "42")
     report = peers_from([series], KNOWN, 8, settings.peers.labels)
     assert report.peers[DB] == [(API, 42.0)]

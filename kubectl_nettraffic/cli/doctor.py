@@ -329,6 +329,12 @@ def _peer_inputs(source: PrometheusSource, settings: Settings, known: set[Worklo
         raise Failed(f"{peers.source}: no pair of known workloads{why}", PEER_FIXES[peers.source])
     pairs = len({frozenset((w, peer)) for w, listed in report.peers.items() for peer, _ in listed})
     detail = f"{peers.source}: {pairs} pair(s) among {len(report.peers)} workload(s)"
+    if report.agent_unknown:
+        ip = f"{peers.source}.ip"
+        detail += (
+            f"; {report.agent_unknown} series without the agent's and the source node's IPs: "
+            f"a flow between nodes may count twice (select {ip} and k8s.src.node.ip)"
+        )
     return detail + (f"; left out: {ignored}" if ignored else "")
 
 

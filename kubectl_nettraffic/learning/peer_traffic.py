@@ -35,16 +35,18 @@ Sources (``peers.source``):
 A pair is the sum of both directions: what a pod of one sends to the other
 and receives from it crosses the same links. Which end calls the other is
 kept apart (``PeerReport.calls``): the called end's Services decide where
-the caller's connections go (learning/conversations.py, ``Conversations.route``). Both ends are matched to
-workloads as ``owner_workload`` names them (kube/workloads.py) by namespace
-and name among the workloads the learner knows; a mesh names a Deployment's
-pods by the Deployment, a StatefulSet's by the StatefulSet
-(docs/operations.md, "Conversations between workloads", has the mapping per
-source). What cannot be matched is counted by reason and left out: a series
+the caller's connections go (learning/conversations.py,
+``Conversations.route``). Both ends are matched to workloads as
+``owner_workload`` names them (kube/workloads.py) by namespace and name
+among the workloads the learner knows; a mesh names a Deployment's pods by
+the Deployment, a StatefulSet's by the StatefulSet (docs/operations.md,
+"Conversations between workloads", has the mapping per source). What cannot be matched is counted by reason and left out: a series
 without the labels, an unknown end, a workload talking to itself, a rate
 that is not a finite number above zero, a name two workload kinds share,
 and the pairs past ``peers.maxPerWorkload`` (a pair among either end's
-busiest is kept by both ends).
+busiest is kept by both ends). The cap starts in Prometheus (``peer_query``):
+each end's busiest series come back, so a workload called by thousands does
+not bring them all; what comes back is cut again here, pair by pair.
 """
 
 import json
@@ -56,6 +58,7 @@ from typing import Any
 
 from kubectl_nettraffic.config import PeerLabelSettings, PeerSettings
 from kubectl_nettraffic.kube.workloads import Workload
+from kubectl_nettraffic.learning.flow_ends import WorkloadNames
 from kubectl_nettraffic.sources.prometheus import PrometheusSource
 from kubectl_nettraffic.units import promql_duration
 
@@ -96,6 +99,31 @@ BEYLA_LABELS = PeerLabelSettings(
 )
 
 
+@dataclass(frozen=True)
+class AgentLabels:
+    """What Beyla and OBI add to a flow beside its ends: each end's owner
+    type (on by default in OBI, ``attributes.select`` in Beyla), and, where
+    selected, the IP of the agent that saw the flow and of the source pod's
+    node. Each node's agent reports the flows through its node, so a flow
+    between two nodes is reported twice (grafana/beyla and OBI, the
+    ``beyla.ip`` / ``obi.ip`` and ``k8s.src.node.ip`` attributes of
+    pkg/export/attributes/names): only the source node's agent's series is
+    kept where both IPs are there."""
+
+    agent_ip: str
+    source_type: str = "k8s_src_owner_type"
+    destination_type: str = "k8s_dst_owner_type"
+    source_node_ip: str = "k8s_src_node_ip"
+
+    def by(self) -> str:
+        return ", ".join(
+            (self.source_type, self.destination_type, self.agent_ip, self.source_node_ip)
+        )
+
+
+AGENT_LABELS = {"beyla": AgentLabels("beyla_ip"), "obi": AgentLabels("obi_ip")}
+
+
 def _by(labels: PeerLabelSettings) -> str:
     return ", ".join(
         (
@@ -122,9 +150,13 @@ def _coalesced(vector: str, into: str, labels: Iterable[str]) -> str:
 
 def _linkerd_rates(name: str, window_text: str, cluster: str = "") -> str:
     matchers = 'direction="outbound", peer="dst"' + (f", {cluster}" if cluster else "")
-    rates = f"rate({name}{{{matchers}}}[{window_text}])"
-    rates = _coalesced(rates, LINKERD_LABELS.source_workload, LINKERD_KINDS)
     dst_kinds = [f"dst_{kind}" for kind in LINKERD_KINDS]
+    # Summed by the kinds' labels first: label_replace then runs once per
+    # pair instead of once per series (a proxy's series are per target
+    # address, TLS and more).
+    by = ", ".join(("namespace", "dst_namespace", *LINKERD_KINDS, *dst_kinds))
+    rates = f"sum by ({by}) (rate({name}{{{matchers}}}[{window_text}]))"
+    rates = _coalesced(rates, LINKERD_LABELS.source_workload, LINKERD_KINDS)
     return _coalesced(rates, LINKERD_LABELS.destination_workload, dst_kinds)
 
 
@@ -157,28 +189,49 @@ def _cluster_matcher(settings: PeerSettings) -> str:
     return f"{label}={json.dumps(value)}"  # a JSON string is a PromQL string
 
 
-def peer_query(settings: PeerSettings, window: float) -> str | None:
-    """Every pair's bytes/s, both directions, in one instant query; None
-    without a source."""
+def pair_rates(settings: PeerSettings, window: float) -> str | None:
+    """Every pair's bytes/s, one series per (source end, destination end),
+    uncapped; None without a source."""
     window_text = promql_duration(window)
     cluster = _cluster_matcher(settings)
     if settings.source == "istio":
         matchers = ", ".join(m for m in (f'reporter="{settings.reporter}"', cluster) if m)
+        by = _by(ISTIO_LABELS)
         parts = [
-            _tagged(f"rate({name}{{{matchers}}}[{window_text}])", name) for name in ISTIO_BYTES
+            _tagged(f"sum by ({by}) (rate({name}{{{matchers}}}[{window_text}]))", name)
+            for name in ISTIO_BYTES
         ]
-        return f"sum by ({_by(ISTIO_LABELS)}) ({' or '.join(parts)})"
+        return f"sum by ({by}) ({' or '.join(parts)})"
     if settings.source == "linkerd":
         parts = [
             _tagged(_linkerd_rates(name, window_text, cluster), name) for name in LINKERD_BYTES
         ]
         return f"sum by ({_by(LINKERD_LABELS)}) ({' or '.join(parts)})"
-    if settings.source in ("beyla", "obi"):
+    if settings.source in AGENT_LABELS:
         flows = BEYLA_BYTES if settings.source == "beyla" else OBI_BYTES
-        return f"sum by ({_by(BEYLA_LABELS)}) (rate({flows}{{{cluster}}}[{window_text}]))"
+        by = f"{_by(BEYLA_LABELS)}, {AGENT_LABELS[settings.source].by()}"
+        return f"sum by ({by}) (rate({flows}{{{cluster}}}[{window_text}]))"
     if settings.source == "query" and settings.query:
         return settings.query
     return None
+
+
+def peer_query(settings: PeerSettings, window: float) -> str | None:
+    """The pairs as the learner reads them: ``pair_rates`` cut in Prometheus
+    to each workload's ``peers.maxPerWorkload`` busiest series as the source
+    end and as the destination end, so the answer grows with the workloads,
+    not with the pairs; None without a source."""
+    rates = pair_rates(settings, window)
+    if rates is None:
+        return None
+    labels, most = labels_of(settings), settings.max_per_workload
+    source_end = f"{labels.source_workload}, {labels.source_namespace}"
+    destination_end = f"{labels.destination_workload}, {labels.destination_namespace}"
+    # A series among either end's busiest comes back once (``or`` keeps
+    # one of two equal label sets).
+    return (
+        f"topk by ({source_end}) ({most}, {rates}) or topk by ({destination_end}) ({most}, {rates})"
+    )
 
 
 def labels_of(settings: PeerSettings) -> PeerLabelSettings:
@@ -203,15 +256,10 @@ class PeerReport:
     # where the source says so (a flow source counting each direction of a
     # connection apart names both ends as sources).
     calls: set[tuple[Workload, Workload]] = field(default_factory=set)
-
-
-def _named(known: Iterable[Workload]) -> dict[tuple[str, str], Workload | None]:
-    """(namespace, name) -> the workload; None where two kinds share the name."""
-    named: dict[tuple[str, str], Workload | None] = {}
-    for workload in known:
-        key = (workload.namespace, workload.name)
-        named[key] = workload if key not in named else None
-    return named
+    series: int = 0  # in the answer, kept or not
+    # Beyla's or OBI's series without the agent's and the source node's IPs:
+    # a flow between two nodes among them may be counted by both agents.
+    agent_unknown: int = 0
 
 
 def peers_from(
@@ -219,10 +267,12 @@ def peers_from(
     known: Iterable[Workload],
     most_per_workload: int,
     labels: PeerLabelSettings = ISTIO_LABELS,
+    agents: AgentLabels | None = None,
 ) -> PeerReport:
-    """The pairs in a query's ``result``, matched to the ``known`` workloads."""
-    named = _named(known)
-    report = PeerReport()
+    """The pairs in a query's ``result``, matched to the ``known``
+    workloads; ``agents``: Beyla's or OBI's labels beside the ends."""
+    names = WorkloadNames(known)
+    report = PeerReport(series=len(result))
     rates: dict[tuple[Workload, Workload], float] = {}
     for series in result:
         metric: Mapping[str, str] = series.get("metric") or {}
@@ -240,13 +290,25 @@ def peers_from(
         if not math.isfinite(rate) or rate <= 0:
             report.ignored["no-rate"] += 1
             continue
-        workloads = [named.get((str(namespace), str(name)), False) for namespace, name in ends]
-        if any(workload is None for workload in workloads):
-            report.ignored["ambiguous-workload"] += 1
-            continue
-        first, second = workloads
+        types = ("", "")
+        if agents is not None:
+            seen_by, sent_from = metric.get(agents.agent_ip), metric.get(agents.source_node_ip)
+            if seen_by and sent_from and seen_by != sent_from:
+                report.ignored["other-agent"] += 1  # the source node's agent counts it
+                continue
+            report.agent_unknown += not (seen_by and sent_from)
+            types = (
+                str(metric.get(agents.source_type) or ""),
+                str(metric.get(agents.destination_type) or ""),
+            )
+        found = [
+            names.find(str(namespace), str(name), owner_type)
+            for (namespace, name), owner_type in zip(ends, types, strict=True)
+        ]
+        first, second = found
         if not isinstance(first, Workload) or not isinstance(second, Workload):
-            report.ignored["unknown-workload"] += 1
+            # The first end's reason where both fail, as a series is counted once.
+            report.ignored[first if isinstance(first, str) else str(second)] += 1
             continue
         if first == second:
             report.ignored["self"] += 1
@@ -289,7 +351,8 @@ def read_peers(
     if query is None:
         return None
     result = source.query_vector(query, at=at)
-    return peers_from(result, known, settings.max_per_workload, labels_of(settings))
+    agents = AGENT_LABELS.get(settings.source)
+    return peers_from(result, known, settings.max_per_workload, labels_of(settings), agents)
 
 
 class PeerTrafficSource:

@@ -76,26 +76,35 @@ def _linkerd_kind(kind: str) -> str:
 
 
 def linkerd_lines(
-    flows: Sequence[Flow], end: float, kinds: dict[str, str], duration: float = 600
+    flows: Sequence[Flow],
+    end: float,
+    kinds: dict[str, str],
+    duration: float = 600,
+    renamed: dict[str, str] | None = None,
 ) -> Iterator[str]:
     """Each flow's bytes as both proxies count them: the client's outbound
     side to the server (``peer="dst"``, the server named by ``dst_`` labels)
     and to its app (``peer="src"``), and the server's inbound side. A flow's
     TCP and HTTP bytes together, each flow to its own server address;
-    ``kinds``: workload -> its kind's label."""
+    ``kinds``: workload -> its kind's label; ``renamed``: workload -> the
+    value Linkerd labels it by where that is not Istio's name (an Argo
+    Rollout's pods by their ReplicaSet, a DeploymentConfig's by their
+    ReplicationController)."""
     times = _times(end, duration)
+    renamed = renamed or {}
     for family, client_sends in (("tcp_write_bytes", True), ("tcp_read_bytes", False)):
         yield f"# TYPE {family} counter"
         for number, flow in enumerate(flows):
             sent = flow.tcp_received + flow.http_request  # client -> server
             answered = flow.tcp_sent + flow.http_response
             (src_ns, src), (dst_ns, dst) = flow.source, flow.destination
-            client = {"namespace": src_ns, _linkerd_kind(kinds[src]): src, "tls": "true"}
-            server = {"namespace": dst_ns, _linkerd_kind(kinds[dst]): dst, "tls": "true"}
+            src_label, dst_label = renamed.get(src, src), renamed.get(dst, dst)
+            client = {"namespace": src_ns, _linkerd_kind(kinds[src]): src_label, "tls": "true"}
+            server = {"namespace": dst_ns, _linkerd_kind(kinds[dst]): dst_label, "tls": "true"}
             to_server = {
                 "target_addr": f"10.0.0.{number + 1}:8080",
                 "dst_namespace": dst_ns,
-                "dst_" + _linkerd_kind(kinds[dst]): dst,
+                "dst_" + _linkerd_kind(kinds[dst]): dst_label,
             }
             series = (
                 (client | {"direction": "outbound", "peer": "dst"} | to_server, client_sends),
@@ -115,13 +124,20 @@ def beyla_lines(
     owners: dict[str, str],
     duration: float = 600,
     prefix: str = "beyla",
+    renamed: dict[str, str] | None = None,
+    nodes: dict[str, str] | None = None,
 ) -> Iterator[str]:
-    """Each flow's packets both ways, as one Beyla agent reports them with its
+    """Each flow's packets both ways, as the agents report them with their
     default attributes: the requests from client to server, the answers from
     server to client; flows between the same two workloads in one series,
-    as the agent aggregates them. ``owners``: workload -> its owner type.
-    ``prefix`` "obi": as OpenTelemetry's eBPF Instrumentation names them."""
+    as an agent aggregates them. ``owners``: workload -> its owner type;
+    ``renamed``: workload -> the owner name the agent gives it where that is
+    not Istio's (a Job's cut at its last '-'). ``prefix`` "obi": as
+    OpenTelemetry's eBPF Instrumentation names them. ``nodes``: workload ->
+    its node's IP, with the agent's and the nodes' IP attributes selected:
+    a flow between two nodes is reported by both nodes' agents."""
     times = _times(end, duration)
+    renamed = renamed or {}
     rates: dict[tuple[tuple[str, str], tuple[str, str], str], tuple[Flow, float]] = {}
     for flow in flows:
         for key, rate in (
@@ -135,15 +151,21 @@ def beyla_lines(
         if not rate:
             continue  # no packets that way, no series
         labels = {
-            "k8s_src_owner_name": src,
+            "k8s_src_owner_name": renamed.get(src, src),
             "k8s_src_owner_type": owners[src],
             "k8s_src_namespace": src_ns,
-            "k8s_dst_owner_name": dst,
+            "k8s_dst_owner_name": renamed.get(dst, dst),
             "k8s_dst_owner_type": owners[dst],
             "k8s_dst_namespace": dst_ns,
             "k8s_cluster_name": "test",
             "direction": direction,
         }
-        for t in times:
-            value = _counter(flow, rate, t, times[0], end)
-            yield f"{prefix}_network_flow_bytes_total{labels_text(labels)} {value:.3f} {t:.3f}"
+        agents: list[dict[str, str]] = [{}]
+        if nodes is not None:
+            placed = {"k8s_src_node_ip": nodes[src], "k8s_dst_node_ip": nodes[dst]}
+            agents = [placed | {f"{prefix}_ip": ip} for ip in dict.fromkeys(placed.values())]
+        for agent in agents:
+            for t in times:
+                value = _counter(flow, rate, t, times[0], end)
+                text = labels_text(labels | agent)
+                yield f"{prefix}_network_flow_bytes_total{text} {value:.3f} {t:.3f}"

@@ -1,0 +1,173 @@
+"""Each flow source's series as upstream writes them, in a real Prometheus:
+every true pair comes back within 5% of its bytes and with who calls whom
+where the source says it, nothing is invented, and what cannot be matched
+is counted by reason. The ends the sources name differently from the
+learner: an Argo Rollout, an OpenShift DeploymentConfig, a plain Job, a
+Service Beyla saw; and each node's Beyla agent reporting what crosses it."""
+
+import time
+
+import pytest
+
+from harness.prometheus import prometheus_with_history
+from kubectl_nettraffic.config import settings_from_mapping
+from kubectl_nettraffic.kube.workloads import Workload
+from kubectl_nettraffic.learning.flow_ends import WorkloadNames
+from kubectl_nettraffic.learning.peer_traffic import PeerReport, read_peers
+from kubectl_nettraffic.sources.prometheus import PrometheusSource
+from tests.harness.flow_series import Flow, beyla_lines, istio_lines, linkerd_lines
+
+END = float(int(time.time()) // 60 * 60)
+NS = "shop"
+WEB = Workload(NS, "Deployment", "web")
+API = Workload(NS, "Deployment", "api")
+DB = Workload(NS, "StatefulSet", "db")
+CHECKOUT = Workload(NS, "Rollout", "checkout")
+LEGACY = Workload(NS, "ReplicationController", "legacy-3")  # DeploymentConfig legacy, version 3
+LEGACY_OLD = Workload(NS, "ReplicationController", "legacy-2")
+MIGRATE = Workload(NS, "Job", "db-migrate")
+KNOWN = {WEB, API, DB, CHECKOUT, LEGACY, LEGACY_OLD, MIGRATE}
+
+# Ends as Istio names them (GetDeployMetaFromPod): the Rollout and the
+# DeploymentConfig by their own names, the Job by itself.
+FLOWS = [
+    Flow((NS, "web"), (NS, "api"), tcp_received=2e6, tcp_sent=6e6),
+    Flow((NS, "api"), (NS, "db"), tcp_received=1e6, tcp_sent=3e6),
+    Flow((NS, "checkout"), (NS, "api"), http_request=4e5, http_response=1.2e6),
+    Flow((NS, "legacy"), (NS, "db"), tcp_received=5e5, tcp_sent=2.5e6),
+    Flow((NS, "db-migrate"), (NS, "db"), tcp_received=8e5, tcp_sent=1e5),
+]
+TRUE_PAIRS = {
+    (WEB, API): 8e6,
+    (API, DB): 4e6,
+    (CHECKOUT, API): 1.6e6,
+    (LEGACY, DB): 3e6,
+    (MIGRATE, DB): 9e5,
+}
+# Linkerd's kind labels, and the values that are not Istio's names.
+LINKERD_KINDS = {
+    "web": "deployment",
+    "api": "deployment",
+    "db": "statefulset",
+    "checkout": "replicaset",
+    "legacy": "replicationcontroller",
+    "db-migrate": "job",
+}
+LINKERD_NAMES = {"checkout": "checkout-6d4f9b7c8", "legacy": "legacy-3"}
+# Beyla's and OBI's owner types and names (ownersFrom): the Rollout's
+# ReplicaSet cut into a "Deployment", the Job cut into a "CronJob".
+BEYLA_TYPES = {
+    "web": "Deployment",
+    "api": "Deployment",
+    "db": "StatefulSet",
+    "checkout": "Deployment",
+    "legacy": "ReplicationController",
+    "db-migrate": "CronJob",
+    "api-svc": "Service",
+}
+BEYLA_NAMES = {"legacy": "legacy-3", "db-migrate": "db", "api-svc": "api"}
+# web also sends to api's cluster IP where the agent saw it before the
+# translation: a Service end, not a pod's.
+BEYLA_FLOWS = [*FLOWS, Flow((NS, "web"), (NS, "api-svc"), tcp_received=3e5)]
+NODES = {  # each workload's node IP: web, checkout and legacy apart from api and db
+    "web": "10.1.0.1",
+    "checkout": "10.1.0.1",
+    "legacy": "10.1.0.2",
+    "db-migrate": "10.1.0.3",
+    "api": "10.1.0.3",
+    "db": "10.1.0.3",
+    "api-svc": "10.1.0.3",
+}
+
+
+@pytest.fixture(scope="module")
+def prometheus():
+    lines = [
+        *istio_lines(FLOWS, END),
+        *linkerd_lines(FLOWS, END, LINKERD_KINDS, renamed=LINKERD_NAMES),
+        *beyla_lines(BEYLA_FLOWS, END, BEYLA_TYPES, renamed=BEYLA_NAMES, nodes=NODES),
+        *beyla_lines(BEYLA_FLOWS, END, BEYLA_TYPES, prefix="obi", renamed=BEYLA_NAMES, nodes=NODES),
+    ]
+    server = prometheus_with_history([], END, more=lines)
+    yield server
+    server.stop()
+
+
+def _read(prometheus, source: str) -> PeerReport:
+    settings = settings_from_mapping(
+        {"prometheus": {"url": prometheus.url}, "peers": {"source": source}}
+    )
+    client = PrometheusSource(settings.prometheus, clock=lambda: END)
+    report = read_peers(client, settings.peers, settings.prometheus.window, KNOWN)
+    assert report is not None
+    return report
+
+
+def _pairs(report: PeerReport) -> dict[frozenset[Workload], float]:
+    pairs: dict[frozenset[Workload], float] = {}
+    for workload, peers in report.peers.items():
+        for peer, rate in peers:
+            assert pairs.setdefault(frozenset((workload, peer)), rate) == rate  # both ends agree
+    return pairs
+
+
+@pytest.mark.parametrize("source", ["istio", "linkerd"])
+def test_the_meshes_give_every_pair_its_bytes_and_its_caller(prometheus, source):
+    report = _read(prometheus, source)
+    assert _pairs(report) == pytest.approx(
+        {frozenset(pair): rate for pair, rate in TRUE_PAIRS.items()}, rel=0.05
+    )
+    assert report.calls == set(TRUE_PAIRS)  # the caller named first, nothing reversed
+    assert report.ignored == {}
+
+
+@pytest.mark.parametrize("source", ["beyla", "obi"])
+def test_the_ebpf_agents_count_each_flow_once_and_say_what_they_cannot_name(prometheus, source):
+    report = _read(prometheus, source)
+    counted = {pair: rate for pair, rate in TRUE_PAIRS.items() if MIGRATE not in pair}
+    assert _pairs(report) == pytest.approx(
+        {frozenset(pair): rate for pair, rate in counted.items()}, rel=0.05
+    )
+    # Requests and answers are two series with their ends swapped: the
+    # source names both ends as senders, so neither is said to call.
+    assert report.calls == set(counted) | {(server, client) for client, server in counted}
+    # Per pair of nodes, the destination node's agent's copy (requests and
+    # answers apart): web/api, checkout/api, legacy/db, web/api-svc (one
+    # way only); the Job cut into a CronJob "db" both ways; the Service end.
+    assert report.ignored == {"other-agent": 7, "job-name-cut": 2, "service-end": 1}
+
+
+def test_ends_named_the_sources_way_are_matched_by_their_rules():
+    names = WorkloadNames(KNOWN | {Workload(NS, "Deployment", "db")})
+    assert names.find(NS, "legacy") == LEGACY  # the DeploymentConfig's newest version
+    assert names.find(NS, "checkout-6d4f9b7c8") == CHECKOUT  # Linkerd's ReplicaSet label
+    assert names.find(NS, "checkout", "Deployment") == CHECKOUT  # Beyla's cut ReplicaSet
+    # Beyla's "CronJob db" is a Job whose name it cut, not the Deployment db.
+    assert names.find(NS, "db", "CronJob") == "job-name-cut"
+    assert names.find(NS, "db", "StatefulSet") == DB
+    assert names.find(NS, "api", "Service") == "service-end"
+    assert names.find(NS, "db") == "ambiguous-workload"  # two kinds, no type said
+    assert names.find(NS, "web-7") == "unknown-workload"  # no such RC, no such Rollout
+    assert names.find("other", "legacy") == "unknown-workload"
+
+
+def test_doctor_says_when_the_agents_ips_are_not_selected(prometheus):
+    from kubectl_nettraffic.cli.doctor import _peer_inputs
+
+    lines = list(beyla_lines(FLOWS, END, BEYLA_TYPES, renamed=BEYLA_NAMES))  # no IPs selected
+    server = prometheus_with_history([], END, more=lines)
+    try:
+        settings = settings_from_mapping(
+            {"prometheus": {"url": server.url}, "peers": {"source": "beyla"}}
+        )
+        bare = _peer_inputs(
+            PrometheusSource(settings.prometheus, clock=lambda: END), settings, KNOWN
+        )
+    finally:
+        server.stop()
+    assert "may count twice (select beyla.ip and k8s.src.node.ip)" in bare
+    settings = settings_from_mapping(
+        {"prometheus": {"url": prometheus.url}, "peers": {"source": "beyla"}}
+    )
+    placed = _peer_inputs(PrometheusSource(settings.prometheus, clock=lambda: END), settings, KNOWN)
+    assert "count twice" not in placed and "other-agent 7" in placed
