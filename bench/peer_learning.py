@@ -103,10 +103,12 @@ class TimedPeers:
         self.source, self.rounds = source, rounds
         self.first_at: float | None = None
 
-    def read(self, known: Iterable[Workload], at: float) -> PeerReport | None:
+    def read(
+        self, known: Iterable[Workload], at: float, waypoints: frozenset[tuple[str, str]]
+    ) -> PeerReport | None:
         started = time.monotonic()
         try:
-            return self.source.read(known, at)
+            return self.source.read(known, at, waypoints)
         finally:
             self.rounds.append(("peers", started, time.monotonic() - started))
             if self.first_at is None:

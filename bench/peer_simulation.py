@@ -107,7 +107,9 @@ class SimulatedFlows:
     def __init__(self, graph: Graph, settings: Settings) -> None:
         self.graph, self.settings = graph, settings
 
-    def read(self, known: Iterable[Workload], at: float) -> PeerReport:
+    def read(
+        self, known: Iterable[Workload], at: float, waypoints: frozenset[tuple[str, str]]
+    ) -> PeerReport:
         result = [
             {
                 "metric": {
@@ -120,7 +122,7 @@ class SimulatedFlows:
             }
             for (a, b), rate in self.graph.pairs.items()
         ]
-        return peers_from(result, known, self.settings.peers.max_per_workload)
+        return peers_from(result, known, self.settings.peers.max_per_workload, waypoints=waypoints)
 
 
 def _settings(peers: bool, pull_points: float | None = None) -> Settings:

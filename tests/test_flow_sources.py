@@ -11,11 +11,18 @@ import pytest
 
 from harness.prometheus import prometheus_with_history
 from kubectl_nettraffic.config import settings_from_mapping
+from kubectl_nettraffic.kube.service_routing import routing_of
 from kubectl_nettraffic.kube.workloads import Workload
 from kubectl_nettraffic.learning.flow_ends import WorkloadNames
 from kubectl_nettraffic.learning.peer_traffic import PeerReport, read_peers
 from kubectl_nettraffic.sources.prometheus import PrometheusSource
-from tests.harness.flow_series import Flow, beyla_lines, istio_lines, linkerd_lines
+from tests.harness.flow_series import (
+    Flow,
+    beyla_lines,
+    istio_lines,
+    linkerd_lines,
+    through_waypoint,
+)
 
 END = float(int(time.time()) // 60 * 60)
 NS = "shop"
@@ -171,3 +178,69 @@ def test_doctor_says_when_the_agents_ips_are_not_selected(prometheus):
     )
     placed = _peer_inputs(PrometheusSource(settings.prometheus, clock=lambda: END), settings, KNOWN)
     assert "count twice" not in placed and "other-agent 7" in placed
+
+
+# Istio ambient: web calls api through the namespace's waypoint; api calls db
+# directly; web calls cache through a waypoint that reports nothing.
+WAYPOINT = Workload(NS, "Deployment", "waypoint")
+CACHE = Workload(NS, "Deployment", "cache")
+AMBIENT = [
+    *through_waypoint(FLOWS[0], (NS, "waypoint")),
+    FLOWS[1],
+    *through_waypoint(Flow((NS, "web"), (NS, "cache"), tcp_received=7e5), (NS, "silent"))[:2],
+]
+
+
+def _enrolled(name: str, namespace: str = NS, kind: str = "Service", **labels: str) -> dict:
+    metadata = {"name": name, "labels": {"istio.io/use-waypoint": labels.pop("waypoint", "")}}
+    if kind == "Service":
+        metadata["namespace"] = namespace
+    metadata["labels"] |= {key.replace("_", "-"): value for key, value in labels.items()}
+    return {"kind": kind, "metadata": metadata}
+
+
+def test_waypoints_are_named_by_services_and_namespaces():
+    services = [_enrolled("api", waypoint="waypoint"), _enrolled("db")]
+    namespaces = [
+        _enrolled("shop", kind="Namespace", waypoint="silent"),
+        _enrolled(
+            "info",
+            kind="Namespace",
+            waypoint="shared",
+            **{"istio.io/use_waypoint_namespace": "mesh"},
+        ),
+    ]
+    assert routing_of(services, [], namespaces).waypoints == {
+        (NS, "waypoint"),
+        (NS, "silent"),
+        ("mesh", "shared"),
+    }
+
+
+@pytest.mark.parametrize("reporter", ["source", "destination"])
+def test_an_ambient_waypoint_s_series_give_the_real_ends_and_its_legs_are_left_out(reporter):
+    server = prometheus_with_history([], END, more=list(istio_lines(AMBIENT, END)))
+    try:
+        settings = settings_from_mapping(
+            {"prometheus": {"url": server.url}, "peers": {"source": "istio", "reporter": reporter}}
+        )
+        client = PrometheusSource(settings.prometheus, clock=lambda: END)
+        waypoints = routing_of(
+            [_enrolled("api", waypoint="waypoint"), _enrolled("cache", waypoint="silent")], []
+        ).waypoints
+        known = KNOWN | {WAYPOINT, CACHE}
+        window = settings.prometheus.window
+        report = read_peers(client, settings.peers, window, known, END, waypoints)
+    finally:
+        server.stop()
+    assert report is not None
+    assert _pairs(report) == pytest.approx(
+        {frozenset((WEB, API)): 8e6, frozenset((API, DB)): 4e6}, rel=0.05
+    )
+    assert report.calls == {(WEB, API), (API, DB)}
+    assert WAYPOINT not in report.peers  # never pulled toward
+    # The client's leg to each waypoint (and, read by the destination
+    # reporter, the waypoint's leg to the server): web-cache is lost with
+    # its silent waypoint, and counted.
+    legs = {"source": 2, "destination": 4}[reporter]
+    assert report.ignored == {"waypoint-leg": legs}

@@ -4,6 +4,7 @@ itself reading a synthetic cluster a slice at a time."""
 import pytest
 
 from kubectl_nettraffic.config import settings_from_mapping
+from kubectl_nettraffic.kube.service_routing import ServiceRouting
 from kubectl_nettraffic.kube.workloads import Workload
 from kubectl_nettraffic.learning.learner import BandwidthLearning
 from kubectl_nettraffic.learning.peer_traffic import PeerReport
@@ -209,9 +210,10 @@ class PairsReader:
         self.clock, self.seconds = clock, seconds
         self.reads: list[tuple[set, float]] = []
 
-    def read(self, known, at):
+    def read(self, known, at, waypoints):
         known = set(known)
         self.reads.append((known, at))
+        self.waypoints = waypoints
         self.clock[0] += self.seconds
         report = PeerReport()
         for workload in sorted(known):
@@ -236,7 +238,10 @@ def test_with_a_flow_source_the_pairs_are_read_once_a_pass_after_its_last_slice(
     cluster = SyntheticCluster(pods, clock, seconds_per_pod=1e-5)
     pairs = PairsReader(clock, seconds=0.5)
     settings = settings_from_mapping({"prometheus": {"url": "http://unused"}})
-    learning = BandwidthLearning(settings, cluster, clock=lambda: clock[0], peers=pairs)
+    waypoint = ServiceRouting(waypoints=frozenset({("ns", "waypoint")}))
+    learning = BandwidthLearning(
+        settings, cluster, clock=lambda: clock[0], peers=pairs, services=lambda: waypoint
+    )
     kinds = []
     # A round counting the pods, then the first pass: 3 slices of 5,000,
     # then the pairs in a round of their own.
@@ -246,6 +251,7 @@ def test_with_a_flow_source_the_pairs_are_read_once_a_pass_after_its_last_slice(
     # One read, after the last slice, as of it: every workload known by then.
     ((known, at),) = pairs.reads
     assert len(known) == 1200 and at == cluster.slices_at[-1]
+    assert pairs.waypoints == {("ns", "waypoint")}  # the Services' waypoints, read first
     conversations = learning.latest().conversations
     assert conversations is not None and len(conversations.peers) == 1200
     assert sum(conversations.pods(w) for w in conversations.places) == 12_000

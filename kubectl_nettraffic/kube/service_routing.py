@@ -19,6 +19,16 @@ Services does not give. What is read as spread though it asks otherwise is
 counted by reason: ``no-hints`` (the field asks, the slices carry no hint
 on every ready endpoint yet), ``no-slices`` (a Service with a selector and
 no EndpointSlice).
+
+The same read names Istio ambient's waypoints: a Service or a Namespace
+labelled ``istio.io/use-waypoint: <name>`` (and
+``istio.io/use-waypoint-namespace`` where the waypoint runs in another
+namespace) sends its traffic through the waypoint ``<name>``, whose
+Deployment Istio names after its Gateway (istio.io, ambient/usage/waypoint).
+ztunnel then reports the waypoint as the destination of the clients'
+connections and as the source of the server's (istio/ztunnel
+src/proxy/outbound.rs): the flow read leaves those legs out and takes the
+waypoint's own series, which name the real ends.
 """
 
 from collections import Counter
@@ -37,6 +47,8 @@ SERVICE_LABEL = "kubernetes.io/service-name"  # an EndpointSlice's Service
 ASKS_FOR_HINTS = ("PreferClose", "PreferSameZone", "PreferSameNode")
 
 PodKey = tuple[str, str]  # (namespace, pod)
+WAYPOINT_LABEL = "istio.io/use-waypoint"
+WAYPOINT_NAMESPACE_LABEL = "istio.io/use-waypoint-namespace"
 
 
 @dataclass
@@ -47,6 +59,22 @@ class ServiceRouting:
 
     pods: dict[PodKey, str] = field(default_factory=dict)
     notes: Counter[str] = field(default_factory=Counter)
+    waypoints: frozenset[tuple[str, str]] = frozenset()  # (namespace, name)
+
+
+def waypoints_of(objects: Iterable[Mapping[str, Any]]) -> frozenset[tuple[str, str]]:
+    """The waypoints that Services and Namespaces send their traffic
+    through, as (namespace, name)."""
+    waypoints = set()
+    for item in objects:
+        metadata = item.get("metadata") or {}
+        labels = metadata.get("labels") or {}
+        name = str(labels.get(WAYPOINT_LABEL) or "")
+        if not name:
+            continue
+        own = metadata.get("namespace") if item.get("kind") != "Namespace" else metadata.get("name")
+        waypoints.add((str(labels.get(WAYPOINT_NAMESPACE_LABEL) or own or ""), name))
+    return frozenset(waypoints)
 
 
 def _slice_routing(endpoints: Iterable[Mapping[str, Any]]) -> str:
@@ -63,9 +91,13 @@ def _slice_routing(endpoints: Iterable[Mapping[str, Any]]) -> str:
 
 
 def routing_of(
-    services: Iterable[Mapping[str, Any]], slices: Iterable[Mapping[str, Any]]
+    services: Iterable[Mapping[str, Any]],
+    slices: Iterable[Mapping[str, Any]],
+    namespaces: Iterable[Mapping[str, Any]] = (),
 ) -> ServiceRouting:
-    """Each Service's routing from its EndpointSlices, onto the pods they name."""
+    """Each Service's routing from its EndpointSlices, onto the pods they
+    name; and the waypoints the Services and ``namespaces`` name."""
+    services = list(services)
     endpoints: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
     for endpoint_slice in slices:
         metadata = endpoint_slice.get("metadata") or {}
@@ -95,16 +127,19 @@ def routing_of(
             pod = (str(target.get("namespace") or key[0]), str(target["name"]))
             known = widest.get(pod)
             widest[pod] = routed if known is None else min(known, routed, key=WIDTH.index)
-    return ServiceRouting(widest, notes)
+    named = [*services, *({"kind": "Namespace", **n} for n in namespaces)]
+    return ServiceRouting(widest, notes, waypoints_of(named))
 
 
 def read_service_routing(api: ApiClient) -> ServiceRouting:
-    """Every Service and EndpointSlice in the cluster, read once (the
-    learner calls it once a pass)."""
+    """Every Service, EndpointSlice and Namespace in the cluster, read once
+    (the learner calls it once a pass)."""
     with api_call("listing Services"):
         services = request_json(api, "GET", "/api/v1/services").get("items") or []
     with api_call("listing EndpointSlices"):
         slices = (
             request_json(api, "GET", "/apis/discovery.k8s.io/v1/endpointslices").get("items") or []
         )
-    return routing_of(services, slices)
+    with api_call("listing Namespaces"):
+        namespaces = request_json(api, "GET", "/api/v1/namespaces").get("items") or []
+    return routing_of(services, slices, namespaces)

@@ -65,7 +65,9 @@ class PodTrafficReader(Protocol):
 class PeerReader(Protocol):
     """Where the pairs come from (PeerTrafficSource in the webhook)."""
 
-    def read(self, known: Iterable[Workload], at: float) -> PeerReport | None:
+    def read(
+        self, known: Iterable[Workload], at: float, waypoints: frozenset[tuple[str, str]]
+    ) -> PeerReport | None:
         """The pairs between ``known`` workloads as of ``at`` (the moment the
         pass's last slice was read); None without a flow source."""
         ...
@@ -179,14 +181,14 @@ class BandwidthLearning:
         assert self.peers is not None and self._pairs_at is not None
         at, self._pairs_at = self._pairs_at, None
         known = self.places.workloads() | set(self.learner.histograms)
+        routing = self._service_routing()  # with Istio ambient's waypoints
         try:
-            pairs = self.peers.read(known, at)
+            pairs = self.peers.read(known, at, routing.waypoints)
         except NetTrafficError as error:
             self.peer_failures[getattr(error, "reason", "error")] += 1
             log.warning("learning: flow metrics between workloads unavailable: %s", error)
             pairs = None
         if pairs is not None:
-            routing = self._service_routing()
             self.conversations = conversations_of(
                 pairs, self.places, at, routing.pods, routing.notes, self.routing == ZONE
             )

@@ -69,6 +69,7 @@ ISTIO_BYTES = (
     "istio_response_bytes_sum",
 )
 ISTIO_LABELS = PeerLabelSettings()  # the defaults are Istio's names
+WAYPOINT = "waypoint"  # the reporter of an ambient waypoint's series (istio_stats.cc)
 
 LINKERD_BYTES = ("tcp_write_bytes_total", "tcp_read_bytes_total")
 # The label a Linkerd series names its workload by, per kind, as linkerd2's
@@ -195,7 +196,13 @@ def pair_rates(settings: PeerSettings, window: float) -> str | None:
     window_text = promql_duration(window)
     cluster = _cluster_matcher(settings)
     if settings.source == "istio":
-        matchers = ", ".join(m for m in (f'reporter="{settings.reporter}"', cluster) if m)
+        # An ambient waypoint's series name the ends ztunnel's legs hide.
+        reporters = (
+            settings.reporter
+            if settings.reporter == WAYPOINT
+            else f"{settings.reporter}|{WAYPOINT}"
+        )
+        matchers = ", ".join(m for m in (f'reporter=~"{reporters}"', cluster) if m)
         by = _by(ISTIO_LABELS)
         parts = [
             _tagged(f"sum by ({by}) (rate({name}{{{matchers}}}[{window_text}]))", name)
@@ -268,9 +275,12 @@ def peers_from(
     most_per_workload: int,
     labels: PeerLabelSettings = ISTIO_LABELS,
     agents: AgentLabels | None = None,
+    waypoints: frozenset[tuple[str, str]] = frozenset(),
 ) -> PeerReport:
     """The pairs in a query's ``result``, matched to the ``known``
-    workloads; ``agents``: Beyla's or OBI's labels beside the ends."""
+    workloads; ``agents``: Beyla's or OBI's labels beside the ends;
+    ``waypoints``: (namespace, name) of ends that are a leg through an Istio
+    waypoint, whose own series name the real ends."""
     names = WorkloadNames(known)
     report = PeerReport(series=len(result))
     rates: dict[tuple[Workload, Workload], float] = {}
@@ -282,6 +292,9 @@ def peers_from(
         )
         if not all(namespace and name for namespace, name in ends):
             report.ignored["no-workload-labels"] += 1
+            continue
+        if waypoints and any((str(ns), str(name)) in waypoints for ns, name in ends):
+            report.ignored["waypoint-leg"] += 1
             continue
         try:
             rate = float(series["value"][1])
@@ -344,15 +357,18 @@ def read_peers(
     window: float,
     known: Iterable[Workload],
     at: float | None = None,
+    waypoints: frozenset[tuple[str, str]] = frozenset(),
 ) -> PeerReport | None:
     """One query (as of ``at``, default now), the pairs matched to
-    ``known``; None without a flow source."""
+    ``known``; None without a flow source. ``waypoints``: Istio ambient's
+    waypoints, as (namespace, name), whose legs are left out."""
     query = peer_query(settings, window)
     if query is None:
         return None
     result = source.query_vector(query, at=at)
     agents = AGENT_LABELS.get(settings.source)
-    return peers_from(result, known, settings.max_per_workload, labels_of(settings), agents)
+    labels = labels_of(settings)
+    return peers_from(result, known, settings.max_per_workload, labels, agents, waypoints)
 
 
 class PeerTrafficSource:
@@ -362,6 +378,11 @@ class PeerTrafficSource:
         self.prometheus = prometheus
         self.settings = settings
 
-    def read(self, known: Iterable[Workload], at: float) -> PeerReport | None:
+    def read(
+        self,
+        known: Iterable[Workload],
+        at: float,
+        waypoints: frozenset[tuple[str, str]] = frozenset(),
+    ) -> PeerReport | None:
         window = self.prometheus.settings.window
-        return read_peers(self.prometheus, self.settings, window, known, at)
+        return read_peers(self.prometheus, self.settings, window, known, at, waypoints)

@@ -5,7 +5,7 @@ proxy, each side of each proxy) and Grafana Beyla's (each packet direction,
 seen by the node agents)."""
 
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from harness.prometheus import STEP
 from tests.harness.kube_series import labels_text
@@ -20,6 +20,9 @@ class Flow:
     http_request: float = 0.0
     http_response: float = 0.0
     reset_at: float | None = None  # the proxy restarted this long before the end
+    # Istio's proxies that report it: both ends' (sidecars, or ztunnel
+    # without a waypoint); a waypoint's legs and its own series otherwise.
+    reporters: tuple[str, ...] = ("source", "destination")
 
 
 def ends(flow: Flow, reporter: str) -> dict[str, str]:
@@ -58,7 +61,7 @@ def istio_lines(flows: Sequence[Flow], end: float, duration: float = 600) -> Ite
             rate = getattr(flow, attribute)
             if not rate:
                 continue
-            for reporter in ("source", "destination"):
+            for reporter in flow.reporters:
                 labels = ends(flow, reporter) | {
                     "request_protocol": protocol,
                     "connection_security_policy": "mutual_tls",
@@ -68,6 +71,19 @@ def istio_lines(flows: Sequence[Flow], end: float, duration: float = 600) -> Ite
                     yield f"{family}{suffix}{labels_text(labels)} {value:.3f} {t:.3f}"
                     if kind == "summary":
                         yield f"{family}_count{labels_text(labels)} {t - times[0]:.0f} {t:.3f}"
+
+
+def through_waypoint(flow: Flow, waypoint: tuple[str, str]) -> list[Flow]:
+    """``flow`` as Istio ambient reports it where the server's Service has a
+    waypoint: ztunnel reports the client's leg to the waypoint (both ends'
+    ztunnels) and the waypoint's leg to the server (the server's), each
+    with the waypoint as the end; the waypoint reports the flow between the
+    real ends (``reporter="waypoint"``)."""
+    return [
+        replace(flow, destination=waypoint),
+        replace(flow, source=waypoint, reporters=("destination",)),
+        replace(flow, reporters=("waypoint",)),
+    ]
 
 
 def _linkerd_kind(kind: str) -> str:
