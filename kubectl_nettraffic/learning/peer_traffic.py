@@ -190,11 +190,19 @@ def _cluster_matcher(settings: PeerSettings) -> str:
     return f"{label}={json.dumps(value)}"  # a JSON string is a PromQL string
 
 
+def unselected_cluster(settings: PeerSettings) -> str:
+    """The source's cluster label where ``peers.cluster`` selects none: kept
+    in the answer, so that the series of several clusters are told apart
+    and left out rather than summed ("" where there is nothing to tell)."""
+    return "" if settings.cluster else CLUSTER_LABELS.get(settings.source, ("", ""))[0]
+
+
 def pair_rates(settings: PeerSettings, window: float) -> str | None:
     """Every pair's bytes/s, one series per (source end, destination end),
     uncapped; None without a source."""
     window_text = promql_duration(window)
     cluster = _cluster_matcher(settings)
+    unselected = unselected_cluster(settings)
     if settings.source == "istio":
         # An ambient waypoint's series name the ends ztunnel's legs hide.
         reporters = (
@@ -203,7 +211,7 @@ def pair_rates(settings: PeerSettings, window: float) -> str | None:
             else f"{settings.reporter}|{WAYPOINT}"
         )
         matchers = ", ".join(m for m in (f'reporter=~"{reporters}"', cluster) if m)
-        by = _by(ISTIO_LABELS)
+        by = ", ".join(label for label in (_by(ISTIO_LABELS), unselected) if label)
         parts = [
             _tagged(f"sum by ({by}) (rate({name}{{{matchers}}}[{window_text}]))", name)
             for name in ISTIO_BYTES
@@ -216,7 +224,11 @@ def pair_rates(settings: PeerSettings, window: float) -> str | None:
         return f"sum by ({_by(LINKERD_LABELS)}) ({' or '.join(parts)})"
     if settings.source in AGENT_LABELS:
         flows = BEYLA_BYTES if settings.source == "beyla" else OBI_BYTES
-        by = f"{_by(BEYLA_LABELS)}, {AGENT_LABELS[settings.source].by()}"
+        by = ", ".join(
+            label
+            for label in (_by(BEYLA_LABELS), AGENT_LABELS[settings.source].by(), unselected)
+            if label
+        )
         return f"sum by ({by}) (rate({flows}{{{cluster}}}[{window_text}]))"
     if settings.source == "query" and settings.query:
         return settings.query
@@ -276,13 +288,22 @@ def peers_from(
     labels: PeerLabelSettings = ISTIO_LABELS,
     agents: AgentLabels | None = None,
     waypoints: frozenset[tuple[str, str]] = frozenset(),
+    cluster_label: str = "",
 ) -> PeerReport:
     """The pairs in a query's ``result``, matched to the ``known``
     workloads; ``agents``: Beyla's or OBI's labels beside the ends;
     ``waypoints``: (namespace, name) of ends that are a leg through an Istio
-    waypoint, whose own series name the real ends."""
+    waypoint, whose own series name the real ends; ``cluster_label``: the
+    label naming each series' cluster where none is selected: with several
+    clusters' series, every series is left out (``several-clusters``), as
+    same-named workloads of different clusters cannot be told apart."""
     names = WorkloadNames(known)
     report = PeerReport(series=len(result))
+    if cluster_label:
+        clusters = {(s.get("metric") or {}).get(cluster_label) for s in result} - {None, ""}
+        if len(clusters) > 1:
+            report.ignored["several-clusters"] = len(result)
+            return report
     rates: dict[tuple[Workload, Workload], float] = {}
     for series in result:
         metric: Mapping[str, str] = series.get("metric") or {}
@@ -367,8 +388,8 @@ def read_peers(
         return None
     result = source.query_vector(query, at=at)
     agents = AGENT_LABELS.get(settings.source)
-    labels = labels_of(settings)
-    return peers_from(result, known, settings.max_per_workload, labels, agents, waypoints)
+    labels, cluster = labels_of(settings), unselected_cluster(settings)
+    return peers_from(result, known, settings.max_per_workload, labels, agents, waypoints, cluster)
 
 
 class PeerTrafficSource:
