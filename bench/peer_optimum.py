@@ -30,11 +30,11 @@ bound (the best any placement could still reach) is reported beside it.
 import itertools
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-import highspy
 import numpy as np
 
+from bench.mixed_program import Program
 from bench.peer_cluster import LINK, SAME_NODE, SAME_ZONE, SPREAD, ZONES, Cluster, Graph
 from bench.peer_simulation import (
     HOT,
@@ -55,70 +55,6 @@ class Optimum:
     objective: float  # its bytes/s across zones (or nodes: PreferSameNode)
     bound: float  # no placement under the rules sends fewer
     optimal: bool  # the solver proved it (bound == objective, within its gap)
-
-
-@dataclass
-class _Program:
-    """A mixed-integer program built column by column and row by row."""
-
-    cost: list[float] = field(default_factory=list)
-    lower: list[float] = field(default_factory=list)
-    upper: list[float] = field(default_factory=list)
-    integer: list[bool] = field(default_factory=list)
-    rows: list[tuple[list[int], list[float], float, float]] = field(default_factory=list)
-
-    def column(self, upper: float, cost: float = 0.0, integer: bool = True) -> int:
-        self.cost.append(cost)
-        self.lower.append(0.0)
-        self.upper.append(upper)
-        self.integer.append(integer)
-        return len(self.cost) - 1
-
-    def row(self, terms: dict[int, float], low: float, high: float) -> None:
-        self.rows.append((list(terms), list(terms.values()), low, high))
-
-    def solve(
-        self, seconds: float, start: tuple[np.ndarray, np.ndarray] | None = None
-    ) -> tuple[np.ndarray, float, float, bool]:
-        """The best values found, their objective, the bound, and whether
-        they are proven best; ``start``: columns and values to begin from."""
-        lp = highspy.HighsLp()
-        lp.num_col_, lp.num_row_ = len(self.cost), len(self.rows)
-        lp.col_cost_, lp.col_lower_, lp.col_upper_ = self.cost, self.lower, self.upper
-        lp.row_lower_ = [r[2] for r in self.rows]
-        lp.row_upper_ = [r[3] for r in self.rows]
-        starts, index, value = [0], [], []
-        for columns, values, _, _ in self.rows:
-            index += columns
-            value += values
-            starts.append(len(index))
-        lp.a_matrix_.format_ = highspy.MatrixFormat.kRowwise
-        lp.a_matrix_.start_, lp.a_matrix_.index_, lp.a_matrix_.value_ = starts, index, value
-        lp.integrality_ = [
-            highspy.HighsVarType.kInteger if i else highspy.HighsVarType.kContinuous
-            for i in self.integer
-        ]
-        solver = highspy.Highs()
-        solver.setOptionValue("output_flag", False)
-        solver.setOptionValue("time_limit", seconds)
-        solver.setOptionValue("threads", 1)
-        solver.setOptionValue("random_seed", 0)
-        solver.passModel(lp)
-        if start is not None:
-            columns, values = start
-            solver.setSolution(
-                columns.size, columns.ravel().astype(np.int32), values.ravel().astype(float)
-            )
-        solver.run()
-        status = solver.getModelStatus()
-        if solver.getInfo().primal_solution_status != 2:  # kSolutionStatusFeasible
-            raise RuntimeError(
-                f"no placement meets the rules: {solver.modelStatusToString(status)}"
-            )
-        info = solver.getInfo()
-        values = np.array(solver.getSolution().col_value)
-        optimal = status == highspy.HighsModelStatus.kOptimal
-        return values, info.objective_function_value, info.mip_dual_bound, optimal
 
 
 def free_slots(
@@ -193,7 +129,7 @@ class _Rules:
     def by_zone(self, routing: str, seconds: float) -> Optimum:
         """The zone counts with the fewest bytes across zones, under the node
         rules summed per zone."""
-        program, graph = _Program(), self.graph
+        program, graph = Program(), self.graph
         z_counts = self._zone_counts(program)
         for z in range(ZONES):
             here = self.zone == z
@@ -219,7 +155,7 @@ class _Rules:
 
     def onto_nodes(self, by_zone: np.ndarray, seconds: float) -> np.ndarray | None:
         """A placement over the nodes with these zone counts, if one meets the rules."""
-        program = _Program()
+        program = Program()
         x, z_counts = self._nodes(program)
         for (w, z), count in np.ndenumerate(by_zone):
             program.lower[int(z_counts[w, z])] = program.upper[int(z_counts[w, z])] = float(count)
@@ -251,14 +187,14 @@ class _Rules:
         return counts
 
     def by_node(self, routing: str, seconds: float, start: np.ndarray | None) -> Optimum:
-        program, graph = _Program(), self.graph
+        program, graph = Program(), self.graph
         x, _ = self._nodes(program)
         offset = self._objective(program, routing, x, lambda w: fan_in_cap(graph.replicas[w]))
         values, _, bound, optimal = program.solve(seconds, None if start is None else (x, start))
         counts = np.rint(values[x]).astype(int)
         return Optimum(counts, self.measure(counts, routing), bound + offset, optimal)
 
-    def _zone_counts(self, program: _Program) -> np.ndarray:
+    def _zone_counts(self, program: Program) -> np.ndarray:
         """Each workload's pods per zone: all placed, one in every zone for
         a workload of ZONE_KEEPING_PODS or more."""
         graph = self.graph
@@ -283,7 +219,7 @@ class _Rules:
                 program.lower[int(c)], program.upper[int(c)] = low, high
         return z_counts
 
-    def _nodes(self, program: _Program) -> tuple[np.ndarray, np.ndarray]:
+    def _nodes(self, program: Program) -> tuple[np.ndarray, np.ndarray]:
         """Each workload's pods per node and per zone, under every rule."""
         graph, zone = self.graph, self.zone
         z_counts = self._zone_counts(program)
@@ -308,14 +244,14 @@ class _Rules:
         return x, z_counts
 
     def _objective(
-        self, program: _Program, routing: str, counts: np.ndarray, most: Callable[[int], int]
+        self, program: Program, routing: str, counts: np.ndarray, most: Callable[[int], int]
     ) -> float:
         if routing == SPREAD:
             return _spread_cross_zone(program, self.graph, counts)
         return _unserved(program, self.graph, counts, most)
 
 
-def _spread_cross_zone(program: _Program, graph: Graph, zc: np.ndarray) -> float:
+def _spread_cross_zone(program: Program, graph: Graph, zc: np.ndarray) -> float:
     """Under spread a pair's bytes cross zones but for the share of its pod
     pairs in one zone: rate x (1 - sum_z Za_z Zb_z / (na nb)). Each
     product is written out with one count in unary over its range,
@@ -347,7 +283,7 @@ def _spread_cross_zone(program: _Program, graph: Graph, zc: np.ndarray) -> float
     return offset
 
 
-def _unary(program: _Program, count: int) -> list[int]:
+def _unary(program: Program, count: int) -> list[int]:
     """Binary steps s_1 >= s_2 >= ... with low + sum s_k = ``count``, over
     the column's bounds."""
     low, high = program.lower[count], program.upper[count]
@@ -359,7 +295,7 @@ def _unary(program: _Program, count: int) -> list[int]:
 
 
 def _unserved(
-    program: _Program, graph: Graph, counts: np.ndarray, most: Callable[[int], int]
+    program: Program, graph: Graph, counts: np.ndarray, most: Callable[[int], int]
 ) -> float:
     """Under topology routing a client's bytes leave its node (zone) when
     its node (zone) has no server pod, and stay otherwise: per place p,

@@ -5,7 +5,7 @@ Debian's prometheus-node-exporter; a real Prometheus scrapes them; the real
 webhook (gunicorn over TLS) steers pods that are real processes: bulk
 senders (iperf3) and latency-sensitive clients (1,000 small UDP requests a
 second). The same arrivals run under nettraffic, under the default
-scheduler alone and under an oracle, and the report says what the latency
+scheduler alone and under the exact class-blind optimum, and the report says what the latency
 pods felt, what the bulk pods achieved and how long links were hot. Needs
 root; everything it creates is removed at the end, also on failure.
 """
@@ -69,7 +69,7 @@ def _section(runs: list[TestbedResult], plot_file: str) -> str:
     parts.append(f"![p99 over time, run 1]({os.path.relpath(plot_file, 'docs')})")
     parts.append("")
     for result in first.policies:
-        if result.policy != "oracle":
+        if result.policy != "optimum":
             parts += [f"Where run 1 placed each pod, {result.policy}:", "", placements(result), ""]
     ours = next((r for r in first.policies if r.policy == "nettraffic"), None)
     if ours is not None and ours.top_at_peak:

@@ -15,8 +15,9 @@
   scheduled one at a time in creation order (queuesort/priority_sort.go,
   ``PrioritySort.Less``: priority, then the time the pod entered the
   queue), each bound ``bind_delay`` after its creation at the earliest, so
-  a burst's pods are admitted before the first of them is bound. The oracle replaces this step: each pod goes to
-  the node whose link is the quietest, knowing every flow's true rate.
+  a burst's pods are admitted before the first of them is bound. The
+  optimum replaces this step: each pod goes where the exact class-blind
+  optimum of the run's arrivals puts it (bench/testbed/optimum.py).
 - Kubelet: a bound pod becomes a network namespace on its node and a
   process in it (bench.testbed.workload says which); its status goes to
   Running, or Failed when the process exits. Deleting the pod stops it.
@@ -111,10 +112,18 @@ class PlacedPod:
 
 
 class Placement:
-    """Where a pod goes once created: kube-scheduler's model, or the oracle."""
+    """Where a pod goes once created: kube-scheduler's model, or the
+    optimum's ``plan`` ((arrival time, workload) -> node index)."""
 
-    def __init__(self, policy: str, nodes: Sequence[TestbedNode], link_bits: float, seed: int):
-        self.policy = policy
+    def __init__(
+        self,
+        policy: str,
+        nodes: Sequence[TestbedNode],
+        link_bits: float,
+        seed: int,
+        plan: Mapping[tuple[float, str], int] | None = None,
+    ):
+        self.policy, self.plan = policy, plan or {}
         size = len(nodes)
         self.state = ClusterState(
             np.full(size, NODE_CPU),
@@ -125,15 +134,14 @@ class Placement:
         )
         self.scheduler = KubeScheduler(self.state, np.random.default_rng(seed))
         self.link_bits = link_bits
-        # What the oracle knows: every flow's true rate per node, both directions.
+        # Every flow's true rate per node, both directions.
         self.known_bits = np.zeros((size, 2))
 
     def choose(
         self, pod: Mapping[str, Any], arrival: Arrival, api_nodes: Sequence[Mapping[str, Any]]
     ) -> int | None:
-        if self.policy == "oracle":
-            load = (self.known_bits + arrival.bits_per_direction) / self.link_bits
-            chosen = int(np.argmin(load.max(axis=1)))
+        if self.policy == "optimum":
+            chosen = self.plan[(arrival.at, arrival.workload)]
             self.state.bind(chosen, arrival.workload, arrival.cpu, arrival.memory)
         else:
             chosen_or_none = self.scheduler.schedule(

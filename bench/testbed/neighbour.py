@@ -7,7 +7,7 @@ One node of the testbed (bench/testbed/network.py, the default 50 Mbit/s
 link), a latency pod on it for ``SECONDS``: alone, then beside a bulk pod
 sending as bench.testbed's do (30 Mbit/s, 60% of the link, in the
 direction its requests leave by). Prints each round trip's p50 and p99:
-what a placement that puts the two on one link, the oracle's included,
+what a placement that puts the two on one link, the optimum's included,
 holds that latency pod to. Prints only; everything it creates is removed
 at the end.
 """

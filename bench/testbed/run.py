@@ -6,8 +6,9 @@ Policies:
   the scheduler stand-in scores its preferred terms.
 - ``default``: no webhook; the same scheduler stand-in (requests,
   spreading, resource balance: what kube-scheduler does without it).
-- ``oracle``: each pod on the node whose link is quietest, knowing every
-  flow's true rate, background included.
+- ``optimum``: each pod where the exact class-blind optimum of the run's
+  arrivals puts it (bench/testbed/optimum.py): every flow's true rate and
+  the hot nodes' uploads known, which pods are latency-sensitive not.
 - ``nettraffic-faults``: as nettraffic, with a quiet node's exporter killed
   a third of the way through the arrivals and Prometheus restarted at two
   thirds.
@@ -22,6 +23,7 @@ import tempfile
 import time
 from collections.abc import Callable, Sequence
 
+import numpy as np
 import requests
 import yaml
 
@@ -43,6 +45,7 @@ from bench.testbed.observe import (
     PodSeries,
     scrape_configs,
 )
+from bench.testbed.optimum import optimum_nodes
 from bench.testbed.results import Placed, PolicyResult, TestbedResult
 from bench.testbed.settings import TestbedSettings
 from bench.testbed.stats import percentiles
@@ -237,11 +240,17 @@ class Testbed(Emulated):
         s = self.settings
         faults = policy.endswith("-faults")
         self.log(f"{policy}: {len(arrivals)} pods over {s.mix.spread:g} s, then {s.hold:g} s held")
+        background = np.zeros((s.nodes, 2))
+        background[list(hot)] = [s.link_bits / 40, s.link_bits]  # the greedy uploads
+        plan = None
+        if policy == "optimum":
+            nodes = optimum_nodes(arrivals, background, s.link_bits)
+            plan = {(a.at, a.workload): node for a, node in zip(arrivals, nodes, strict=True)}
         placement = Placement(
-            policy.removesuffix("-faults"), self.network.nodes, s.link_bits, s.seed
+            policy.removesuffix("-faults"), self.network.nodes, s.link_bits, s.seed, plan
         )
         for index in hot:
-            placement.add_background(index, [s.link_bits / 40, s.link_bits])
+            placement.add_background(index, background[index])
         webhook = None
         if policy.startswith("nettraffic"):
             webhook = (self.webhook.url, self.webhook.session)

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 from bench.testbed.workload import Mix
 
-POLICIES = ("nettraffic", "default", "oracle")
+POLICIES = ("nettraffic", "default", "optimum")
 
 
 @dataclass(frozen=True)

@@ -81,7 +81,7 @@ class Arrival:
 
     @property
     def bits_per_direction(self) -> np.ndarray:
-        """[receive, transmit] bits/s on its node's link, as the oracle knows them."""
+        """[receive, transmit] bits/s on its node's link, as the optimum knows them."""
         if self.kind == "latency":
             return np.array([self.bits, self.bits])
         if self.kind == "bulk":
