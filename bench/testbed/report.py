@@ -193,8 +193,7 @@ def verdicts(runs: Sequence[TestbedResult]) -> list[Verdict]:
     found.append(
         Verdict(
             "bulk pods sent within 10% of what they did under the optimum, in every draw",
-            "each draw: "
-            + ", ".join(f"{ours:.1%} vs {best:.1%} of target" for ours, best in bulk),
+            "each draw: " + ", ".join(f"{ours:.1%} vs {best:.1%} of target" for ours, best in bulk),
             all(ours >= 0.9 * best for ours, best in bulk) if bulk else None,
         )
     )

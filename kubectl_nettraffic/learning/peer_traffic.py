@@ -40,13 +40,15 @@ the caller's connections go (learning/conversations.py,
 ``owner_workload`` names them (kube/workloads.py) by namespace and name
 among the workloads the learner knows; a mesh names a Deployment's pods by
 the Deployment, a StatefulSet's by the StatefulSet (docs/operations.md,
-"Conversations between workloads", has the mapping per source). What cannot be matched is counted by reason and left out: a series
-without the labels, an unknown end, a workload talking to itself, a rate
-that is not a finite number above zero, a name two workload kinds share,
-and the pairs past ``peers.maxPerWorkload`` (a pair among either end's
-busiest is kept by both ends). The cap starts in Prometheus (``peer_query``):
-each end's busiest series come back, so a workload called by thousands does
-not bring them all; what comes back is cut again here, pair by pair.
+"Conversations between workloads", has the mapping per source, and
+learning/flow_ends.py the sources' own naming rules). What cannot be
+matched is counted by reason and left out: a series without the labels,
+an unknown end, a workload talking to itself, a rate that is not a finite
+number above zero, a name two workload kinds share, and the pairs past
+``peers.maxPerWorkload`` (a pair among either end's busiest is kept by both
+ends). The cap starts in Prometheus (``peer_query``): each end's busiest
+series come back, so a workload called by thousands does not bring them
+all; what comes back is cut again here, pair by pair.
 """
 
 import json
@@ -244,6 +246,8 @@ def peer_query(settings: PeerSettings, window: float) -> str | None:
     if rates is None:
         return None
     labels, most = labels_of(settings), settings.max_per_workload
+    if settings.source in AGENT_LABELS:
+        most *= 2  # a flow between two nodes comes once from each node's agent
     source_end = f"{labels.source_workload}, {labels.source_namespace}"
     destination_end = f"{labels.destination_workload}, {labels.destination_namespace}"
     # A series among either end's busiest comes back once (``or`` keeps
