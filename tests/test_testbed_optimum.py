@@ -5,6 +5,7 @@ import itertools
 
 import numpy as np
 
+from bench.scheduler_model import MAX_SKEW_HOSTNAME
 from bench.testbed.optimum import TANGENTS, optimum_nodes
 from bench.testbed.workload import Arrival, latency_bits
 
@@ -44,3 +45,15 @@ def test_the_optimum_is_the_best_of_every_placement():
     # and the latency pods on the links the bulk pods leave quiet.
     assert 1 not in chosen and chosen[0] != chosen[1]
     assert {chosen[2], chosen[3]}.isdisjoint({chosen[0], chosen[1]})
+
+
+def test_a_workload_keeps_the_hostname_spread():
+    # Eight replicas of a small pod, three nodes of four taken by bulk pods:
+    # the quietest spread would put four on each free node; the spread rule
+    # (maxSkew 3 over every node, hot or not) allows three.
+    arrivals = [Arrival(float(i), f"ingest-{i}", "bulk", 30e6) for i in range(2)]
+    arrivals += [Arrival(10.0 + i, "frontend", "latency", latency_bits()) for i in range(8)]
+    chosen = optimum_nodes(arrivals, np.zeros((4, 2)), LINK)
+    per_node = [chosen[2:].count(node) for node in range(4)]
+    assert max(per_node) - min(per_node) <= MAX_SKEW_HOSTNAME
+    assert sum(per_node[node] for node in set(chosen[:2])) >= 2  # beside a bulk pod

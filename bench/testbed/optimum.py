@@ -6,17 +6,24 @@ It minimises the busiest link (the larger direction of each node's link,
 as a share of its rate), then, among the placements that reach it, the sum
 of every link direction's squared share: the spread that keeps links as
 quiet as the busiest allows, the most any placement blind to the pods'
-kinds can do for the latency pods. Every pod of a run fits on any node
-(cluster.py, NODE_CPU and NODE_MEMORY), so nothing else binds. The squares
+kinds can do for the latency pods. Under the rule the product keeps: a
+workload's pods per node differ by at most the default hostname spread's
+maxSkew (kubectl_nettraffic/scoring/spread.py; PodTopologySpread's
+system defaults, bench/scheduler_model.py MAX_SKEW_HOSTNAME), so eight
+replicas are not packed onto the two links the bulk pods leave quiet.
+Every pod of a run fits on any node (cluster.py, NODE_CPU and
+NODE_MEMORY), so nothing else binds. The squares
 are tangent lines at every tenth of a link up to 150%, so the program stays
 linear; below 150% the spread is exact to within the tangents' gap.
 """
 
+import itertools
 from collections.abc import Sequence
 
 import numpy as np
 
 from bench.mixed_program import Program
+from bench.scheduler_model import MAX_SKEW_HOSTNAME
 from bench.testbed.workload import Arrival
 
 TANGENTS = np.arange(0.0, 1.51, 0.1)
@@ -46,6 +53,14 @@ def _solve(
     busiest = program.column(10.0, cost=1.0 if cap is None else 0.0, integer=False)
     for pod in range(len(arrivals)):
         program.row({int(x[pod, n]): 1.0 for n in range(nodes)}, 1.0, 1.0)
+    for workload in {arrival.workload for arrival in arrivals}:
+        pods = [pod for pod, arrival in enumerate(arrivals) if arrival.workload == workload]
+        if len(pods) <= MAX_SKEW_HOSTNAME:
+            continue  # no placement of them breaks it
+        for one, other in itertools.permutations(range(nodes), 2):
+            skew = {int(x[pod, one]): 1.0 for pod in pods}
+            skew.update({int(x[pod, other]): -1.0 for pod in pods})
+            program.row(skew, -np.inf, MAX_SKEW_HOSTNAME)
     for node in range(nodes):
         for direction in range(2):
             share = {
