@@ -32,9 +32,8 @@ from kubectl_nettraffic.learning.learner import BandwidthLearning
 from kubectl_nettraffic.learning.peer_traffic import (
     PeerReport,
     PeerTrafficSource,
-    labels_of,
     pair_rates,
-    peers_from,
+    pairs_in,
     read_peers,
 )
 from kubectl_nettraffic.learning.pod_traffic import PodTrafficSource
@@ -141,7 +140,7 @@ def _both_reads(
     whole = pair_rates(peers, window)
     assert whole is not None
     whole_seconds, whole_report = median_seconds(
-        lambda: peers_from(source.query_vector(whole, at=at), known, cap, labels_of(peers))
+        lambda: pairs_in(source.query_vector(whole, at=at), known, peers)
     )
     cut_seconds, report = median_seconds(lambda: read_peers(source, peers, window, known, at))
     return whole_seconds, whole_report, cut_seconds, report

@@ -51,7 +51,7 @@ from kubectl_nettraffic.kube.pods import PREFERRED
 from kubectl_nettraffic.kube.service_routing import NODE, ZONE, ServiceRouting
 from kubectl_nettraffic.kube.workloads import Workload
 from kubectl_nettraffic.learning.learner import BandwidthLearning
-from kubectl_nettraffic.learning.peer_traffic import PeerReport, peers_from
+from kubectl_nettraffic.learning.peer_traffic import PeerReport, pairs_in
 from kubectl_nettraffic.learning.pod_sample import PodSample
 from kubectl_nettraffic.learning.pod_traffic import PodTrafficReport
 from kubectl_nettraffic.learning.schedule import PEERS
@@ -102,7 +102,7 @@ def draw_cluster(nodes: int, rng: np.random.Generator) -> tuple[np.ndarray, Clus
 class SimulatedFlows:
     """The learner's flow reader: the pairs as Istio's series would carry
     them (one reporter: the caller as source, the called as destination),
-    matched by the product's own peers_from."""
+    matched by the product's own pairs_in."""
 
     def __init__(self, graph: Graph, settings: Settings) -> None:
         self.graph, self.settings = graph, settings
@@ -122,7 +122,7 @@ class SimulatedFlows:
             }
             for (a, b), rate in self.graph.pairs.items()
         ]
-        return peers_from(result, known, self.settings.peers.max_per_workload, waypoints=waypoints)
+        return pairs_in(result, known, self.settings.peers, waypoints)
 
 
 def _settings(peers: bool, pull_points: float | None = None) -> Settings:

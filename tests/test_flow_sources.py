@@ -10,7 +10,7 @@ import time
 import pytest
 
 from harness.prometheus import prometheus_with_history
-from kubectl_nettraffic.config import settings_from_mapping
+from kubectl_nettraffic.config import Settings, settings_from_mapping
 from kubectl_nettraffic.kube.service_routing import routing_of
 from kubectl_nettraffic.kube.workloads import Workload
 from kubectl_nettraffic.learning.flow_ends import WorkloadNames
@@ -100,11 +100,14 @@ def prometheus():
     server.stop()
 
 
+def _client(url: str, **peers: str) -> tuple[Settings, PrometheusSource]:
+    """The settings of a flow source at ``url``, and its client as of END."""
+    settings = settings_from_mapping({"prometheus": {"url": url}, "peers": peers})
+    return settings, PrometheusSource(settings.prometheus, clock=lambda: END)
+
+
 def _read(prometheus, source: str) -> PeerReport:
-    settings = settings_from_mapping(
-        {"prometheus": {"url": prometheus.url}, "peers": {"source": source}}
-    )
-    client = PrometheusSource(settings.prometheus, clock=lambda: END)
+    settings, client = _client(prometheus.url, source=source)
     report = read_peers(client, settings.peers, settings.prometheus.window, KNOWN)
     assert report is not None
     return report
@@ -164,19 +167,13 @@ def test_doctor_says_when_the_agents_ips_are_not_selected(prometheus):
     lines = list(beyla_lines(FLOWS, END, BEYLA_TYPES, renamed=BEYLA_NAMES))  # no IPs selected
     server = prometheus_with_history([], END, more=lines)
     try:
-        settings = settings_from_mapping(
-            {"prometheus": {"url": server.url}, "peers": {"source": "beyla"}}
-        )
-        bare = _peer_inputs(
-            PrometheusSource(settings.prometheus, clock=lambda: END), settings, KNOWN
-        )
+        settings, client = _client(server.url, source="beyla")
+        bare = _peer_inputs(client, settings, KNOWN)
     finally:
         server.stop()
     assert "may count twice (select beyla.ip and k8s.src.node.ip)" in bare
-    settings = settings_from_mapping(
-        {"prometheus": {"url": prometheus.url}, "peers": {"source": "beyla"}}
-    )
-    placed = _peer_inputs(PrometheusSource(settings.prometheus, clock=lambda: END), settings, KNOWN)
+    settings, client = _client(prometheus.url, source="beyla")
+    placed = _peer_inputs(client, settings, KNOWN)
     assert "count twice" not in placed and "other-agent 7" in placed
 
 
@@ -221,10 +218,7 @@ def test_waypoints_are_named_by_services_and_namespaces():
 def test_an_ambient_waypoint_s_series_give_the_real_ends_and_its_legs_are_left_out(reporter):
     server = prometheus_with_history([], END, more=list(istio_lines(AMBIENT, END)))
     try:
-        settings = settings_from_mapping(
-            {"prometheus": {"url": server.url}, "peers": {"source": "istio", "reporter": reporter}}
-        )
-        client = PrometheusSource(settings.prometheus, clock=lambda: END)
+        settings, client = _client(server.url, source="istio", reporter=reporter)
         waypoints = routing_of(
             [_enrolled("api", waypoint="waypoint"), _enrolled("cache", waypoint="silent")], []
         ).waypoints

@@ -390,7 +390,17 @@ def read_peers(
     query = peer_query(settings, window)
     if query is None:
         return None
-    result = source.query_vector(query, at=at)
+    return pairs_in(source.query_vector(query, at=at), known, settings, waypoints)
+
+
+def pairs_in(
+    result: list[dict[str, Any]],
+    known: Iterable[Workload],
+    settings: PeerSettings,
+    waypoints: frozenset[tuple[str, str]] = frozenset(),
+) -> PeerReport:
+    """``peers_from`` with what ``settings``' source gives beside the ends:
+    its labels, its agents' labels, its unselected cluster label, the cap."""
     agents = AGENT_LABELS.get(settings.source)
     labels, cluster = labels_of(settings), unselected_cluster(settings)
     return peers_from(result, known, settings.max_per_workload, labels, agents, waypoints, cluster)
