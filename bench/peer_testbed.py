@@ -3,53 +3,46 @@ clients over TCP on an emulated cluster in three zones.
 
 Six nodes are network namespaces (bench/testbed/network.py), two in each of
 three zones; a packet a node sends to a pod in another zone waits
-``ZONE_DELAY_MS`` first (bench/testbed/zones.py: a tun device and a reader
-that hands each packet back that much later; this kernel has no netem). A
-round trip between zones is 1 ms longer, as between availability zones
-(0.5-2 ms). Each run draws its services anew: three
-servers of one or two pods, four client workloads of two or three pods,
-each calling one server (bench/testbed/conversation.py: a connection to
-each of the server's pods, requests round-robin over them, as kube-proxy
-spreads connections over every endpoint whatever its zone). The clients'
-byte counts are exported as an Istio sidecar names them
-(``istio_tcp_sent_bytes_total`` / ``istio_tcp_received_bytes_total``,
-``reporter="source"``) and scraped by a real Prometheus with the nodes'
-node_exporter and the pods' cAdvisor and kube-state-metrics series.
+``ZONE_DELAY_MS`` first (bench/testbed/zones.py; this kernel has no netem),
+so a round trip between zones is 1 ms longer, as between availability
+zones (0.5-2 ms). Each run draws its services anew: three servers of one or
+two pods, four client workloads of two or three pods, each calling one
+server (bench/testbed/conversation.py: a connection to each of the server's
+pods, requests round-robin over them, as kube-proxy spreads connections
+over every endpoint whatever its zone). The clients' byte counts are
+exported as an Istio sidecar names them (bench/peer_testbed_services.py)
+and scraped by a real Prometheus with the nodes' node_exporter and the
+pods' cAdvisor and kube-state-metrics series. Each server has a Service and
+an EndpointSlice in the API server, as the product reads them.
 
-A run: the servers and a first rollout of the clients are placed by the
-scheduler stand-in alone (bench/testbed/cluster.py: kube-scheduler's default
-profile as bench/scheduler_model.py models it) and talk for a while; then
-the clients are rolled out again under each placement in turn:
+A run: the scheduler stand-in alone (bench/testbed/cluster.py:
+kube-scheduler's default profile as bench/scheduler_model.py models it)
+places a first rollout, which talks for a while; then each placement in
+turn rolls out every workload anew, the servers first, then the clients
+(which connect to the new servers), and the previous rollout is deleted:
 
-- ``default``: the scheduler stand-in alone;
+- ``default`` and ``default-again``: the scheduler stand-in alone, twice,
+  so the gap between them measures the run-to-run noise;
 - ``nettraffic``: the real webhook (gunicorn over TLS), no flow source;
 - ``nettraffic-peers``: the real webhook with ``peers.source: istio``, once
   its learner has read the pairs; its tier label writer copies the zones;
-- ``oracle``: each client pod where the fewest of its bytes cross zones and
-  then nodes, knowing where its server's pods are, with at most half of a
-  workload's pods (at least one) on one node. That is a stricter spread
-  than the product's (up to ceil((pods + 1) / 2) on one node), so where a
-  zone has too few nodes for it the product does better: its figure is the
-  floor the connections' even spread sets, not a bound on the product.
+- ``oracle``: bench/peer_testbed_oracle.py (the clients as near their
+  servers as its spread allows: a floor from the connections' even spread,
+  not a bound on the product).
 
-With ``--prefer-same-zone`` the servers' Services carry
-``trafficDistribution: PreferSameZone``: a client connects only to the
-server pods in its own zone when there are any, else to all of them, as
-kube-proxy picks endpoints by their zone hints (kubernetes
-pkg/proxy/topology.go, ``topologyModeFromHints`` and
-``availableForTopology``, at 008b3652; the EndpointSlice controller hints
-each endpoint with its own zone for PreferSameZone).
+With ``--prefer-same-zone`` the Services carry ``trafficDistribution:
+PreferSameZone``: a client connects only to the server pods in its own zone
+when there are any, else to all of them, as kube-proxy picks endpoints by
+their zone hints (kubernetes pkg/proxy/topology.go,
+``topologyModeFromHints`` and ``availableForTopology``, at 008b3652).
 
 Each rollout's pods run ``hold`` seconds, and the figures come from those
-seconds: the clients' request round trips (p99 pooled, and each client
-pod's own p99), and of the bytes between clients and servers, the share
-that crossed a node link and the share that crossed zones; and the least
-share any placement of the clients could send across zones with the
-servers where they run (each client pod in the zone holding most of its
-server's pods, its connections spread evenly over them; none with
-PreferSameZone): where that is above the goal's share of the default's,
-no placement of the clients meets it. Needs root; everything it creates
-is removed at the end, also on failure.
+seconds: each client pod's request round trips, and of the bytes between
+clients and servers, the share that crossed a node link and the share that
+crossed zones; a probe (bench/peer_testbed_probe.py) measures the round
+trip within a zone beside them. bench/peer_testbed_verdicts.py judges the
+draws. Needs root; everything it creates is removed at the end, also on
+failure.
 """
 
 import contextlib
@@ -63,20 +56,31 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from bench.peer_testbed_report import (
+from bench.peer_testbed_figures import (
     NODES,
     POLICIES,
     REQUESTS_PER_SECOND,
     RESPONSE_BYTES,
     ZONE_DELAY_MS,
     Figures,
+    least_cross_zone,
     p99,
-    report,
+    zones_per_workload,
 )
-from bench.peer_testbed_services import NAMESPACE, Services, bytes_of, istio_series
+from bench.peer_testbed_oracle import NearestServers
+from bench.peer_testbed_probe import Probe
+from bench.peer_testbed_report import report
+from bench.peer_testbed_services import (
+    NAMESPACE,
+    Services,
+    bytes_of,
+    endpoint_slice,
+    istio_series,
+    service_object,
+)
 from bench.report import bench_parser, drawn_seed, rerun_command, write_section
 from bench.testbed.cluster import ControlPlane, PlacedPod, Placement, node_object
-from bench.testbed.conversation import read_rtts
+from bench.testbed.conversation import FLUSH_SECONDS, read_rtts
 from bench.testbed.network import Network, remove_leftovers
 from bench.testbed.observe import NodeExporters, PodMetrics, PodSeries, scrape_configs
 from bench.testbed.run import why_unavailable as why_no_testbed
@@ -91,38 +95,11 @@ from kubectl_nettraffic.kube.nodes import ZONE_COPY_LABEL, ZONE_LABEL
 
 SERVER_PORT = 8080
 LINK_BITS = 1e9  # no link is near full here: the figures are about distance
-
-
-class NearestServers(Placement):
-    """The oracle: each client pod on the node that keeps most of its bytes
-    in its zone, then on its node (a connection per server pod, so each
-    server pod takes an equal share), at most half of a workload's pods (at
-    least one) on one node; ties to the node with the fewest pods."""
-
-    def __init__(self, testbed: "PeerTestbed", seed: int) -> None:
-        super().__init__("oracle", testbed.network.nodes, LINK_BITS, seed)
-        self.testbed = testbed
-        self.rolled: dict[str, list[int]] = {}  # this rollout's pods per node
-
-    def choose(self, pod: Any, arrival: Arrival, api_nodes: Any) -> int | None:
-        testbed = self.testbed
-        nodes = testbed.network.nodes
-        server, replicas = testbed.services.clients[arrival.workload]
-        where = [p.node or "" for p in testbed.servers.pods if p.arrival.workload == server]
-        most_here = max(1, replicas // 2)
-        own = self.rolled.setdefault(arrival.workload, [0] * len(nodes))
-
-        def cost(index: int) -> tuple[int, int, float]:
-            node = nodes[index]
-            cross_zone = sum(zone_of(node) != testbed.zone_by_node.get(n, "") for n in where)
-            cross_node = sum(node.name != n for n in where)
-            return (cross_zone, cross_node, float(self.state.cpu_requested[index]))
-
-        allowed = [i for i in range(len(nodes)) if own[i] < most_here]
-        chosen = min(allowed or range(len(nodes)), key=cost)
-        own[chosen] += 1
-        self.state.bind(chosen, arrival.workload, arrival.cpu, arrival.memory)
-        return chosen
+IDLE_SECONDS = 5.0  # the probe alone, before any pod runs
+# Between a rollout of the servers and one of their clients: a learner's
+# pass (learning.interval 5 s) after a scrape (2 s) has seen the servers
+# where they now run, as it would have by a later rollout in a cluster.
+SETTLE_SECONDS = 10.0
 
 
 class PeerTestbed(Emulated):
@@ -144,6 +121,9 @@ class PeerTestbed(Emulated):
         self._controls: list[ControlPlane] = []
         self._counters: dict[str, tuple[int, int]] = {}
         self._stopping = threading.Event()
+        self._rolling: ControlPlane | None = None
+        self._rollouts = 0  # so far: each rollout's pods have their own ReplicaSet
+        self.idle_probe_ms = float("nan")
 
     def unavailable(self) -> str | None:
         return why_unavailable()
@@ -193,6 +173,12 @@ class PeerTestbed(Emulated):
             obj["metadata"]["labels"][ZONE_LABEL] = zone_of(testbed_node)
             self.api.put(obj)
         self.api.put({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
+        for server in self.services.servers:
+            self.api.put(service_object(server, self.prefer_same_zone))
+        self.probe = Probe(
+            self.network, self.workdir, SERVER_PORT, REQUESTS_PER_SECOND, RESPONSE_BYTES
+        )
+        self._parts.append(self.probe.stop)
         self.kubeconfig = self.api.kubeconfig(os.path.join(self.workdir, "kubeconfig"))
         sampler = threading.Thread(target=self._sample, daemon=True)
         sampler.start()
@@ -233,7 +219,7 @@ class PeerTestbed(Emulated):
                 PodSeries(
                     NAMESPACE,
                     placed.name,
-                    f"{arrival.workload}-{arrival.template_hash}",
+                    arrival.replica_set,
                     arrival.workload,
                     placed.created,
                     counters[0],
@@ -255,42 +241,51 @@ class PeerTestbed(Emulated):
         if placed.arrival.kind == "server":
             argv = [*python, "server", str(SERVER_PORT), str(RESPONSE_BYTES)]
         else:
-            endpoints = self._endpoints(placed)
             out = os.path.join(self.workdir, placed.name)
-            argv = [
-                *python,
-                "client",
-                out,
-                str(REQUESTS_PER_SECOND),
-                str(RESPONSE_BYTES),
-                *endpoints,
-            ]
+            self._write_endpoints(placed)
+            rate, size = str(REQUESTS_PER_SECOND), str(RESPONSE_BYTES)
+            argv = [*python, "client", out, rate, size, f"@{out}.endpoints"]
         return PodProcess(in_namespace(namespace, argv, log), log)
 
-    def _endpoints(self, client: PlacedPod) -> list[str]:
-        """The server pods a client connects to: all of them, or with
-        PreferSameZone those in its zone when there are any."""
+    def _write_endpoints(self, client: PlacedPod) -> None:
+        """The server pods a client connects to, as kube-proxy picks them
+        from the running ones: all, or with PreferSameZone those in its
+        zone when there are any. The client reconnects when they change."""
         server = self.services.clients[client.arrival.workload][0]
-        pods = [p for p in self.servers.pods if p.arrival.workload == server and p.namespace]
+        pods = [p for p in self._running_servers() if p.arrival.workload == server]
         if self.prefer_same_zone:
             zone = self.zone_by_node[client.node or ""]
             near = [p for p in pods if self.zone_by_node[p.node or ""] == zone]
             pods = near or pods
-        return [f"{self.network.pod_addresses[p.namespace or '']}:{SERVER_PORT}" for p in pods]
+        path = os.path.join(self.workdir, client.name + ".endpoints")
+        with open(path + ".tmp", "w") as handle:
+            handle.writelines(
+                f"{self.network.pod_addresses[p.namespace or '']}:{SERVER_PORT}\n" for p in pods
+            )
+        os.replace(path + ".tmp", path)
+
+    def _running_servers(self) -> list[PlacedPod]:
+        return [p for p in self._pods() if p.arrival.kind == "server" and p.namespace]
 
     def _control(self, policy: str, webhook: WebhookProcess | None) -> ControlPlane:
         seed = self.rng.randrange(2**31)
         placement = (
-            NearestServers(self, seed)
+            NearestServers(
+                self.network.nodes,
+                LINK_BITS,
+                self.services,
+                self.zone_by_node,
+                self.rolling_servers,
+                seed,
+            )
             if policy == "oracle"
             else Placement("default", self.network.nodes, LINK_BITS, seed)
         )
         for placed in self._pods():  # what runs already, as the scheduler's cache holds it
             if placed.node is not None:
                 index = next(n.index - 1 for n in self.network.nodes if n.name == placed.node)
-                placement.state.bind(
-                    index, placed.arrival.workload, placed.arrival.cpu, placed.arrival.memory
-                )
+                arrival = placed.arrival
+                placement.state.bind(index, arrival.replica_set, arrival.cpu, arrival.memory)
         control = ControlPlane(
             self.api,
             self.network,
@@ -314,7 +309,7 @@ class PeerTestbed(Emulated):
         started = time.time()
         for at, (workload, kind) in zip(times, order, strict=True):
             time.sleep(max(0.0, started + at - time.time()))
-            control.create(Arrival(at, workload, kind, 0.0, cpu=0.25))
+            control.create(Arrival(at, workload, kind, 0.0, cpu=0.25, revision=str(self._rollouts)))
         deadline = time.time() + 60
         while any(p.process is None for p in control.pods) and time.time() < deadline:
             time.sleep(0.2)
@@ -325,24 +320,60 @@ class PeerTestbed(Emulated):
 
     # ------------------------------------------------------------ the run
 
-    def _client_pods(self) -> list[tuple[str, str]]:
-        return [
-            (workload, "client")
-            for workload, (_, replicas) in self.services.clients.items()
-            for _ in range(replicas)
-        ]
+    def rolling_servers(self) -> list[PlacedPod]:
+        """The server pods of the rollout in progress."""
+        return [] if self._rolling is None else _servers(self._rolling)
+
+    def _roll_out(self, control: ControlPlane, previous: ControlPlane | None) -> None:
+        """Every workload anew under ``control``, as two Deployments' rollouts
+        one after the other: the servers; the previous servers go (their
+        clients follow the endpoints to the new ones); once the learner has
+        seen the servers where they now run, the clients; the previous
+        clients go."""
+        self._rolling, self._rollouts = control, self._rollouts + 1
+        self._create(control, self.services.pods("server"), 2.0)
+        self._publish_endpoints()
+        if previous is not None:
+            self._retire_servers(previous)
+            time.sleep(SETTLE_SECONDS)
+        self._create(control, self.services.pods("client"), 5.0)
+        if previous is not None:
+            self._retire(previous)
+
+    def _retire_servers(self, control: ControlPlane) -> None:
+        """``control``'s servers out of the endpoints, then gone."""
+        servers = _servers(control)
+        control.pods[:] = [p for p in control.pods if p.arrival.kind != "server"]
+        self._publish_endpoints()
+        time.sleep(2 * FLUSH_SECONDS)  # every client has read its endpoints again
+        for placed in servers:
+            control.delete(placed)
+
+    def _publish_endpoints(self) -> None:
+        """Each Service's EndpointSlice and each client's endpoints: the
+        server pods running now."""
+        running = self._running_servers()
+        for client in self._pods():
+            if client.arrival.kind == "client" and client.process is not None:
+                self._write_endpoints(client)
+        for server in self.services.servers:
+            pods = [
+                (p.name, self.network.pod_addresses[p.namespace or ""], p.node or "",
+                 self.zone_by_node[p.node or ""])
+                for p in running
+                if p.arrival.workload == server
+            ]  # fmt: skip
+            self.api.put(endpoint_slice(server, pods, self.prefer_same_zone))
 
     def run(self, policies: Sequence[str] = POLICIES) -> list[Figures]:
-        servers = [
-            (w, "server") for w, replicas in self.services.servers.items() for _ in range(replicas)
-        ]
         self.log(
             f"run {self.seed}: servers {self.services.servers}, clients {self.services.clients}"
         )
-        self.servers = self._control("warm-up", None)
-        self._create(self.servers, servers, 2.0)
+        started = time.time()
+        time.sleep(IDLE_SECONDS)
+        self.idle_probe_ms = self.probe.p99_ms(started, time.time())
         current = self._control("warm-up", None)
-        self._create(current, self._client_pods(), 3.0)
+        self._roll_out(current, None)
         results = []
         for policy in policies:
             webhook = None
@@ -351,10 +382,9 @@ class PeerTestbed(Emulated):
             try:
                 if policy == "nettraffic-peers" and webhook is not None:
                     self._wait_for_peers(webhook)
-                self.log(f"run {self.seed}: {policy} rolls the clients out")
+                self.log(f"run {self.seed}: {policy} rolls the servers and the clients out")
                 rolled = self._control(policy, webhook)
-                self._create(rolled, self._client_pods(), 5.0)
-                self._retire(current)
+                self._roll_out(rolled, current)
                 current = rolled
                 results.append(self._measure(policy, rolled))
             finally:
@@ -383,7 +413,8 @@ class PeerTestbed(Emulated):
         )
 
     def _measure(self, policy: str, control: ControlPlane) -> Figures:
-        clients = [p for p in control.pods if p.process is not None]
+        clients = [p for p in control.pods if p.process is not None and p.arrival.kind == "client"]
+        servers = _servers(control)
         start_counts = {p.name: bytes_of(self.workdir, p.name) for p in clients}
         started = time.time()
         time.sleep(self.hold)
@@ -391,14 +422,14 @@ class PeerTestbed(Emulated):
         end_counts = {p.name: bytes_of(self.workdir, p.name) for p in clients}
         server_node = {
             f"{self.network.pod_addresses[p.namespace]}:{SERVER_PORT}": p.node
-            for p in self.servers.pods
+            for p in servers
             if p.namespace is not None
         }
         total = cross_zone = inter_node = least_cross_zone = 0.0
         pooled: list[tuple[float, float]] = []
         pod_p99s = []
         for placed in clients:
-            least = self._least_cross_zone(placed)
+            least = self._least_cross_zone(placed, servers)
             for endpoint, (sent, received) in end_counts[placed.name].items():
                 before = start_counts[placed.name].get(endpoint, [0, 0])
                 moved = sent - before[0] + received - before[1]
@@ -429,22 +460,23 @@ class PeerTestbed(Emulated):
             total / (ended - started),
             control.webhook_failures,
             least_cross_zone / total if total else float("nan"),
+            self.probe.p99_ms(started, ended),
+            self.idle_probe_ms,
+            zones_per_workload(
+                (p.arrival.workload, self.zone_by_node[p.node]) for p in control.pods if p.node
+            ),
         )
 
-    def _least_cross_zone(self, client: PlacedPod) -> float:
-        """The least share of ``client``'s bytes that cross zones wherever
-        it runs: its connections spread evenly over its server's pods, so
-        in the zone holding most of them; none with PreferSameZone, in a
-        zone holding any."""
-        if self.prefer_same_zone:
-            return 0.0
+    def _least_cross_zone(self, client: PlacedPod, servers: Sequence[PlacedPod]) -> float:
+        """None of its bytes need cross with PreferSameZone (in a zone that
+        holds a server pod); else as ``least_cross_zone`` of its server's zones."""
         server, _ = self.services.clients[client.arrival.workload]
-        zones = [
-            self.zone_by_node[p.node or ""]
-            for p in self.servers.pods
-            if p.arrival.workload == server
-        ]
-        return 1 - max(map(zones.count, zones)) / len(zones) if zones else float("nan")
+        zones = [self.zone_by_node[p.node or ""] for p in servers if p.arrival.workload == server]
+        return 0.0 if self.prefer_same_zone else least_cross_zone(zones)
+
+
+def _servers(control: ControlPlane) -> list[PlacedPod]:
+    return [p for p in list(control.pods) if p.arrival.kind == "server"]
 
 
 def why_unavailable() -> str | None:

@@ -1,46 +1,25 @@
-"""The peer testbed's figures for one placement, and the report over its
-runs: each placement's latency and bytes, and the peers' against the
-default's and against the least any placement of the clients sends across
-zones."""
+"""The peer testbed's report over its runs: each placement's latency and
+bytes, the peers' against the default's and against the least any
+placement of the clients sends across zones, and the verdicts."""
 
 import math
 import statistics
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable
 
-from bench.testbed.stats import percentiles
+from bench.peer_testbed_figures import (
+    CLIENTS_P99_GOAL,
+    CROSS_ZONE_GOAL,
+    NODES,
+    REQUESTS_PER_SECOND,
+    RESPONSE_BYTES,
+    ZONE_DELAY_MS,
+    Figures,
+    median_pod_p99,
+)
+from bench.peer_testbed_verdicts import verdicts
 from bench.testbed.zones import ZONES
 
-NODES = 6
-ZONE_DELAY_MS = 0.5  # each way
-REQUESTS_PER_SECOND = 100
-RESPONSE_BYTES = 8000
-POLICIES = ("default", "nettraffic", "nettraffic-peers", "oracle")
-# Goals against the default scheduler in the same run (issue 62).
-CLIENTS_P99_GOAL, CROSS_ZONE_GOAL = 0.63, 0.40
 LEAST = "bytes across zones, the least any placement of the clients sends"
-
-
-@dataclass
-class Figures:
-    """What one placement's clients felt and sent over ``hold`` seconds."""
-
-    policy: str
-    p99_ms: float  # pooled over every client pod
-    pod_p99s_ms: list[float]
-    cross_zone: float  # share of the clients' bytes to and from servers
-    inter_node: float
-    bytes_per_second: float
-    webhook_failures: int = 0
-    # The share of those bytes that would cross zones with every client pod
-    # in the zone holding most of its server's pods: what no placement of
-    # the clients goes below, where the servers run.
-    least_cross_zone: float = float("nan")
-
-
-def p99(pairs: Sequence[tuple[float, float]]) -> float:
-    """In seconds, of (send time, round trip) pairs, as bench.testbed reads them."""
-    return percentiles(pairs, (0.99,))[0]
 
 
 def _ratio(measure: Callable[[Figures], float]) -> Callable[[Figures, Figures], float]:
@@ -59,26 +38,26 @@ def _least_against_default(peers: Figures, default: Figures) -> float:
     return peers.least_cross_zone / sent if sent > 0 else math.nan
 
 
-def _median_pod_p99(figures: Figures) -> float:
-    return statistics.median(figures.pod_p99s_ms) if figures.pod_p99s_ms else float("nan")
-
-
 def _row(run: int, figures: Figures) -> str:
     worst_pod = max(figures.pod_p99s_ms, default=float("nan"))
+    zones = sorted(f"{z}" for pods, z in figures.zones.values() if pods >= 3)
     return (
-        f"| {run} | {figures.policy} | {figures.p99_ms:.2f} | {_median_pod_p99(figures):.2f}"
-        f" | {worst_pod:.2f}"
-        f" | {figures.inter_node:.0%} | {figures.cross_zone:.0%}"
+        f"| {run} | {figures.policy} | {figures.p99_ms:.2f} | {median_pod_p99(figures):.2f}"
+        f" | {worst_pod:.2f} | {figures.probe_p99_ms:.2f}"
+        f" | {figures.pods_near()} of {len(figures.pod_p99s_ms)}"
+        f" | {figures.inter_node:.0%} | {figures.cross_zone:.0%} | {', '.join(zones) or '-'}"
         f" | {figures.bytes_per_second / 1e6:.2f} | {figures.webhook_failures} |"
     )
 
 
 def report(runs: list[list[Figures]], hold: float, prefer_same_zone: bool = False) -> str:
+    idle = [f"{run[0].idle_probe_ms:.2f}" for run in runs if run]
     lines = [
         f"{NODES} nodes in {len(ZONES)} zones, {ZONE_DELAY_MS * 2:g} ms more round trip between"
         f" zones; each run draws 3 servers of 1-2 pods and 4 client workloads of 2-3 pods, each"
         f" calling one server {REQUESTS_PER_SECOND} times a second for {RESPONSE_BYTES:,} bytes;"
-        f" each placement's rollout of the clients is measured over {hold:g} s."
+        f" each placement rolls out the servers and then the clients, measured over {hold:g} s;"
+        " the default rolls out twice (default-again), to measure the run-to-run noise."
         + (
             " The Services carry trafficDistribution: PreferSameZone."
             if prefer_same_zone
@@ -86,9 +65,19 @@ def report(runs: list[list[Figures]], hold: float, prefer_same_zone: bool = Fals
         )
         + " bench/peer_testbed.py says how the testbed is built.",
         "",
+        "The probe is a client and its server in one zone on two nodes, outside every"
+        " placement: its p99 is the round trip within a zone at that moment. A client pod is"
+        " near its server when its own p99 is within half the zones' round trip of the probe's."
+        + (
+            f" The probe's p99 on the idle testbed, draw by draw: {', '.join(idle)} ms."
+            if idle
+            else ""
+        ),
+        "",
         "| run | placement | p99 ms (pooled) | p99 ms (median pod) | p99 ms (worst pod)"
-        " | bytes across nodes | bytes across zones | MB/s | webhook failures |",
-        "|---|---|---|---|---|---|---|---|---|",
+        " | probe p99 ms | client pods near | bytes across nodes | bytes across zones"
+        " | zones of each 3-pod workload | MB/s | webhook failures |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for number, figures in enumerate(runs, start=1):
         lines += [_row(number, f) for f in figures]
@@ -98,7 +87,7 @@ def report(runs: list[list[Figures]], hold: float, prefer_same_zone: bool = Fals
     ratios_of: dict[str, list[float]] = {}
     for name, ratio, goal in (
         ("request p99 (pooled)", _ratio(lambda f: f.p99_ms), CLIENTS_P99_GOAL),
-        ("request p99 (median client pod)", _ratio(_median_pod_p99), None),
+        ("request p99 (median client pod)", _ratio(median_pod_p99), None),
         ("bytes across zones", _ratio(lambda f: f.cross_zone), CROSS_ZONE_GOAL),
         (LEAST, _least_against_default, None),
         ("bytes across nodes", _ratio(lambda f: f.inter_node), None),
@@ -160,4 +149,9 @@ def report(runs: list[list[Figures]], hold: float, prefer_same_zone: bool = Fals
                 " in other zones carry: with a server's pods in two zones, half."
             ),
         ]
+    lines += ["", "Goals, judged draw by draw on the figures above:", ""]
+    lines += ["| goal | figures | met |", "|---|---|---|"]
+    for verdict in verdicts(runs):
+        met = {True: "yes", False: "**no**", None: "does not apply"}[verdict.met]
+        lines.append(f"| {verdict.goal} | {verdict.figures} | {met} |")
     return "\n".join(lines)

@@ -8,6 +8,7 @@ import os
 import random
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from bench.testbed.cluster import PlacedPod
 
@@ -28,6 +29,14 @@ class Services:
             f"client-{i}": (rng.choice(sorted(servers)), rng.randint(2, 3)) for i in range(1, 5)
         }
         return Services(servers, clients)
+
+    def pods(self, kind: str) -> list[tuple[str, str]]:
+        """A rollout's pods of ``kind`` ("server" or "client"), (workload, kind) each."""
+        if kind == "server":
+            replicas = self.servers
+        else:
+            replicas = {workload: count for workload, (_, count) in self.clients.items()}
+        return [(workload, kind) for workload, count in replicas.items() for _ in range(count)]
 
 
 def bytes_of(workdir: str, pod: str) -> dict[str, list[int]]:
@@ -61,3 +70,49 @@ def istio_series(clients: Iterable[PlacedPod], services: Services, workdir: str)
         lines.append(f"istio_tcp_sent_bytes_total{{{labels}}} {sent}")
         lines.append(f"istio_tcp_received_bytes_total{{{labels}}} {received}")
     return "\n".join(lines) + "\n"
+
+
+def service_object(server: str, prefer_same_zone: bool) -> dict[str, Any]:
+    """The Service in front of ``server``'s pods, as its user writes it."""
+    spec: dict[str, Any] = {"selector": {"app": server}, "ports": [{"port": 8080}]}
+    if prefer_same_zone:
+        spec["trafficDistribution"] = "PreferSameZone"
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": server, "namespace": NAMESPACE},
+        "spec": spec,
+    }
+
+
+def endpoint_slice(
+    server: str, pods: Iterable[tuple[str, str, str, str]], prefer_same_zone: bool
+) -> dict[str, Any]:
+    """The EndpointSlice of ``server``'s running pods ((name, address, node,
+    zone) each), as the EndpointSlice controller writes it: every endpoint
+    ready, hinted for its own zone where the Service asks for
+    PreferSameZone (kubernetes staging/src/k8s.io/endpointslice/trafficdist:
+    each endpoint hinted for the zone it is in)."""
+    endpoints = []
+    for name, address, node, zone in pods:
+        endpoint: dict[str, Any] = {
+            "addresses": [address],
+            "conditions": {"ready": True},
+            "nodeName": node,
+            "zone": zone,
+            "targetRef": {"kind": "Pod", "name": name, "namespace": NAMESPACE},
+        }
+        if prefer_same_zone:
+            endpoint["hints"] = {"forZones": [{"name": zone}]}
+        endpoints.append(endpoint)
+    return {
+        "apiVersion": "discovery.k8s.io/v1",
+        "kind": "EndpointSlice",
+        "metadata": {
+            "name": f"{server}-slice",
+            "namespace": NAMESPACE,
+            "labels": {"kubernetes.io/service-name": server},
+        },
+        "addressType": "IPv4",
+        "endpoints": endpoints,
+    }

@@ -3,7 +3,7 @@ scheduler stand-in's reading of preferred terms (hand-computed cases)."""
 
 import math
 
-from bench.peer_testbed_report import Figures as PeerFigures
+from bench.peer_testbed_figures import Figures as PeerFigures
 from bench.peer_testbed_report import report as peer_report
 from bench.testbed import results, run
 from bench.testbed.cluster import preferred_weights

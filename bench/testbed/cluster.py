@@ -142,10 +142,10 @@ class Placement:
     ) -> int | None:
         if self.policy == "optimum":
             chosen = self.plan[(arrival.at, arrival.workload)]
-            self.state.bind(chosen, arrival.workload, arrival.cpu, arrival.memory)
+            self.state.bind(chosen, arrival.replica_set, arrival.cpu, arrival.memory)
         else:
             chosen_or_none = self.scheduler.schedule(
-                arrival.workload, arrival.cpu, arrival.memory, preferred_weights(pod, api_nodes)
+                arrival.replica_set, arrival.cpu, arrival.memory, preferred_weights(pod, api_nodes)
             )
             if chosen_or_none is None:
                 return None
@@ -158,7 +158,7 @@ class Placement:
 
     def remove(self, index: int, arrival: Arrival) -> None:
         self.known_bits[index] -= arrival.bits_per_direction
-        self.state.unbind(index, arrival.workload, arrival.cpu, arrival.memory)
+        self.state.unbind(index, arrival.replica_set, arrival.cpu, arrival.memory)
 
 
 class ControlPlane:
@@ -196,7 +196,7 @@ class ControlPlane:
             spec={"containers": [arrival.container]},
         )
         owner = obj["metadata"]["ownerReferences"][0]
-        owner.update(name=f"{arrival.workload}-{template_hash}", uid=f"uid-rs-{arrival.workload}")
+        owner.update(name=arrival.replica_set, uid=f"uid-rs-{arrival.replica_set}")
         if self.webhook is not None:
             obj = self._admit(obj)
         suffix = "".join(self.rng.choice(string.ascii_lowercase + string.digits) for _ in range(5))

@@ -5,7 +5,11 @@
 - ``client OUT RATE RESPONSE_BYTES ENDPOINT...``: one connection to each of
   the service's pods, requests sent round-robin over them at ``RATE`` a
   second (kube-proxy spreads connections over the endpoints evenly,
-  whichever zone they are in), one at a time. It writes each request's
+  whichever zone they are in), one at a time. ``@FILE`` instead of the
+  endpoints names a file of them, one a line, which the client reads again
+  when it changes or a connection breaks and then connects anew, as a
+  client of a Service follows its endpoints through a rollout of the
+  server (a request that breaks is not recorded). It writes each request's
   (wall time, round trip in seconds) to ``OUT.rtt`` and, twice a second,
   the bytes sent to and received from each endpoint to ``OUT.bytes.json``:
   what a mesh sidecar counts, and where the bytes went.
@@ -22,6 +26,7 @@ import time
 
 REQUEST_BYTES = 200
 FLUSH_SECONDS = 0.5
+RECONNECT_SECONDS = 30.0
 
 
 def _read_exactly(connection: socket.socket, size: int) -> bool:
@@ -52,10 +57,43 @@ def serve(port: int, response_bytes: int) -> None:
 class Client:
     def __init__(self, out: str, rate: float, response_bytes: int, endpoints: list[str]) -> None:
         self.out, self.rate, self.response_bytes = out, rate, response_bytes
-        self.endpoints = endpoints
-        self.counts = {endpoint: [0, 0] for endpoint in endpoints}  # sent, received
+        self.source = endpoints[0][1:] if endpoints[:1] and endpoints[0][:1] == "@" else None
+        self.endpoints = endpoints if self.source is None else []
+        self.counts: dict[str, list[int]] = {}  # endpoint -> sent, received
         self.records = array.array("d")
         self.running = True
+        self._read_at = 0.0  # the endpoint file's mtime when last read
+        self.connections: list[socket.socket] = []
+
+    def _reconnect(self) -> None:
+        """Connect to each endpoint, reading the file again first when there
+        is one (and again, for up to RECONNECT_SECONDS, while an endpoint
+        in it does not answer: the file is about to change)."""
+        for connection in self.connections:
+            connection.close()
+        self.connections = []
+        deadline = time.monotonic() + RECONNECT_SECONDS
+        while True:
+            if self.source is not None:
+                self._read_at = os.stat(self.source).st_mtime
+                with open(self.source) as handle:
+                    self.endpoints = [line.strip() for line in handle if line.strip()]
+            try:
+                for endpoint in self.endpoints:
+                    self.connections.append(self._connect(endpoint))
+                break
+            except OSError:
+                for connection in self.connections:
+                    connection.close()
+                self.connections = []
+                if self.source is None or time.monotonic() > deadline:
+                    raise
+        for endpoint in self.endpoints:
+            self.counts.setdefault(endpoint, [0, 0])
+
+    def _moved(self) -> bool:
+        """The endpoint file changed since it was read."""
+        return self.source is not None and os.stat(self.source).st_mtime != self._read_at
 
     def _connect(self, endpoint: str) -> socket.socket:
         host, _, port = endpoint.rpartition(":")
@@ -78,7 +116,7 @@ class Client:
         os.replace(temporary, self.out + ".bytes.json")
 
     def run(self) -> None:
-        connections = [self._connect(endpoint) for endpoint in self.endpoints]
+        self._reconnect()
         request = b"q" * REQUEST_BYTES
         interval = 1.0 / self.rate
         next_at = time.monotonic()
@@ -86,12 +124,19 @@ class Client:
         turn = 0
         while self.running:
             endpoint = self.endpoints[turn % len(self.endpoints)]
-            connection = connections[turn % len(self.endpoints)]
+            connection = self.connections[turn % len(self.endpoints)]
             turn += 1
             started = time.perf_counter()
-            connection.sendall(request)
-            if not _read_exactly(connection, self.response_bytes):
-                break
+            try:
+                connection.sendall(request)
+                answered = _read_exactly(connection, self.response_bytes)
+            except OSError:
+                answered = False
+            if not answered:
+                if self.source is None:
+                    break
+                self._reconnect()  # the server pod went: its endpoints moved
+                continue
             self.records.extend((time.time(), time.perf_counter() - started))
             counts = self.counts[endpoint]
             counts[0] += REQUEST_BYTES
@@ -101,6 +146,8 @@ class Client:
             if now - flushed >= FLUSH_SECONDS:
                 self._flush()
                 flushed = now
+                if self._moved():
+                    self._reconnect()
             time.sleep(max(0.0, next_at - time.monotonic()))
         self._flush()
 

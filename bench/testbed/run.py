@@ -191,7 +191,7 @@ class Testbed(Emulated):
                 PodSeries(
                     "default",
                     placed.name,
-                    f"{arrival.workload}-{arrival.template_hash}",
+                    arrival.replica_set,
                     arrival.workload,
                     placed.created,
                     history[-1][1],

@@ -55,10 +55,18 @@ class Arrival:
     annotated: bool = False  # carries nettraffic.io/expected-bandwidth
     cpu: float = 0.25  # cores requested
     memory: float = 0.25  # GiB requested
+    revision: str = ""  # its Deployment's rollout: a new ReplicaSet each
 
     @property
     def template_hash(self) -> str:
-        return hashlib.sha1(self.workload.encode()).hexdigest()[:10]
+        return hashlib.sha1((self.workload + self.revision).encode()).hexdigest()[:10]
+
+    @property
+    def replica_set(self) -> str:
+        """Its ReplicaSet: kube-scheduler's default spread counts its pods
+        alone (helper/spread.go, DefaultSelector: the selector of the
+        ReplicaSet, which carries the pod-template-hash)."""
+        return f"{self.workload}-{self.template_hash}"
 
     @property
     def annotations(self) -> dict[str, str] | None:

@@ -80,6 +80,51 @@ def test_a_round_trip_to_another_zone_takes_the_zones_distance_more(zoned):
         assert sent == len(rtts) * REQUEST_BYTES and received == len(rtts) * RESPONSE_BYTES
 
 
+def _serve(network, workdir, node, name):
+    namespace = network.add_pod(node)
+    argv = [*CONVERSATION, "server", str(SERVER_PORT), str(RESPONSE_BYTES)]
+    log = os.path.join(workdir, name + ".log")
+    process = PodProcess(in_namespace(namespace, argv, log), log)
+    return process, f"{network.pod_addresses[namespace]}:{SERVER_PORT}"
+
+
+def _sent_to(out):
+    with open(out + ".bytes.json") as handle:
+        return {endpoint: sent for endpoint, (sent, _) in json.load(handle).items()}
+
+
+def test_a_client_follows_its_endpoints_to_a_new_server_pod(zoned):
+    network, workdir, _ = zoned
+    old, old_endpoint = _serve(network, workdir, network.nodes[0], "old-server")
+    new, new_endpoint = _serve(network, workdir, network.nodes[1], "new-server")
+    out = os.path.join(workdir, "follower")
+    with open(out + ".endpoints", "w") as handle:
+        handle.write(old_endpoint + "\n")
+    namespace = network.add_pod(network.nodes[2])
+    argv = [*CONVERSATION, "client", out, "100", str(RESPONSE_BYTES), f"@{out}.endpoints"]
+    client = PodProcess(in_namespace(namespace, argv, out + ".log"), out + ".log")
+    try:
+        time.sleep(2.0)
+        assert set(_sent_to(out)) == {old_endpoint}
+        # The rollout: the endpoints move, then the old server pod goes.
+        with open(out + ".endpoints.tmp", "w") as handle:
+            handle.write(new_endpoint + "\n")
+        os.replace(out + ".endpoints.tmp", out + ".endpoints")
+        time.sleep(1.0)
+        old.stop()
+        before = _sent_to(out)
+        time.sleep(2.0)
+        after = _sent_to(out)
+        assert not client.exited()
+        assert after[old_endpoint] == before[old_endpoint]
+        # About 100 requests a second, all to the new server pod.
+        assert after[new_endpoint] - before.get(new_endpoint, 0) >= 100 * REQUEST_BYTES
+    finally:
+        client.stop()
+        new.stop()
+        old.stop()
+
+
 def test_nothing_is_left_behind(zoned):
     network, _, processes = zoned
     for process in processes:
