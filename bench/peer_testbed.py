@@ -10,10 +10,9 @@ two pods, four client workloads of two or three pods, each calling one
 server (bench/testbed/conversation.py: a connection to each of the server's
 pods, requests round-robin over them, as kube-proxy spreads connections
 over every endpoint whatever its zone). The clients' byte counts are
-exported as an Istio sidecar names them (bench/peer_testbed_services.py)
-and scraped by a real Prometheus with the nodes' node_exporter and the
-pods' cAdvisor and kube-state-metrics series. Each server has a Service and
-an EndpointSlice in the API server, as the product reads them.
+exported as an Istio sidecar names them and each server has a Service and
+an EndpointSlice (bench/peer_testbed_services.py); a real Prometheus
+scrapes the counters, node_exporter, cAdvisor and kube-state-metrics.
 
 A run: the scheduler stand-in alone (bench/testbed/cluster.py:
 kube-scheduler's default profile as bench/scheduler_model.py models it)
@@ -72,11 +71,11 @@ from bench.peer_testbed_probe import Probe
 from bench.peer_testbed_report import report
 from bench.peer_testbed_services import (
     NAMESPACE,
+    SERVER_PORT,
+    Endpoints,
     Services,
     bytes_of,
-    endpoint_slice,
     istio_series,
-    service_object,
 )
 from bench.report import bench_parser, drawn_seed, rerun_command, write_section
 from bench.testbed.cluster import ControlPlane, PlacedPod, Placement, node_object
@@ -93,7 +92,6 @@ from harness.prometheus import PrometheusServer
 from harness.webhook import WebhookProcess
 from kubectl_nettraffic.kube.nodes import ZONE_COPY_LABEL, ZONE_LABEL
 
-SERVER_PORT = 8080
 LINK_BITS = 1e9  # no link is near full here: the figures are about distance
 IDLE_SECONDS = 5.0  # the probe alone, before any pod runs
 # Between a rollout of the servers and one of their clients: a learner's
@@ -173,8 +171,9 @@ class PeerTestbed(Emulated):
             obj["metadata"]["labels"][ZONE_LABEL] = zone_of(testbed_node)
             self.api.put(obj)
         self.api.put({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
-        for server in self.services.servers:
-            self.api.put(service_object(server, self.prefer_same_zone))
+        self.endpoints = Endpoints(
+            self.api, self.network, self.services, self.prefer_same_zone, self.workdir
+        )
         self.probe = Probe(
             self.network, self.workdir, SERVER_PORT, REQUESTS_PER_SECOND, RESPONSE_BYTES
         )
@@ -215,18 +214,8 @@ class PeerTestbed(Emulated):
             if placed.process is None or counters is None or placed.process.exited():
                 continue
             arrival = placed.arrival
-            series.append(
-                PodSeries(
-                    NAMESPACE,
-                    placed.name,
-                    arrival.replica_set,
-                    arrival.workload,
-                    placed.created,
-                    counters[0],
-                    counters[1],
-                    node=placed.node or "",
-                )
-            )
+            names = (NAMESPACE, placed.name, arrival.replica_set, arrival.workload)
+            series.append(PodSeries(*names, placed.created, *counters, node=placed.node or ""))
         return series
 
     def _istio_series(self) -> bytes:
@@ -242,27 +231,10 @@ class PeerTestbed(Emulated):
             argv = [*python, "server", str(SERVER_PORT), str(RESPONSE_BYTES)]
         else:
             out = os.path.join(self.workdir, placed.name)
-            self._write_endpoints(placed)
+            self.endpoints.write(placed, self._running_servers())
             rate, size = str(REQUESTS_PER_SECOND), str(RESPONSE_BYTES)
             argv = [*python, "client", out, rate, size, f"@{out}.endpoints"]
         return PodProcess(in_namespace(namespace, argv, log), log)
-
-    def _write_endpoints(self, client: PlacedPod) -> None:
-        """The server pods a client connects to, as kube-proxy picks them
-        from the running ones: all, or with PreferSameZone those in its
-        zone when there are any. The client reconnects when they change."""
-        server = self.services.clients[client.arrival.workload][0]
-        pods = [p for p in self._running_servers() if p.arrival.workload == server]
-        if self.prefer_same_zone:
-            zone = self.zone_by_node[client.node or ""]
-            near = [p for p in pods if self.zone_by_node[p.node or ""] == zone]
-            pods = near or pods
-        path = os.path.join(self.workdir, client.name + ".endpoints")
-        with open(path + ".tmp", "w") as handle:
-            handle.writelines(
-                f"{self.network.pod_addresses[p.namespace or '']}:{SERVER_PORT}\n" for p in pods
-            )
-        os.replace(path + ".tmp", path)
 
     def _running_servers(self) -> list[PlacedPod]:
         return [p for p in self._pods() if p.arrival.kind == "server" and p.namespace]
@@ -283,9 +255,10 @@ class PeerTestbed(Emulated):
         )
         for placed in self._pods():  # what runs already, as the scheduler's cache holds it
             if placed.node is not None:
-                index = next(n.index - 1 for n in self.network.nodes if n.name == placed.node)
                 arrival = placed.arrival
-                placement.state.bind(index, arrival.replica_set, arrival.cpu, arrival.memory)
+                placement.state.bind(
+                    self._node_index(placed.node), arrival.replica_set, arrival.cpu, arrival.memory
+                )
         control = ControlPlane(
             self.api,
             self.network,
@@ -341,29 +314,28 @@ class PeerTestbed(Emulated):
             self._retire(previous)
 
     def _retire_servers(self, control: ControlPlane) -> None:
-        """``control``'s servers out of the endpoints, then gone."""
+        """``control``'s servers out of the endpoints, then gone, also from
+        the scheduler cache of the rollout in progress (which holds what ran
+        when it began)."""
         servers = _servers(control)
         control.pods[:] = [p for p in control.pods if p.arrival.kind != "server"]
         self._publish_endpoints()
         time.sleep(2 * FLUSH_SECONDS)  # every client has read its endpoints again
         for placed in servers:
             control.delete(placed)
+            if self._rolling is not None and placed.node is not None:
+                index = self._node_index(placed.node)
+                arrival = placed.arrival
+                self._rolling.placement.state.unbind(
+                    index, arrival.replica_set, arrival.cpu, arrival.memory
+                )
+
+    def _node_index(self, name: str) -> int:
+        return next(n.index - 1 for n in self.network.nodes if n.name == name)
 
     def _publish_endpoints(self) -> None:
-        """Each Service's EndpointSlice and each client's endpoints: the
-        server pods running now."""
-        running = self._running_servers()
-        for client in self._pods():
-            if client.arrival.kind == "client" and client.process is not None:
-                self._write_endpoints(client)
-        for server in self.services.servers:
-            pods = [
-                (p.name, self.network.pod_addresses[p.namespace or ""], p.node or "",
-                 self.zone_by_node[p.node or ""])
-                for p in running
-                if p.arrival.workload == server
-            ]  # fmt: skip
-            self.api.put(endpoint_slice(server, pods, self.prefer_same_zone))
+        clients = [p for p in self._pods() if p.arrival.kind == "client" and p.process]
+        self.endpoints.publish(self._running_servers(), clients)
 
     def run(self, policies: Sequence[str] = POLICIES) -> list[Figures]:
         self.log(

@@ -1,18 +1,22 @@
-"""The peer testbed's services: one run's draw of servers and clients, and
-the clients' byte counts as an Istio sidecar exports them
+"""The peer testbed's services: one run's draw of servers and clients, the
+clients' byte counts as an Istio sidecar exports them
 (``istio_tcp_sent_bytes_total`` / ``istio_tcp_received_bytes_total``,
-``reporter="source"``)."""
+``reporter="source"``), and the servers' Services and endpoints."""
 
 import json
 import os
 import random
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from bench.testbed.cluster import PlacedPod
+from bench.testbed.network import Network
+from bench.testbed.zones import zone_of
+from harness.fakeapi import FakeKubeAPI
 
 NAMESPACE = "default"
+SERVER_PORT = 8080
 
 
 @dataclass(frozen=True)
@@ -74,7 +78,7 @@ def istio_series(clients: Iterable[PlacedPod], services: Services, workdir: str)
 
 def service_object(server: str, prefer_same_zone: bool) -> dict[str, Any]:
     """The Service in front of ``server``'s pods, as its user writes it."""
-    spec: dict[str, Any] = {"selector": {"app": server}, "ports": [{"port": 8080}]}
+    spec: dict[str, Any] = {"selector": {"app": server}, "ports": [{"port": SERVER_PORT}]}
     if prefer_same_zone:
         spec["trafficDistribution"] = "PreferSameZone"
     return {
@@ -116,3 +120,54 @@ def endpoint_slice(
         "addressType": "IPv4",
         "endpoints": endpoints,
     }
+
+
+class Endpoints:
+    """Each server's Service and EndpointSlice in the API server, and each
+    client's endpoint file (bench/testbed/conversation.py): the server pods
+    kube-proxy would send it to, all of them, or with PreferSameZone those
+    in its zone when there are any."""
+
+    def __init__(
+        self,
+        api: FakeKubeAPI,
+        network: Network,
+        services: Services,
+        prefer_same_zone: bool,
+        workdir: str,
+    ) -> None:
+        self.api, self.network, self.services = api, network, services
+        self.prefer_same_zone, self.workdir = prefer_same_zone, workdir
+        for server in services.servers:
+            api.put(service_object(server, prefer_same_zone))
+
+    def _zone(self, pod: PlacedPod) -> str:
+        return next(zone_of(n) for n in self.network.nodes if n.name == pod.node)
+
+    def write(self, client: PlacedPod, servers: Sequence[PlacedPod]) -> None:
+        """``client``'s endpoint file, of the running ``servers``; it
+        reconnects when the file changes."""
+        server = self.services.clients[client.arrival.workload][0]
+        pods = [p for p in servers if p.arrival.workload == server]
+        if self.prefer_same_zone:
+            near = [p for p in pods if self._zone(p) == self._zone(client)]
+            pods = near or pods
+        path = os.path.join(self.workdir, client.name + ".endpoints")
+        with open(path + ".tmp", "w") as handle:
+            handle.writelines(f"{self._address(p)}\n" for p in pods)
+        os.replace(path + ".tmp", path)
+
+    def _address(self, pod: PlacedPod) -> str:
+        return f"{self.network.pod_addresses[pod.namespace or '']}:{SERVER_PORT}"
+
+    def publish(self, servers: Sequence[PlacedPod], clients: Iterable[PlacedPod]) -> None:
+        """The running ``servers`` into every EndpointSlice and every client's file."""
+        for client in clients:
+            self.write(client, servers)
+        for server in self.services.servers:
+            pods = [
+                (p.name, self.network.pod_addresses[p.namespace or ""], p.node or "", self._zone(p))
+                for p in servers
+                if p.arrival.workload == server
+            ]
+            self.api.put(endpoint_slice(server, pods, self.prefer_same_zone))
