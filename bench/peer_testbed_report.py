@@ -115,7 +115,7 @@ def report(runs: list[list[Figures]], hold: float, prefer_same_zone: bool = Fals
         lines += [
             "",
             "The least share of the clients' bytes any placement of them sends across zones,"
-            " with the servers where they run, run by run: "
+            " with the servers where nettraffic-peers placed them, run by run: "
             + ", ".join(f"{share:.0%}" for share in least)
             + f". In {split} of {len(least)} runs it is above 0: a server's pods sit in more"
             " than one zone, so a share of its clients' requests cross zones wherever they run,"
@@ -127,7 +127,7 @@ def report(runs: list[list[Figures]], hold: float, prefer_same_zone: bool = Fals
             "",
             f"In {beyond} of {len(ratios_of[LEAST])} runs even that least is above"
             f" {CROSS_ZONE_GOAL:.0%} of the default's bytes across zones: no placement of the"
-            " clients meets that goal there.",
+            " clients beside those servers meets that goal there.",
         ]
     gaps = [
         by["nettraffic-peers"].cross_zone - by["oracle"].cross_zone
@@ -139,14 +139,15 @@ def report(runs: list[list[Figures]], hold: float, prefer_same_zone: bool = Fals
             "",
             "Bytes across zones with peers, against the oracle's in the same run: median"
             f" {statistics.median(gaps) * 100:+.0f} points, worst {max(gaps) * 100:+.0f} points"
-            " (below zero: the product packed more of a workload on one node than the oracle's"
-            " spread allows)."
+            " (the oracle's clients sit beside servers the scheduler stand-in placed; below zero:"
+            " the product's servers and clients together crossed less, or it put more of a"
+            " workload on one node than the oracle's spread allows)."
             + (
                 " With PreferSameZone a client in a zone that holds one of its server's pods"
                 " sends nothing across zones."
                 if prefer_same_zone
-                else " Neither goes below the share that a client's connections to server pods"
-                " in other zones carry: with a server's pods in two zones, half."
+                else " Neither goes below the share that a client's connections to its server's"
+                " pods in other zones carry: with a server's pods in two zones, half."
             ),
         ]
     lines += ["", "Goals, judged draw by draw on the figures above:", ""]
