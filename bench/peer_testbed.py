@@ -352,8 +352,8 @@ class PeerTestbed(Emulated):
             if policy.startswith("nettraffic"):
                 webhook = WebhookProcess(self._config(peers=policy == "nettraffic-peers"))
             try:
-                if policy == "nettraffic-peers" and webhook is not None:
-                    self._wait_for_peers(webhook)
+                if webhook is not None:
+                    self._wait_until_learned(webhook, peers=policy == "nettraffic-peers")
                 self.log(f"run {self.seed}: {policy} rolls the servers and the clients out")
                 rolled = self._control(policy, webhook)
                 self._roll_out(rolled, current)
@@ -364,25 +364,25 @@ class PeerTestbed(Emulated):
                     webhook.stop()
         return results
 
-    def _wait_for_peers(self, webhook: WebhookProcess, timeout: float = 90.0) -> None:
-        """Until the learner has read every client's server and the zones are copied."""
-        clients = set(self.services.clients)
-        deadline = time.time() + timeout
+    def _wait_until_learned(self, webhook: WebhookProcess, peers: bool) -> None:
+        """Until the webhook knows every workload's bandwidth, as one that
+        has run a while does (a pod of a workload it has not learned is
+        steered in full, by rank); with ``peers``, every client's server
+        and the zones' copy on the nodes too. At most 90 s."""
+        workloads = set(self.services.servers) | set(self.services.clients)
+        callers = set(self.services.clients) if peers else set()
+        deadline = time.time() + 90
         while time.time() < deadline:
             rows = webhook.session.get(webhook.url + "/workloads", timeout=5).json()["workloads"]
+            learned = {row["name"] for row in rows if row.get("learnedBytesPerSecond")}
             talking = {row["name"] for row in rows if row.get("peers")}
-            nodes = [
-                self.api.get(("api/v1", None, "nodes"), n.name) or {} for n in self.network.nodes
-            ]
-            copied = all(
-                ZONE_COPY_LABEL in (n.get("metadata", {}).get("labels") or {}) for n in nodes
-            )
-            if clients <= talking and copied:
+            nodes = [self.api.get(("api/v1", None, "nodes"), n.name) for n in self.network.nodes]
+            labels = [((n or {}).get("metadata") or {}).get("labels") or {} for n in nodes]
+            copied = not peers or all(ZONE_COPY_LABEL in found for found in labels)
+            if workloads <= learned and callers <= talking and copied:
                 return
             time.sleep(1.0)
-        raise RuntimeError(
-            f"the webhook learned no pairs for {sorted(clients)} within {timeout:g} s"
-        )
+        raise RuntimeError(f"the webhook learned not all of {sorted(workloads)} in 90 s")
 
     def _measure(self, policy: str, control: ControlPlane) -> Figures:
         clients = [p for p in control.pods if p.process is not None and p.arrival.kind == "client"]

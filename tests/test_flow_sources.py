@@ -5,6 +5,7 @@ is counted by reason. The ends the sources name differently from the
 learner: an Argo Rollout, an OpenShift DeploymentConfig, a plain Job, a
 Service Beyla saw; and each node's Beyla agent reporting what crosses it."""
 
+import argparse
 import time
 
 import pytest
@@ -238,3 +239,30 @@ def test_an_ambient_waypoint_s_series_give_the_real_ends_and_its_legs_are_left_o
     # its silent waypoint, and counted.
     legs = {"source": 2, "destination": 4}[reporter]
     assert report.ignored == {"waypoint-leg": legs}
+
+
+def test_doctor_leaves_out_the_legs_through_the_waypoints_the_cluster_names(fake_api, kubeconfig):
+    from kubectl_nettraffic.cli.doctor import Doctor, _peer_inputs
+
+    fake_api.put({"apiVersion": "v1", **_enrolled("api", waypoint="waypoint")})
+    fake_api.put({"apiVersion": "v1", **_enrolled(NS, kind="Namespace", waypoint="silent")})
+    server = prometheus_with_history([], END, more=list(istio_lines(AMBIENT, END)))
+    try:
+        settings = settings_from_mapping(
+            {
+                "prometheus": {"url": server.url},
+                "peers": {"source": "istio"},
+                "kubeconfig": kubeconfig,
+            }
+        )
+        client = PrometheusSource(settings.prometheus, clock=lambda: END)
+        args = argparse.Namespace(context=None, webhook_namespace="x", webhook_service="y")
+        waypoints = Doctor(args, settings)._waypoints()
+        found = _peer_inputs(client, settings, KNOWN | {WAYPOINT, CACHE}, waypoints)
+        unaware = _peer_inputs(client, settings, KNOWN | {WAYPOINT, CACHE})
+    finally:
+        server.stop()
+    assert waypoints == {(NS, "waypoint"), (NS, "silent")}
+    assert found.startswith("istio: 2 pair(s)") and "waypoint-leg 2" in found
+    # Without the waypoints, the legs read as pairs with the waypoints.
+    assert "waypoint-leg" not in unaware and "istio: 2 pair(s)" not in unaware

@@ -4,8 +4,16 @@ client and a fake API server over HTTP), mapped onto the called workloads,
 and where a pod's bytes with its peers then go: the pull's split and the
 shares /metrics and top workloads show."""
 
+import functools
+import time
+
 import pytest
 
+from harness.fakeapi import node as node_object
+from harness.prometheus import prometheus_with_history
+from kubectl_nettraffic.cli.top import WebhookLocation
+from kubectl_nettraffic.cli.top_pods import learned_figures
+from kubectl_nettraffic.config import settings_from_mapping
 from kubectl_nettraffic.errors import ClusterError
 from kubectl_nettraffic.kube.client import api_client
 from kubectl_nettraffic.kube.service_routing import (
@@ -23,8 +31,15 @@ from kubectl_nettraffic.learning.conversations import (
     peer_split,
     shares_of,
 )
-from kubectl_nettraffic.learning.peer_traffic import peers_from
+from kubectl_nettraffic.learning.learner import BandwidthLearning
+from kubectl_nettraffic.learning.peer_traffic import PeerTrafficSource, peers_from
 from kubectl_nettraffic.learning.pod_sample import PodSample
+from kubectl_nettraffic.learning.pod_traffic import PodTrafficSource
+from kubectl_nettraffic.measuring.scoreview import workloads_document
+from kubectl_nettraffic.sources.prometheus import PrometheusSource
+from tests.harness.flow_series import Flow, istio_lines
+from tests.harness.kube_series import PodSeries, ReplicaSetSeries, kube_lines
+from tests.harness.scoreboards import FixedBoard
 
 WEB = Workload("shop", "Deployment", "web")
 API = Workload("shop", "Deployment", "api")
@@ -240,3 +255,85 @@ def test_the_learner_s_pairs_carry_who_calls_whom_and_the_servers_routing():
     both = conversations_of(peers_from(series, [WEB, API], 8), places, 0.0, pod_routing)
     assert both.route(WEB, API) is None
     assert both.routing_notes == {"both-directions": 1}
+
+
+# Two zones, web and api each with a pod in both: spread, half of web's
+# bytes to api cross zones; under PreferSameZone none do.
+ROUTED_ZONES = {"n1": "zone-a", "n2": "zone-a", "n3": "zone-b", "n4": "zone-b"}
+ROUTED_PODS = [
+    ("web-7d9c4b-a1", "web-7d9c4b", "n1"),
+    ("web-7d9c4b-b2", "web-7d9c4b", "n3"),
+    ("api-6c8d9f-c3", "api-6c8d9f", "n2"),
+    ("api-6c8d9f-d4", "api-6c8d9f", "n4"),
+]
+
+
+@pytest.fixture(scope="module")
+def routed_prometheus():
+    end = float(int(time.time()) // 60 * 60)
+    pods = [
+        PodSeries("shop", name, 1e6, 1e6, "ReplicaSet", rs, node=n) for name, rs, n in ROUTED_PODS
+    ]
+    replicasets = [
+        ReplicaSetSeries("shop", "web-7d9c4b", "web"),
+        ReplicaSetSeries("shop", "api-6c8d9f", "api"),
+    ]
+    flows = [Flow(("shop", "web"), ("shop", "api"), tcp_sent=3e6, tcp_received=1e6)]
+    lines = [*kube_lines(pods, replicasets, end), *istio_lines(flows, end)]
+    server = prometheus_with_history([], end, more=lines)
+    yield server, end
+    server.stop()
+
+
+def test_top_workloads_counts_the_pairs_as_routed_as_the_webhook_does(
+    routed_prometheus, fake_api, kubeconfig
+):
+    prometheus, end = routed_prometheus
+    for name, zone in ROUTED_ZONES.items():
+        fake_api.put(node_object(name, labels={"topology.kubernetes.io/zone": zone}))
+    fake_api.put(service("api", "PreferSameZone"))
+    api_pods = [(pod, n, ROUTED_ZONES[n]) for pod, _, n in ROUTED_PODS if pod.startswith("api")]
+    fake_api.put(endpoint_slice("api", api_pods, zones=True))
+    settings = settings_from_mapping(
+        {
+            "prometheus": {"url": prometheus.url, "window": "2m"},
+            "metricsServer": {"enabled": False},
+            "peers": {"source": "istio"},
+            "kubeconfig": kubeconfig,
+        }
+    )
+    source = PrometheusSource(settings.prometheus, clock=lambda: end)
+    # The webhook's path: its learner reads the Services once a pass.
+    learning = BandwidthLearning(
+        settings,
+        PodTrafficSource(source, settings.learning, with_nodes=True),
+        peers=PeerTrafficSource(source, settings.peers),
+        services=functools.partial(read_service_routing, api_client(kubeconfig)),
+    )
+    learning.update()
+    learning.update()
+    assert learning.update() == "peers"
+    board = FixedBoard(
+        dict.fromkeys(ROUTED_ZONES, 3e7),
+        learning=learning,
+        settings=settings,
+        **{n: {"labels": {"topology.kubernetes.io/zone": z}} for n, z in ROUTED_ZONES.items()},
+    )
+    rows = {row["name"]: row for row in workloads_document(board.snapshot)["workloads"]}
+    (webhook,) = rows["web"]["peers"]
+    # The plugin's own path (--source prometheus), the same window.
+    report = PodTrafficSource(source, settings.learning).fetch()
+    _, peers, _, _ = learned_figures(
+        "prometheus", settings, None, WebhookLocation("x", "y", 443), report, False, True
+    )
+    assert peers is not None
+    (plugin,) = peers[WEB]
+    shares = ("sameNodeShare", "sameZoneShare", "crossZoneShare", "direction", "routing")
+    assert [plugin[k] for k in shares] == [webhook[k] for k in shares]
+    assert (plugin["crossZoneShare"], plugin["routing"]) == (0.0, ZONE)
+    # Without the Service's hints both paths spread the pair: half crosses.
+    fake_api.put(endpoint_slice("api", api_pods))  # the same slice, its hints gone
+    _, spread, _, _ = learned_figures(
+        "prometheus", settings, None, WebhookLocation("x", "y", 443), report, False, True
+    )
+    assert spread is not None and spread[WEB][0]["crossZoneShare"] == pytest.approx(0.5)

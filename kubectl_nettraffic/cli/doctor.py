@@ -18,6 +18,7 @@ from kubectl_nettraffic.errors import NetTrafficError
 from kubectl_nettraffic.kube.client import api_call, api_client, request_json
 from kubectl_nettraffic.kube.cluster import list_nodes
 from kubectl_nettraffic.kube.nodes import Node
+from kubectl_nettraffic.kube.service_routing import read_service_routing
 from kubectl_nettraffic.kube.workloads import Workload
 from kubectl_nettraffic.learning.peer_traffic import CLUSTER_LABELS, clusters_in, read_peers
 from kubectl_nettraffic.learning.pod_traffic import PodTrafficSource
@@ -71,6 +72,16 @@ class Doctor:
         self.results: list[Result] = []
         self.ca_bundle: list[x509.Certificate] = []
         self.readyz: dict[str, Any] = {}
+
+    def _waypoints(self) -> frozenset[tuple[str, str]]:
+        """Istio ambient's waypoints, as the learner reads them (none where
+        the Services cannot be read: their legs then count as pairs)."""
+        if self.settings.peers.source != "istio" or self.settings.peers.routing != "services":
+            return frozenset()
+        try:
+            return read_service_routing(self.api).waypoints
+        except NetTrafficError:
+            return frozenset()
 
     def check(self, name: str, probe: Callable[[], str], fix: str) -> bool:
         return _check(self.results, name, probe, fix)
@@ -244,7 +255,7 @@ class Doctor:
             )
         self.check(
             "flow metrics between workloads (peers)",
-            lambda: _peer_inputs(source, settings, known),
+            lambda: _peer_inputs(source, settings, known, self._waypoints()),
             "",
         )
 
@@ -307,8 +318,15 @@ PEER_FIXES = {
 }
 
 
-def _peer_inputs(source: PrometheusSource, settings: Settings, known: set[Workload]) -> str:
-    """Which flow source the peers come from, what it gave, or why nothing."""
+def _peer_inputs(
+    source: PrometheusSource,
+    settings: Settings,
+    known: set[Workload],
+    waypoints: frozenset[tuple[str, str]] = frozenset(),
+) -> str:
+    """Which flow source the peers come from, what it gave, or why nothing;
+    ``waypoints``: Istio ambient's, whose legs are left out as the learner
+    leaves them out."""
     peers = settings.peers
     if peers.source == "none":
         return "not configured (peers.source: none): steering counts no conversations"
@@ -320,7 +338,7 @@ def _peer_inputs(source: PrometheusSource, settings: Settings, known: set[Worklo
             "peers.cluster is empty: the pairs of same-named workloads are summed across them",
             f"set peers.cluster: {label}=<this cluster's name>",
         )
-    report = read_peers(source, peers, settings.prometheus.window, known)
+    report = read_peers(source, peers, settings.prometheus.window, known, waypoints=waypoints)
     if report is None:
         raise Failed("peers.source is query but peers.query is empty", PEER_FIXES["query"])
     ignored = ", ".join(f"{reason} {count}" for reason, count in sorted(report.ignored.items()))

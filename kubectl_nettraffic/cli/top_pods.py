@@ -26,9 +26,10 @@ from kubectl_nettraffic.cli.render import aligned
 from kubectl_nettraffic.cli.top import WebhookLocation
 from kubectl_nettraffic.config import Settings
 from kubectl_nettraffic.errors import NetTrafficError, SourceError
-from kubectl_nettraffic.kube.client import api_call, api_client, request_json
+from kubectl_nettraffic.kube.client import ApiClient, api_call, api_client, request_json
 from kubectl_nettraffic.kube.cluster import list_nodes
 from kubectl_nettraffic.kube.nodes import zones_of
+from kubectl_nettraffic.kube.service_routing import ZONE, ServiceRouting, read_service_routing
 from kubectl_nettraffic.kube.workloads import Workload
 from kubectl_nettraffic.learning.conversations import PodPlaces, conversations_of, shares_of
 from kubectl_nettraffic.learning.peer_traffic import read_peers
@@ -96,33 +97,54 @@ def _learned_here(
 
 
 def _peers_here(settings: Settings, context: str | None, report: PodTrafficReport) -> Peers:
-    """The pairs from the flow query, placed where this window's pods run;
-    zones from the nodes' labels when the API server answers (else every
-    share of a zone is unknown)."""
+    """The pairs from the flow query, placed where this window's pods run
+    and counted as the learner counts them (``peers.routing``: the
+    Services' routing and Istio ambient's waypoints, read from the API
+    server); zones from the nodes' labels. Where the API server does not
+    answer, every share of a zone is unknown and the pairs are spread
+    evenly."""
     if settings.peers.source == "none":
         return None
     known = {sample.workload for sample in report.samples if sample.workload is not None}
+    api: ApiClient | None
+    try:
+        api = api_client(settings.kubeconfig, context)
+        zone_of = zones_of(list_nodes(api))
+    except NetTrafficError:
+        api, zone_of = None, {}
+    routing = _routing_here(settings.peers.routing, api)
     pairs = read_peers(
         PrometheusSource(settings.prometheus),
         settings.peers,
         settings.prometheus.window,
         known,
         at=report.evaluated_at,  # the moment the rates were read
+        waypoints=routing.waypoints,
     )
     if pairs is None:
         return None
     places = PodPlaces()
     places.record(report.samples)
-    conversations = conversations_of(pairs, places, report.evaluated_at)
-    try:
-        zone_of = zones_of(list_nodes(api_client(settings.kubeconfig, context)))
-    except NetTrafficError:
-        zone_of = {}
+    every_zone = settings.peers.routing == ZONE
+    conversations = conversations_of(
+        pairs, places, report.evaluated_at, routing.pods, routing.notes, every_zone
+    )
     price = settings.peers.cross_zone_price_per_gb
     return {
         workload: peer_documents(shares_of(conversations, workload, zone_of), price)
         for workload in conversations.peers
     }
+
+
+def _routing_here(mode: str, api: ApiClient | None) -> ServiceRouting:
+    """The Services' routing and waypoints for ``peers.routing: services``;
+    none (spread evenly) otherwise or where they cannot be read."""
+    if mode != "services" or api is None:
+        return ServiceRouting()
+    try:
+        return read_service_routing(api)
+    except NetTrafficError:
+        return ServiceRouting()
 
 
 def learned_figures(
