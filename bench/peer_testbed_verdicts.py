@@ -2,16 +2,18 @@
 
 Every placement rolls out the servers and the clients anew, so no draw is
 decided by where one split server happened to land. The default rolls out
-twice in each draw: the gap between its two rollouts (median over the
-draws) is the run-to-run noise a "no worse than the default" verdict
-allows, on top of the worse of the two. Latency verdicts skip a draw whose
+twice in each draw: the gap between its two rollouts (the largest over
+the draws) is the run-to-run noise a "no worse than the default" verdict
+allows, on top of the worse of the two. A placement no different from the
+default's lands beyond that in about one draw of thirty, and passes five
+draws of one measure 85% of the time (normal noise, simulated); with the
+median gap instead, one draw of eight, 53%. Latency verdicts skip a draw whose
 probe (a client and its server in one zone) beside a placement was more
 than ``BUSY_FACTOR`` times its p99 on the idle testbed, as bench.testbed
 does: there the machine, not the distance, set the round trips.
 """
 
 import math
-import statistics
 from collections.abc import Callable, Mapping, Sequence
 
 from bench.peer_testbed_figures import Figures, median_pod_p99
@@ -53,14 +55,14 @@ MEASURES: tuple[tuple[str, Callable[[Figures], float], Callable[[float], str], b
 
 
 def noise(draws: Sequence[Draw], measure: Callable[[Figures], float]) -> float:
-    """The median gap between the default's two rollouts of a draw."""
+    """The largest gap between the default's two rollouts of a draw."""
     gaps = [
         abs(measure(draw["default"]) - measure(draw["default-again"]))
         for draw in draws
         if all(name in draw for name in DEFAULTS)
     ]
     finite = [gap for gap in gaps if math.isfinite(gap)]
-    return statistics.median(finite) if finite else math.nan
+    return max(finite) if finite else math.nan
 
 
 def _with_defaults(draws: Sequence[Draw], policy: str) -> list[tuple[int, Draw]]:
@@ -88,7 +90,8 @@ def _no_worse(draws: Sequence[Draw], measured: set[int], policy: str) -> list[Ve
         found.append(
             Verdict(
                 f"{label}: {name} no worse than the worse of the default's"
-                f" two rollouts plus the noise (median gap between them, {show(gap)}), every draw",
+                f" two rollouts plus the noise (the largest gap between them, {show(gap)}),"
+                " every draw",
                 "draw, ours vs the ceiling: " + ("; ".join(rows) or "none measured"),
                 all(met) if met else None,
             )

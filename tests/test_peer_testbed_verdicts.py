@@ -47,9 +47,11 @@ def _verdict(runs: list[list[Figures]], starts: str) -> tuple[str, bool | None]:
     return found.figures, found.met
 
 
-def test_the_noise_is_the_median_gap_between_the_defaults_two_rollouts():
-    draws = [{f.policy: f for f in _draw()} for _ in range(3)]
-    assert math.isclose(noise(draws, lambda f: f.inter_node), 0.1)
+def test_the_noise_is_the_largest_gap_between_the_defaults_two_rollouts():
+    wide = _draw()
+    wide[1] = _figures("default-again", 0.5, 0.5)  # 30 points from the default's 80%
+    draws = [{f.policy: f for f in figures} for figures in (_draw(), _draw(), wide)]
+    assert math.isclose(noise(draws, lambda f: f.inter_node), 0.3)
     assert math.isnan(noise([], lambda f: f.inter_node))
 
 
