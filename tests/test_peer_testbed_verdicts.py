@@ -66,8 +66,12 @@ def test_calm_nettraffic_passes_within_the_noise_and_fails_beyond_it():
 
 
 def test_peers_may_not_send_more_across_zones_than_the_default():
-    assert _verdict([_draw(peers={"cross_zone": 0.6})], "nettraffic-peers: bytes across zones never")[1]
-    assert not _verdict([_draw(peers={"cross_zone": 0.61})], "nettraffic-peers: bytes across zones never")[1]
+    assert _verdict(
+        [_draw(peers={"cross_zone": 0.6})], "nettraffic-peers: bytes across zones never"
+    )[1]
+    assert not _verdict(
+        [_draw(peers={"cross_zone": 0.61})], "nettraffic-peers: bytes across zones never"
+    )[1]
 
 
 def test_pods_near_their_server_are_counted_against_the_probe():
