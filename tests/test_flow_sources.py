@@ -11,8 +11,10 @@ import time
 import pytest
 
 from harness.prometheus import prometheus_with_history
+from harness.reviews import pod
 from kubectl_nettraffic.config import Settings, settings_from_mapping
-from kubectl_nettraffic.kube.service_routing import routing_of
+from kubectl_nettraffic.kube.client import api_client
+from kubectl_nettraffic.kube.service_routing import read_service_routing, routing_of
 from kubectl_nettraffic.kube.workloads import Workload
 from kubectl_nettraffic.learning.flow_ends import WorkloadNames
 from kubectl_nettraffic.learning.peer_traffic import PeerReport, read_peers
@@ -266,3 +268,17 @@ def test_doctor_leaves_out_the_legs_through_the_waypoints_the_cluster_names(fake
     assert found.startswith("istio: 2 pair(s)") and "waypoint-leg 2" in found
     # Without the waypoints, the legs read as pairs with the waypoints.
     assert "waypoint-leg" not in unaware and "istio: 2 pair(s)" not in unaware
+
+
+def test_a_pod_enrolled_by_its_own_label_names_its_waypoint(fake_api, kubeconfig):
+    # api's pods are enrolled one by one, not through their Service.
+    labels = {"app": "api", "istio.io/use-waypoint": "waypoint"}
+    fake_api.put(pod(name="api-6c8d9f-x1", namespace=NS, labels=labels))
+    fake_api.put(pod(name="web-7d9c4b-y2", namespace=NS, labels={"app": "web"}))
+    other = {"istio.io/use-waypoint": "edge", "istio.io/use-waypoint-namespace": "mesh"}
+    fake_api.put(pod(name="db-0", namespace=NS, labels=other))
+    routing = read_service_routing(api_client(kubeconfig))
+    assert routing.waypoints == {(NS, "waypoint"), ("mesh", "edge")}
+    # Only the enrolled pods were listed (the API server applies the selector).
+    (listed,) = [r.query for r in fake_api.requests if r.path == "/api/v1/pods"]
+    assert listed == {"labelSelector": ["istio.io/use-waypoint"]}

@@ -20,11 +20,14 @@ counted by reason: ``no-hints`` (the field asks, the slices carry no hint
 on every ready endpoint yet), ``no-slices`` (a Service with a selector and
 no EndpointSlice).
 
-The same read names Istio ambient's waypoints: a Service or a Namespace
-labelled ``istio.io/use-waypoint: <name>`` (and
+The same read names Istio ambient's waypoints: a Service, a Namespace or a
+Pod labelled ``istio.io/use-waypoint: <name>`` (and
 ``istio.io/use-waypoint-namespace`` where the waypoint runs in another
 namespace) sends its traffic through the waypoint ``<name>``, whose
-Deployment Istio names after its Gateway (istio.io, ambient/usage/waypoint).
+Deployment Istio names after its Gateway (istio.io, ambient/usage/waypoint:
+"the whole namespace, or any service or pod you choose"). Only the pods
+carrying the label are listed (a label selector the API server applies),
+so the read does not grow with the cluster's pods.
 ztunnel then reports the waypoint as the destination of the clients'
 connections and as the source of the server's (istio/ztunnel
 src/proxy/outbound.rs): the flow read leaves those legs out and takes the
@@ -63,7 +66,7 @@ class ServiceRouting:
 
 
 def waypoints_of(objects: Iterable[Mapping[str, Any]]) -> frozenset[tuple[str, str]]:
-    """The waypoints that Services and Namespaces send their traffic
+    """The waypoints that Services, Pods and Namespaces send their traffic
     through, as (namespace, name)."""
     waypoints = set()
     for item in objects:
@@ -94,9 +97,11 @@ def routing_of(
     services: Iterable[Mapping[str, Any]],
     slices: Iterable[Mapping[str, Any]],
     namespaces: Iterable[Mapping[str, Any]] = (),
+    enrolled_pods: Iterable[Mapping[str, Any]] = (),
 ) -> ServiceRouting:
     """Each Service's routing from its EndpointSlices, onto the pods they
-    name; and the waypoints the Services and ``namespaces`` name."""
+    name; and the waypoints the Services, ``namespaces`` and
+    ``enrolled_pods`` name."""
     services = list(services)
     endpoints: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
     for endpoint_slice in slices:
@@ -127,13 +132,13 @@ def routing_of(
             pod = (str(target.get("namespace") or key[0]), str(target["name"]))
             known = widest.get(pod)
             widest[pod] = routed if known is None else min(known, routed, key=WIDTH.index)
-    named = [*services, *({"kind": "Namespace", **n} for n in namespaces)]
+    named = [*services, *({"kind": "Namespace", **n} for n in namespaces), *enrolled_pods]
     return ServiceRouting(widest, notes, waypoints_of(named))
 
 
 def read_service_routing(api: ApiClient) -> ServiceRouting:
-    """Every Service, EndpointSlice and Namespace in the cluster, read once
-    (the learner calls it once a pass)."""
+    """Every Service, EndpointSlice and Namespace in the cluster and the pods
+    enrolled in a waypoint, read once (the learner calls it once a pass)."""
     with api_call("listing Services"):
         services = request_json(api, "GET", "/api/v1/services").get("items") or []
     with api_call("listing EndpointSlices"):
@@ -142,4 +147,11 @@ def read_service_routing(api: ApiClient) -> ServiceRouting:
         )
     with api_call("listing Namespaces"):
         namespaces = request_json(api, "GET", "/api/v1/namespaces").get("items") or []
-    return routing_of(services, slices, namespaces)
+    with api_call("listing the Pods enrolled in a waypoint"):
+        enrolled = (
+            request_json(api, "GET", "/api/v1/pods", query={"labelSelector": WAYPOINT_LABEL}).get(
+                "items"
+            )
+            or []
+        )
+    return routing_of(services, slices, namespaces, enrolled)
