@@ -8,12 +8,11 @@ import os
 import random
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from bench.testbed.cluster import PlacedPod
 from bench.testbed.network import Network
 from bench.testbed.zones import zone_of
-from harness.fakeapi import FakeKubeAPI
+from harness.fakeapi import FakeKubeAPI, endpoint_slice, service
 
 NAMESPACE = "default"
 SERVER_PORT = 8080
@@ -76,52 +75,6 @@ def istio_series(clients: Iterable[PlacedPod], services: Services, workdir: str)
     return "\n".join(lines) + "\n"
 
 
-def service_object(server: str, prefer_same_zone: bool) -> dict[str, Any]:
-    """The Service in front of ``server``'s pods, as its user writes it."""
-    spec: dict[str, Any] = {"selector": {"app": server}, "ports": [{"port": SERVER_PORT}]}
-    if prefer_same_zone:
-        spec["trafficDistribution"] = "PreferSameZone"
-    return {
-        "apiVersion": "v1",
-        "kind": "Service",
-        "metadata": {"name": server, "namespace": NAMESPACE},
-        "spec": spec,
-    }
-
-
-def endpoint_slice(
-    server: str, pods: Iterable[tuple[str, str, str, str]], prefer_same_zone: bool
-) -> dict[str, Any]:
-    """The EndpointSlice of ``server``'s running pods ((name, address, node,
-    zone) each), as the EndpointSlice controller writes it: every endpoint
-    ready, hinted for its own zone where the Service asks for
-    PreferSameZone (kubernetes staging/src/k8s.io/endpointslice/trafficdist:
-    each endpoint hinted for the zone it is in)."""
-    endpoints = []
-    for name, address, node, zone in pods:
-        endpoint: dict[str, Any] = {
-            "addresses": [address],
-            "conditions": {"ready": True},
-            "nodeName": node,
-            "zone": zone,
-            "targetRef": {"kind": "Pod", "name": name, "namespace": NAMESPACE},
-        }
-        if prefer_same_zone:
-            endpoint["hints"] = {"forZones": [{"name": zone}]}
-        endpoints.append(endpoint)
-    return {
-        "apiVersion": "discovery.k8s.io/v1",
-        "kind": "EndpointSlice",
-        "metadata": {
-            "name": f"{server}-slice",
-            "namespace": NAMESPACE,
-            "labels": {"kubernetes.io/service-name": server},
-        },
-        "addressType": "IPv4",
-        "endpoints": endpoints,
-    }
-
-
 class Endpoints:
     """Each server's Service and EndpointSlice in the API server, and each
     client's endpoint file (bench/testbed/conversation.py): the server pods
@@ -138,8 +91,9 @@ class Endpoints:
     ) -> None:
         self.api, self.network, self.services = api, network, services
         self.prefer_same_zone, self.workdir = prefer_same_zone, workdir
+        distribution = "PreferSameZone" if prefer_same_zone else None
         for server in services.servers:
-            api.put(service_object(server, prefer_same_zone))
+            api.put(service(server, distribution, namespace=NAMESPACE, port=SERVER_PORT))
 
     def _zone(self, pod: PlacedPod) -> str:
         return next(zone_of(n) for n in self.network.nodes if n.name == pod.node)
@@ -164,10 +118,15 @@ class Endpoints:
         """The running ``servers`` into every EndpointSlice and every client's file."""
         for client in clients:
             self.write(client, servers)
+        addresses = {p.name: self.network.pod_addresses[p.namespace or ""] for p in servers}
         for server in self.services.servers:
             pods = [
-                (p.name, self.network.pod_addresses[p.namespace or ""], p.node or "", self._zone(p))
+                (p.name, p.node or "", self._zone(p))
                 for p in servers
                 if p.arrival.workload == server
             ]
-            self.api.put(endpoint_slice(server, pods, self.prefer_same_zone))
+            self.api.put(
+                endpoint_slice(
+                    server, pods, self.prefer_same_zone, namespace=NAMESPACE, addresses=addresses
+                )
+            )

@@ -15,6 +15,7 @@ import ssl
 import threading
 import time
 import urllib.parse
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -496,6 +497,73 @@ def node(
                 {"type": "Hostname", "address": name},
             ],
         },
+    }
+
+
+def service(
+    name: str,
+    traffic_distribution: str | None = None,
+    local: bool = False,
+    namespace: str = "default",
+    port: int | None = None,
+) -> dict[str, Any]:
+    """A v1.Service selecting ``app: <name>``, as its user writes it."""
+    spec: dict[str, Any] = {"selector": {"app": name}}
+    if port is not None:
+        spec["ports"] = [{"port": port}]
+    if traffic_distribution:
+        spec["trafficDistribution"] = traffic_distribution
+    if local:
+        spec["internalTrafficPolicy"] = "Local"
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": spec,
+    }
+
+
+def endpoint_slice(
+    service_name: str,
+    pods: Iterable[tuple[str, str, str]],
+    zones: bool = False,
+    nodes: bool = False,
+    ready: bool = True,
+    namespace: str = "default",
+    addresses: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """The EndpointSlice of ``service_name``: (pod, node, zone) each, at its
+    address in ``addresses`` (else 10.0.0.1), with the hints the
+    EndpointSlice controller writes for PreferSameZone (``zones``: each
+    endpoint hinted for its own zone, staging/src/k8s.io/endpointslice/
+    trafficdist) and PreferSameNode (``nodes``: both hints)."""
+    endpoints = []
+    for pod, node_name, zone in pods:
+        endpoint: dict[str, Any] = {
+            "addresses": [(addresses or {}).get(pod, "10.0.0.1")],
+            "conditions": {"ready": ready},
+            "nodeName": node_name,
+            "zone": zone,
+            "targetRef": {"kind": "Pod", "name": pod, "namespace": namespace},
+        }
+        hints: dict[str, Any] = {}
+        if zones or nodes:
+            hints["forZones"] = [{"name": zone}]
+        if nodes:
+            hints["forNodes"] = [{"name": node_name}]
+        if hints:
+            endpoint["hints"] = hints
+        endpoints.append(endpoint)
+    return {
+        "apiVersion": "discovery.k8s.io/v1",
+        "kind": "EndpointSlice",
+        "metadata": {
+            "name": f"{service_name}-x1",
+            "namespace": namespace,
+            "labels": {"kubernetes.io/service-name": service_name},
+        },
+        "addressType": "IPv4",
+        "endpoints": endpoints,
     }
 
 

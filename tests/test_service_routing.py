@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+from harness import fakeapi
 from harness.fakeapi import node as node_object
 from harness.prometheus import prometheus_with_history
 from kubectl_nettraffic.cli.top import WebhookLocation
@@ -46,52 +47,9 @@ API = Workload("shop", "Deployment", "api")
 ZONE_OF = {"a1": "a", "a2": "a", "b1": "b", "b2": "b", "c1": "c"}
 
 
-def service(name, traffic_distribution=None, local=False, namespace="shop"):
-    spec = {"selector": {"app": name}}
-    if traffic_distribution:
-        spec["trafficDistribution"] = traffic_distribution
-    if local:
-        spec["internalTrafficPolicy"] = "Local"
-    return {
-        "apiVersion": "v1",
-        "kind": "Service",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": spec,
-    }
-
-
-def endpoint_slice(service_name, pods, zones=False, nodes=False, ready=True, namespace="shop"):
-    """One EndpointSlice of ``service_name``: (pod, node, zone) each, with
-    the hints the EndpointSlice controller writes for PreferSameZone
-    (``zones``) and PreferSameNode (``nodes``: both hints)."""
-    endpoints = []
-    for pod, node, zone in pods:
-        endpoint = {
-            "addresses": ["10.0.0.1"],
-            "conditions": {"ready": ready},
-            "nodeName": node,
-            "zone": zone,
-            "targetRef": {"kind": "Pod", "name": pod, "namespace": namespace},
-        }
-        hints = {}
-        if zones or nodes:
-            hints["forZones"] = [{"name": zone}]
-        if nodes:
-            hints["forNodes"] = [{"name": node}]
-        if hints:
-            endpoint["hints"] = hints
-        endpoints.append(endpoint)
-    return {
-        "apiVersion": "discovery.k8s.io/v1",
-        "kind": "EndpointSlice",
-        "metadata": {
-            "name": f"{service_name}-x1",
-            "namespace": namespace,
-            "labels": {"kubernetes.io/service-name": service_name},
-        },
-        "addressType": "IPv4",
-        "endpoints": endpoints,
-    }
+# The objects of the shop namespace, as the API server holds them.
+service = functools.partial(fakeapi.service, namespace="shop")
+endpoint_slice = functools.partial(fakeapi.endpoint_slice, namespace="shop")
 
 
 API_PODS = [("api-1", "a1", "a"), ("api-2", "b1", "b"), ("api-3", "b2", "b")]

@@ -18,7 +18,7 @@ from kubectl_nettraffic.errors import NetTrafficError
 from kubectl_nettraffic.kube.client import api_call, api_client, request_json
 from kubectl_nettraffic.kube.cluster import list_nodes
 from kubectl_nettraffic.kube.nodes import Node
-from kubectl_nettraffic.kube.service_routing import read_service_routing
+from kubectl_nettraffic.kube.service_routing import routing_as_set
 from kubectl_nettraffic.kube.workloads import Workload
 from kubectl_nettraffic.learning.peer_traffic import CLUSTER_LABELS, clusters_in, read_peers
 from kubectl_nettraffic.learning.pod_traffic import PodTrafficSource
@@ -76,12 +76,10 @@ class Doctor:
     def _waypoints(self) -> frozenset[tuple[str, str]]:
         """Istio ambient's waypoints, as the learner reads them (none where
         the Services cannot be read: their legs then count as pairs)."""
-        if self.settings.peers.source != "istio" or self.settings.peers.routing != "services":
+        peers = self.settings.peers
+        if peers.source != "istio":
             return frozenset()
-        try:
-            return read_service_routing(self.api).waypoints
-        except NetTrafficError:
-            return frozenset()
+        return routing_as_set(self.api, peers.routing).waypoints
 
     def check(self, name: str, probe: Callable[[], str], fix: str) -> bool:
         return _check(self.results, name, probe, fix)

@@ -29,7 +29,7 @@ from kubectl_nettraffic.errors import NetTrafficError, SourceError
 from kubectl_nettraffic.kube.client import ApiClient, api_call, api_client, request_json
 from kubectl_nettraffic.kube.cluster import list_nodes
 from kubectl_nettraffic.kube.nodes import zones_of
-from kubectl_nettraffic.kube.service_routing import ZONE, ServiceRouting, read_service_routing
+from kubectl_nettraffic.kube.service_routing import ZONE, routing_as_set
 from kubectl_nettraffic.kube.workloads import Workload
 from kubectl_nettraffic.learning.conversations import PodPlaces, conversations_of, shares_of
 from kubectl_nettraffic.learning.peer_traffic import read_peers
@@ -112,7 +112,7 @@ def _peers_here(settings: Settings, context: str | None, report: PodTrafficRepor
         zone_of = zones_of(list_nodes(api))
     except NetTrafficError:
         api, zone_of = None, {}
-    routing = _routing_here(settings.peers.routing, api)
+    routing = routing_as_set(api, settings.peers.routing)
     pairs = read_peers(
         PrometheusSource(settings.prometheus),
         settings.peers,
@@ -134,17 +134,6 @@ def _peers_here(settings: Settings, context: str | None, report: PodTrafficRepor
         workload: peer_documents(shares_of(conversations, workload, zone_of), price)
         for workload in conversations.peers
     }
-
-
-def _routing_here(mode: str, api: ApiClient | None) -> ServiceRouting:
-    """The Services' routing and waypoints for ``peers.routing: services``;
-    none (spread evenly) otherwise or where they cannot be read."""
-    if mode != "services" or api is None:
-        return ServiceRouting()
-    try:
-        return read_service_routing(api)
-    except NetTrafficError:
-        return ServiceRouting()
 
 
 def learned_figures(

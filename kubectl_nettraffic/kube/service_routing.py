@@ -39,6 +39,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from kubectl_nettraffic.errors import NetTrafficError
 from kubectl_nettraffic.kube.client import ApiClient, api_call, request_json
 
 SPREAD, ZONE, NODE = "spread", "zone", "node"
@@ -155,3 +156,16 @@ def read_service_routing(api: ApiClient) -> ServiceRouting:
             or []
         )
     return routing_of(services, slices, namespaces, enrolled)
+
+
+def routing_as_set(api: ApiClient | None, routing: str) -> ServiceRouting:
+    """How the Services route under ``peers.routing`` ``routing``, for a
+    one-off read (the plugin): for ``services`` read from the cluster;
+    none (every pair spread evenly, no waypoint known) for another setting,
+    without an API server, or where the read fails."""
+    if routing != "services" or api is None:
+        return ServiceRouting()
+    try:
+        return read_service_routing(api)
+    except NetTrafficError:
+        return ServiceRouting()
