@@ -223,6 +223,11 @@ class RollOut:
         self.names, self.strategy = names, strategy
         self.now = 0.0
         self.generation = 0
+        # Each pod's ReplicaSet, as kube-state-metrics' kube_pod_owner names it.
+        self.owners = [
+            [f"{name}-{0:06x}"] * len(pods)
+            for name, pods in zip(cluster.graph.names, cluster.pods, strict=True)
+        ]
         self.steered = strategy in ("nettraffic", "peers")
         self.settings = settings = _settings(strategy == "peers", pull_points)
         # Each node's zone, and its copy as the tier label writer writes it with
@@ -286,6 +291,7 @@ class RollOut:
                         Workload("default", "Deployment", graph.names[w]),
                         None,
                         names[node],
+                        self.owners[w][k],
                     )
                 )
         return PodTrafficReport(tuple(samples), (), 0, self.now)
@@ -368,6 +374,7 @@ class RollOut:
             return
         cluster.place(w, chosen)
         cluster.pods[w][k] = chosen
+        self.owners[w][k] = f"{name}-{template}"
         outcome.placed += 1
         outcome.hot += cluster.node_load(chosen) / LINK > HOT
 

@@ -149,6 +149,55 @@ def test_a_pod_of_a_zone_routed_server_is_pulled_where_callers_have_no_server_ne
     assert peer_split(both, API, WEB, ZONE_OF).in_zone == pytest.approx({"a": 0.5, "c": 0.5})
 
 
+def test_a_rolled_out_server_pod_is_pulled_to_its_clients_not_away_from_the_pod_it_replaces():
+    """api (one pod, ReplicaSet api-1, in zone a) serves web's pods, two in
+    zone a and one in b, under PreferSameZone. A new pod of api-2 replaces
+    it: the old one is no server to share zone a's clients with."""
+    report = peers_from(
+        [
+            {
+                "metric": {
+                    "source_workload": "web",
+                    "source_workload_namespace": "shop",
+                    "destination_workload": "api",
+                    "destination_workload_namespace": "shop",
+                },
+                "value": [0, "6000000"],
+            }
+        ],
+        [WEB, API],
+        8,
+    )
+    places = PodPlaces()
+    places.record(
+        [
+            PodSample("shop", "web-1-x", 1.0, 1.0, WEB, None, "a2", "web-1"),
+            PodSample("shop", "web-1-y", 1.0, 1.0, WEB, None, "a1", "web-1"),
+            PodSample("shop", "web-1-z", 1.0, 1.0, WEB, None, "b1", "web-1"),
+            PodSample("shop", "api-1-x", 1.0, 1.0, API, None, "a1", "api-1"),
+        ]
+    )
+    conversations = conversations_of(report, places, 0.0, {("shop", "api-1-x"): ZONE})
+    # One ReplicaSet each: its places, shared with the workload's.
+    assert conversations.templates[API] == {"api-1": {"a1": 1}}
+    assert conversations.templates[API]["api-1"] is conversations.places[API]
+    rollout = peer_split(conversations, API, WEB, ZONE_OF, "api-2")
+    # Zone a keeps two web pods' bytes (capped at its even part), b one's.
+    assert rollout.in_zone == pytest.approx({"a": 2 / 3, "b": 1 / 3})
+    # A pod of the same ReplicaSet (scaling up) or of none shares zone a's
+    # clients with the pod there, which stays.
+    for template in ("api-1", None):
+        assert peer_split(conversations, API, WEB, ZONE_OF, template).in_zone == pytest.approx(
+            {"a": 1 / 3, "b": 1 / 3}
+        )
+    # Mid-rollout, each ReplicaSet's pods apart: api-2's first pod in b.
+    places.record([PodSample("shop", "api-2-x", 1.0, 1.0, API, None, "b2", "api-2")])
+    conversations = conversations_of(report, places, 0.0, {("shop", "api-1-x"): ZONE})
+    assert conversations.templates[API] == {"api-1": {"a1": 1}, "api-2": {"b2": 1}}
+    assert conversations.staying(API, "api-2") == {"b2": 1}
+    assert conversations.staying(API, "api-3") == {}
+
+
 def test_shares_show_the_bytes_as_routed():
     (spread,) = shares_of(_conversations(None), WEB, ZONE_OF)
     # web in a: 1 of 3 api pods in zone; web in c: none.
@@ -271,6 +320,9 @@ def test_top_workloads_counts_the_pairs_as_routed_as_the_webhook_does(
     learning.update()
     learning.update()
     assert learning.update() == "peers"
+    # Each pod's ReplicaSet, from kube_pod_owner: a rollout's pods apart.
+    assert learning.conversations is not None
+    assert learning.conversations.templates[API] == {"api-6c8d9f": {"n2": 1, "n4": 1}}
     board = FixedBoard(
         dict.fromkeys(ROUTED_ZONES, 3e7),
         learning=learning,

@@ -44,9 +44,23 @@ class Conversations:
     # Pairs and Services read as spread though they might not be, by reason:
     # both-directions (kube/service_routing.py has the Services').
     routing_notes: Mapping[str, int] = field(default_factory=dict)
+    # workload -> its ReplicaSets -> node -> pods, for the workloads whose
+    # pods a ReplicaSet owns (a Deployment's, a Rollout's).
+    templates: Mapping[Workload, Mapping[str, Mapping[str, int]]] = field(default_factory=dict)
 
     def pods(self, workload: Workload) -> int:
         return sum(self.places.get(workload, {}).values())
+
+    def staying(self, workload: Workload, template: str | None) -> Mapping[str, int]:
+        """Node -> the pods of ``workload`` that stay beside a new pod of
+        ``template`` (its ReplicaSet; None: it has none): those of that
+        ReplicaSet alone, since a rollout's new pods replace the others
+        (none while the learner has seen none of them: the rollout has just
+        begun); every pod where the pods are not known per ReplicaSet."""
+        by_template = self.templates.get(workload)
+        if template is None or by_template is None:
+            return self.places.get(workload, {})
+        return by_template.get(template, {})
 
     def route(self, workload: Workload, peer: Workload) -> Route | None:
         """The pair as its server's Services route it; None where they
@@ -64,7 +78,8 @@ class PodPlaces:
     """Each pod's workload and node, as the learner's passes read them."""
 
     def __init__(self) -> None:
-        self._pods: dict[tuple[str, str], tuple[Workload, str]] = {}
+        # (namespace, pod) -> its workload, node and ReplicaSet ("" for none).
+        self._pods: dict[tuple[str, str], tuple[Workload, str, str]] = {}
         self._seen: set[tuple[str, str]] = set()  # in the pass under way
 
     def record(self, samples: Iterable[PodSample]) -> None:
@@ -72,7 +87,7 @@ class PodPlaces:
             if sample.workload is None or not sample.node:
                 continue  # a bare pod, or one not scheduled yet
             key = (sample.namespace, sample.pod)
-            self._pods[key] = (sample.workload, sample.node)
+            self._pods[key] = (sample.workload, sample.node, sample.template)
             self._seen.add(key)
 
     def end_pass(self) -> None:
@@ -83,13 +98,34 @@ class PodPlaces:
     def of(self, workloads: set[Workload]) -> dict[Workload, dict[str, int]]:
         """Node -> pods, for each of ``workloads`` that has a pod."""
         places: dict[Workload, Counter[str]] = {}
-        for workload, node in self._pods.values():
+        for workload, node, _ in self._pods.values():
             if workload in workloads:
                 places.setdefault(workload, Counter())[node] += 1
         return {workload: dict(nodes) for workload, nodes in places.items()}
 
+    def by_template(
+        self, places: Mapping[Workload, Mapping[str, int]]
+    ) -> dict[Workload, dict[str, Mapping[str, int]]]:
+        """Node -> pods per ReplicaSet, for each workload of ``places``
+        (``of``) whose pods one owns. A workload all of whose pods are of
+        one ReplicaSet (no rollout under way) shares its ``places`` mapping,
+        which the snapshot then pickles once."""
+        counts: dict[Workload, dict[str, Counter[str]]] = {}
+        for workload, node, template in self._pods.values():
+            if template and workload in places:
+                counts.setdefault(workload, {}).setdefault(template, Counter())[node] += 1
+        by_template: dict[Workload, dict[str, Mapping[str, int]]] = {}
+        for workload, templates in counts.items():
+            whole = places[workload]
+            (only, nodes), *others = templates.items()
+            if not others and nodes.total() == sum(whole.values()):
+                by_template[workload] = {only: whole}
+            else:
+                by_template[workload] = {t: dict(nodes) for t, nodes in templates.items()}
+        return by_template
+
     def workloads(self) -> set[Workload]:
-        return {workload for workload, _ in self._pods.values()}
+        return {workload for workload, _, _ in self._pods.values()}
 
     def routing(
         self, pod_routing: Mapping[tuple[str, str], str], workloads: set[Workload]
@@ -97,7 +133,7 @@ class PodPlaces:
         """Each of ``workloads`` routed as the widest of its pods that back a
         Service (``pod_routing``), where that is a zone or a node."""
         widest: dict[Workload, str] = {}
-        for key, (workload, _) in self._pods.items():
+        for key, (workload, _, _) in self._pods.items():
             routed = pod_routing.get(key)
             if routed is None or workload not in workloads:
                 continue
@@ -132,15 +168,17 @@ def conversations_of(
         routing = dict.fromkeys(servers, ZONE)
     else:
         routing = places.routing(pod_routing or {}, servers)
+    placed = places.of(set(peers))
     return Conversations(
         peers=peers,
-        places=places.of(set(peers)),
+        places=placed,
         read_at=read_at,
         ignored=dict(report.ignored),
         dropped=dict(report.dropped),
         calls=frozenset(report.calls),
         routing=routing,
         routing_notes=notes,
+        templates=places.by_template(placed),
     )
 
 
@@ -181,12 +219,14 @@ def peer_split(
     workload: Workload,
     peer: Workload,
     zone_of: Mapping[str, str],
+    template: str | None = None,
 ) -> PeerSplit:
-    """Where a new pod of ``workload`` would keep its bytes with ``peer``,
-    as the pair's routing sends them (``Conversations.route``): spread
-    evenly over the peer's pods; a client kept on its node's or zone's
-    server pods; or a server pod that the clients near it call, shared with
-    the workload's pods already near them."""
+    """Where a new pod of ``workload`` (of ``template``, its ReplicaSet)
+    would keep its bytes with ``peer``, as the pair's routing sends them
+    (``Conversations.route``): spread evenly over the peer's pods; a client
+    kept on its node's or zone's server pods; or a server pod that the
+    clients near it call, shared with the workload's pods already near them
+    that stay (``Conversations.staying``: not those its rollout replaces)."""
     theirs = conversations.places.get(peer, {})
     their_pods = sum(theirs.values())
     if not their_pods:
@@ -211,10 +251,9 @@ def peer_split(
     # It serves: the clients near it send it their bytes, shared with the
     # workload's pods already as near them. A client pod's bytes, in units
     # of this pod's even part: the workload's pods over the peer's.
-    own = conversations.places.get(workload, {})
-    own_pods = max(1, sum(own.values()))
+    own = conversations.staying(workload, template)
     own_zones = _per_zone(own, zone_of)
-    scale = own_pods / their_pods
+    scale = max(1, conversations.pods(workload)) / their_pods
     in_zone = {
         zone: min(1.0, scale * pods / (own_zones.get(zone, 0) + 1))
         for zone, pods in their_zones.items()
@@ -225,7 +264,7 @@ def peer_split(
         if route.routing == NODE:
             sharing = own.get(node, 0)
         else:
-            sharing = own_zones.get(zone, 0) if zone else own_pods
+            sharing = own_zones.get(zone, 0) if zone else sum(own.values())
         local[node] = min(1.0, scale * pods / (sharing + 1))
     return PeerSplit(local, in_zone)
 

@@ -19,3 +19,7 @@ class PodSample(NamedTuple):
     # The node it runs on, read only when a flow source is set (steering by
     # peers needs it); "" otherwise, and for a pod not scheduled yet.
     node: str = ""
+    # The ReplicaSet that owns it (a Deployment's or Rollout's template),
+    # "" for a pod of any other owner: a rollout's new pods replace the
+    # others, so steering by peers counts a pod's template apart.
+    template: str = ""

@@ -218,6 +218,7 @@ def learner_samples_from(
                 _workload(namespace, owner, replicasets),
                 created.get((namespace, pod)),
                 metric.get("node", ""),
+                _template(owner),
             )
         )
     return tuple(samples)
@@ -273,6 +274,7 @@ def samples_from(
                 transmit.get(key, 0.0),
                 _workload(key[0], owners.get(key), replicasets),
                 node=nodes.get(key, ""),
+                template=_template(owners.get(key)),
             )
         )
     return PodTrafficReport(tuple(samples), (), len(host_network), evaluated_at)
@@ -287,6 +289,11 @@ def _workload(
         return None
     parent = replicasets.get((namespace, owner[1])) if owner[0] == "ReplicaSet" else None
     return owner_workload(namespace, owner[0], owner[1], parent=parent)
+
+
+def _template(owner: tuple[str, str] | None) -> str:
+    """The ReplicaSet that owns the pod, "" for any other owner."""
+    return owner[1] if owner is not None and owner[0] == "ReplicaSet" else ""
 
 
 class PodTrafficSource:

@@ -33,7 +33,11 @@ exactly as without a flow source. Two guards, and a term:
   with five pods go five ways, not onto the first server's node. W's pods
   there are those the learner's last pass saw plus those booked there
   since (the bookings store's ``in_flight``, which follows each pod to the
-  node it is bound to, on every replica).
+  node it is bound to, on every replica); of the pods the pass saw, those
+  of the pod's own ReplicaSet where a Deployment or a Rollout owns it
+  through one (a rollout replaces the others: counted, they turned a
+  server pod away from its own clients' zone, where the pod it replaces
+  ran, and under PreferSameZone sent its clients across zones).
 - *Never past hot.* A node whose link, with what is booked on it and this
   pod's whole expected bytes (as if none stayed: the peers' places are a
   pass old), would be fuller than ``peers.maxLinkUtilization`` gains
@@ -79,20 +83,26 @@ class PullPlan:
 
 
 def plan_for(
-    workload: Workload, conversations: Conversations, zone_of: Mapping[str, str]
+    workload: Workload,
+    conversations: Conversations,
+    zone_of: Mapping[str, str],
+    template: str | None = None,
 ) -> PullPlan | None:
-    """``workload``'s pull; None when it has no peer with a pod placed."""
+    """The pull of ``workload``'s pods of ``template`` (their ReplicaSet;
+    None: they have none); None when it has no peer with a pod placed.
+    Its pods already placed, for the fan-in and for sharing the clients
+    near a server pod, are those that stay (``Conversations.staying``)."""
     pairs = conversations.peers.get(workload)
     if not pairs:
         return None
-    own = conversations.places.get(workload, {})
+    own = conversations.staying(workload, template)
     pods = max(1, conversations.pods(workload))
     local: dict[str, float] = {}
     in_zone: dict[str, float] = {}
     peers_on: dict[str, list[Workload]] = {}
     to_peers = 0.0
     for peer, rate in pairs:
-        split = peer_split(conversations, workload, peer, zone_of)
+        split = peer_split(conversations, workload, peer, zone_of, template)
         if not split.local:
             continue  # no pod of it seen: nowhere to pull toward
         per_pod = rate / pods
@@ -127,7 +137,7 @@ class PullPlans:
     nodes: Mapping[str, Node]
     settings: PeerSettings
     zone_of: dict[str, str] = field(init=False)
-    plans: dict[Workload, PullPlan | None] = field(default_factory=dict)
+    plans: dict[tuple[Workload, str | None], PullPlan | None] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.zone_of = zones_of(self.nodes.values())
@@ -138,12 +148,13 @@ class PullPlans:
             if node.labels.get(ZONE_COPY_LABEL)
         }
 
-    def plan(self, workload: Workload | None) -> PullPlan | None:
+    def plan(self, workload: Workload | None, template: str | None = None) -> PullPlan | None:
         if workload is None:
             return None
-        if workload not in self.plans:
-            self.plans[workload] = plan_for(workload, self.conversations, self.zone_of)
-        return self.plans[workload]
+        key = (workload, template)
+        if key not in self.plans:
+            self.plans[key] = plan_for(workload, self.conversations, self.zone_of, template)
+        return self.plans[key]
 
     def for_pod(
         self,
@@ -160,9 +171,11 @@ class PullPlans:
         bandwidth: float,
         unseen: Mapping[str, tuple[float, int]],
         in_flight: Mapping[str, int],
+        template: str | None = None,
     ) -> "PodPull | None":
-        """The pull of a pod of ``workload``; None when it has no peer placed."""
-        plan = self.plan(workload)
+        """The pull of a pod of ``workload`` (of ``template``, its
+        ReplicaSet); None when it has no peer placed."""
+        plan = self.plan(workload, template)
         return None if plan is None else self.for_pod(plan, bandwidth, unseen, in_flight)
 
 

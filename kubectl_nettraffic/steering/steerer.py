@@ -204,7 +204,7 @@ class Steerer:
         pull = None
         if conversations is not None and workload is not None:
             pull = self._plans_of(conversations, snapshot).pod_pull(
-                workload, bandwidth, unseen, in_flight
+                workload, bandwidth, unseen, in_flight, None if template is None else template.name
             )
         ranked, relaxed, full = admission.choose(
             pod,
