@@ -297,7 +297,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--pull-points",
         type=float,
-        help="peers.pullPoints for (c) (default: the product's default, 20)",
+        help="peers.pullPoints for (c) (default: the product's default, 40)",
     )
     parser.add_argument(
         "--solver-seconds",
