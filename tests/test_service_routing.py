@@ -125,6 +125,21 @@ def _conversations(routing: str | None, calls=((WEB, API),)) -> Conversations:
     )
 
 
+def _web_calls_api() -> list[dict]:
+    """The flow query's answer: web calls api at 6 MB/s (Istio's labels)."""
+    return [
+        {
+            "metric": {
+                "source_workload": "web",
+                "source_workload_namespace": "shop",
+                "destination_workload": "api",
+                "destination_workload_namespace": "shop",
+            },
+            "value": [0, "6000000"],
+        }
+    ]
+
+
 def test_a_caller_of_a_zone_routed_service_keeps_its_bytes_in_any_zone_with_a_server():
     spread = peer_split(_conversations(None), WEB, API, ZONE_OF)
     assert spread.in_zone == pytest.approx({"a": 1 / 3, "b": 2 / 3})
@@ -153,21 +168,7 @@ def test_a_rolled_out_server_pod_is_pulled_to_its_clients_not_away_from_the_pod_
     """api (one pod, ReplicaSet api-1, in zone a) serves web's pods, two in
     zone a and one in b, under PreferSameZone. A new pod of api-2 replaces
     it: the old one is no server to share zone a's clients with."""
-    report = peers_from(
-        [
-            {
-                "metric": {
-                    "source_workload": "web",
-                    "source_workload_namespace": "shop",
-                    "destination_workload": "api",
-                    "destination_workload_namespace": "shop",
-                },
-                "value": [0, "6000000"],
-            }
-        ],
-        [WEB, API],
-        8,
-    )
+    report = peers_from(_web_calls_api(), [WEB, API], 8)
     places = PodPlaces()
     places.record(
         [
@@ -215,17 +216,7 @@ def test_shares_show_the_bytes_as_routed():
 
 
 def test_the_learner_s_pairs_carry_who_calls_whom_and_the_servers_routing():
-    series = [
-        {
-            "metric": {
-                "source_workload": "web",
-                "source_workload_namespace": "shop",
-                "destination_workload": "api",
-                "destination_workload_namespace": "shop",
-            },
-            "value": [0, "6000000"],
-        }
-    ]
+    series = _web_calls_api()
     report = peers_from(series, [WEB, API], 8)
     assert report.calls == {(WEB, API)}
     places = PodPlaces()
