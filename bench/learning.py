@@ -17,7 +17,7 @@ import statistics
 import tempfile
 import time
 import tracemalloc
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 import yaml
@@ -121,9 +121,11 @@ def shares(values: list[float]) -> str:
     return ", ".join(f"{v:.1%}" for v in values)
 
 
-def scraping(targets: dict[str, str]) -> PrometheusServer:
-    """A Prometheus scraping each job's target every SCRAPE."""
+def scraping(targets: dict[str, str], rule_files: Sequence[str] = ()) -> PrometheusServer:
+    """A Prometheus scraping each job's target every SCRAPE, evaluating
+    ``rule_files``."""
     return PrometheusServer(
+        rule_files=rule_files,
         scrape_configs=[
             {
                 "job_name": job,
@@ -133,7 +135,7 @@ def scraping(targets: dict[str, str]) -> PrometheusServer:
                 "static_configs": [{"targets": [target]}],
             }
             for job, target in targets.items()
-        ]
+        ],
     )
 
 

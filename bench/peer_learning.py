@@ -16,20 +16,23 @@ import statistics
 import tempfile
 import time
 from collections.abc import Callable, Iterable
-from typing import TypeVar
+from typing import NamedTuple, TypeVar
 
 import numpy as np
+import requests
+import yaml
 
 from bench.fixtures import write_node_file
 from bench.learning import MINUTE, chart_defaults, every_pod_read, scraping, worst_sliding_minute
 from bench.learning_load import Cluster, LearnerRun, PodSeriesExporter
 from bench.report import bench_parser, write_section
 from harness.exporter import serve_metrics
-from kubectl_nettraffic.config import settings_from_mapping
+from kubectl_nettraffic.config import Settings, settings_from_mapping
 from kubectl_nettraffic.kube.workloads import Workload
 from kubectl_nettraffic.learning.conversations import PodPlaces, conversations_of
 from kubectl_nettraffic.learning.learner import BandwidthLearning
 from kubectl_nettraffic.learning.peer_traffic import (
+    PAIRS_RULE,
     PeerReport,
     PeerTrafficSource,
     pair_rates,
@@ -38,6 +41,7 @@ from kubectl_nettraffic.learning.peer_traffic import (
 )
 from kubectl_nettraffic.learning.pod_traffic import PodTrafficSource
 from kubectl_nettraffic.sources.prometheus import PrometheusSource
+from kubectl_nettraffic.units import promql_duration
 
 CLUSTER = Cluster(5000, 15_000)
 CALLS_EACH = 2
@@ -124,17 +128,35 @@ def median_seconds(call: Callable[[], T]) -> tuple[float, T]:
     return statistics.median(times), result
 
 
-def _both_reads(
-    prometheus_url: str, known: set[Workload], cap: int, at: float
-) -> tuple[float, PeerReport, float, PeerReport | None]:
-    """The pairs read whole and cut here, then the learner's read, each
-    timed (median of REPEATS) at peers.maxPerWorkload ``cap``."""
-    settings = settings_from_mapping(
+def _settings(prometheus_url: str, cap: int = 8, recorded: bool = False) -> Settings:
+    """The learner's settings here: Istio's pairs over a 1m window."""
+    return settings_from_mapping(
         {
             "prometheus": {"url": prometheus_url, "window": "1m", "timeout": "60s"},
-            "peers": {"source": "istio", "maxPerWorkload": cap},
+            "peers": {
+                "source": "istio",
+                "maxPerWorkload": cap,
+                "recordingRule": {"enabled": recorded},
+            },
         }
     )
+
+
+class Reads(NamedTuple):
+    """One cap's reads, each timed (median of REPEATS): the pairs read whole
+    and cut here, the learner's read cut in Prometheus, and the same from
+    the recording rule where one is loaded."""
+
+    whole_seconds: float
+    whole: PeerReport
+    cut_seconds: float
+    cut: PeerReport
+    recorded_seconds: float | None = None
+    recorded: PeerReport | None = None
+
+
+def _reads(prometheus_url: str, known: set[Workload], cap: int, at: float, rule: bool) -> Reads:
+    settings = _settings(prometheus_url, cap)
     source = PrometheusSource(settings.prometheus)
     peers, window = settings.peers, settings.prometheus.window
     whole = pair_rates(peers, window)
@@ -142,8 +164,14 @@ def _both_reads(
     whole_seconds, whole_report = median_seconds(
         lambda: pairs_in(source.query_vector(whole, at=at), known, peers)
     )
-    cut_seconds, report = median_seconds(lambda: read_peers(source, peers, window, known, at))
-    return whole_seconds, whole_report, cut_seconds, report
+    cut_seconds, cut = median_seconds(lambda: read_peers(source, peers, window, known, at))
+    assert cut is not None
+    if not rule:
+        return Reads(whole_seconds, whole_report, cut_seconds, cut)
+    on = _settings(prometheus_url, cap, recorded=True).peers
+    recorded_seconds, recorded = median_seconds(lambda: read_peers(source, on, window, known, at))
+    assert recorded is not None and not recorded.rule_missing
+    return Reads(whole_seconds, whole_report, cut_seconds, cut, recorded_seconds, recorded)
 
 
 def _pair_rates(report: PeerReport) -> dict[frozenset[Workload], float]:
@@ -164,40 +192,64 @@ def _differing_pairs(whole: PeerReport, cut: PeerReport) -> list[tuple[Workload,
     return differ
 
 
-def flow_reads(prometheus_url: str, known: set[Workload]) -> list[str]:
+def _read_row(
+    name: str, seconds: float, report: PeerReport, reads: Reads, cap: int, bound: int
+) -> str:
+    kept = sum(len(listed) for listed in report.peers.values()) // 2
+    most = max((len(listed) for listed in report.peers.values()), default=0)
+    differ = _differing_pairs(reads.whole, report)
+    both_ways = sum(1 for one, other in differ if {(one, other), (other, one)} <= reads.whole.calls)
+    return (
+        f"| ... at peers.maxPerWorkload {cap}: read whole and cut here / {name}, median of "
+        f"{REPEATS} | {reads.whole_seconds:.2f} s / {seconds:.2f} s "
+        f"({seconds / reads.whole_seconds:.2f}x); series in the answer "
+        f"{reads.whole.series:,} / {report.series:,} (bound {bound:,}); "
+        f"{kept:,} pairs kept, at most {most} a workload; "
+        f"pairs kept or weighed otherwise than whole: {len(differ)} ({both_ways} called both ways) |"
+    )
+
+
+def flow_reads(prometheus_url: str, known: set[Workload], rule: bool = False) -> list[str]:
     """The flow query's rows: the learner's read (cut in Prometheus to each
     end's busiest) beside the same pairs read whole and cut here, as before
-    the cut moved into the query; at the chart's cap and at one the pairs
-    exceed."""
+    the cut moved into the query; with ``rule`` (the pairs' recording rule
+    loaded), the learner's read of the recorded pairs too; at the chart's cap
+    and at one the pairs exceed."""
     at = time.time()
     rows = []
     for cap in (8, TIGHT_CAP):
-        whole_seconds, whole_report, cut_seconds, report = _both_reads(
-            prometheus_url, known, cap, at
-        )
-        assert report is not None
-        kept = sum(len(listed) for listed in report.peers.values()) // 2
-        most = max((len(listed) for listed in report.peers.values()), default=0)
+        reads = _reads(prometheus_url, known, cap, at, rule)
         bound = 2 * cap * len(known)  # each end's busiest, as source and as destination
-        differ = _differing_pairs(whole_report, report)
-        both_ways = sum(
-            1 for one, other in differ if {(one, other), (other, one)} <= whole_report.calls
-        )
-        rows.append(
-            f"| ... at peers.maxPerWorkload {cap}: read whole and cut here / cut in Prometheus "
-            f"(the learner's), median of {REPEATS} | {whole_seconds:.2f} s / {cut_seconds:.2f} s "
-            f"({cut_seconds / whole_seconds:.2f}x); series in the answer "
-            f"{whole_report.series:,} / {report.series:,} (bound {bound:,}); "
-            f"{kept:,} pairs kept, at most {most} a workload; "
-            f"pairs kept or weighed otherwise than whole: {len(differ)} ({both_ways} called both ways) |"
-        )
-        if cap == TIGHT_CAP:
-            within = report.series <= bound and report.series < whole_report.series and not differ
-            faster = cut_seconds <= whole_seconds
+        rows.append(_read_row("cut in Prometheus", reads.cut_seconds, reads.cut, reads, cap, bound))
+        if reads.recorded is not None and reads.recorded_seconds is not None:
             rows.append(
-                f"| goal: the answer within the cap (fewer series than the pairs, at most "
-                f"{bound:,}, the same pairs and bytes kept) and the read no slower than whole | "
-                f"{'yes' if within else '**no**'}; {'yes' if faster else '**no**'} |"
+                _read_row(
+                    "cut from the recording rule (peers.recordingRule)",
+                    reads.recorded_seconds,
+                    reads.recorded,
+                    reads,
+                    cap,
+                    bound,
+                )
+            )
+        if cap != TIGHT_CAP:
+            continue
+        for name, seconds, report in (
+            ("cut in Prometheus", reads.cut_seconds, reads.cut),
+            ("from the recording rule", reads.recorded_seconds, reads.recorded),
+        ):
+            if seconds is None or report is None:
+                continue
+            within = (
+                report.series <= bound
+                and report.series < reads.whole.series
+                and not _differing_pairs(reads.whole, report)
+            )
+            faster = seconds <= reads.whole_seconds
+            rows.append(
+                f"| goal, {name}: the answer within the cap (fewer series than the pairs, at "
+                f"most {bound:,}, the same pairs and bytes kept) and the read no slower than "
+                f"whole | {'yes' if within else '**no**'}; {'yes' if faster else '**no**'} |"
             )
     return rows
 
@@ -281,28 +333,61 @@ def measure() -> list[str]:
     ]
 
 
+def _rule_file(directory: str) -> str:
+    """The pairs' recording rule as the chart writes it (pair_rates; the
+    chart's own template is held equal to it by tests/test_chart.py), at
+    the chart's interval."""
+    peers = _settings("http://unused", recorded=True).peers
+    expression = pair_rates(peers, 60.0)
+    group = {
+        "name": "nettraffic-pairs",
+        "interval": promql_duration(peers.recording_rule.interval),
+        "rules": [{"record": PAIRS_RULE, "expr": expression}],
+    }
+    path = f"{directory}/rules.yaml"
+    with open(path, "w") as handle:
+        yaml.safe_dump({"groups": [group]}, handle)
+    return path
+
+
+def _rule_seconds(prometheus_url: str) -> float:
+    """The pairs' rule's last evaluation time, as Prometheus reports it."""
+    answer = requests.get(f"{prometheus_url}/api/v1/rules", timeout=10).json()
+    (group,) = answer["data"]["groups"]
+    return float(group["evaluationTime"])
+
+
 def measure_flows() -> list[str]:
-    """The flow reads alone: the flow exporter scraped, every workload known."""
+    """The flow reads alone: the flow exporter scraped, every workload known,
+    the pairs' recording rule evaluated once a minute."""
     flows = FlowExporter(CLUSTER.deployments)
-    prometheus = scraping({"flows": flows.target})
+    directory = tempfile.TemporaryDirectory()
+    prometheus = scraping({"flows": flows.target}, [_rule_file(directory.name)])
     try:
         known = {
             Workload(f"ns-{i % 200}", "Deployment", f"app-{i}") for i in range(CLUSTER.deployments)
         }
-        whole = pair_rates(settings_from_mapping({"peers": {"source": "istio"}}).peers, 60.0)
+        whole = pair_rates(_settings(prometheus.url).peers, 60.0)
         assert whole is not None
         deadline = time.monotonic() + 600
-        source = PrometheusSource(
-            settings_from_mapping(
-                {"prometheus": {"url": prometheus.url, "timeout": "60s"}}
-            ).prometheus
-        )
-        while len(source.query_vector(whole)) < flows.pairs and time.monotonic() < deadline:
-            time.sleep(5)  # two scrapes of every series, for rate()
-        return flow_reads(prometheus.url, known)
+        source = PrometheusSource(_settings(prometheus.url).prometheus)
+        while time.monotonic() < deadline and (
+            len(source.query_vector(whole)) < flows.pairs
+            or len(source.query_vector(PAIRS_RULE)) < flows.pairs
+        ):
+            time.sleep(5)  # two scrapes of every series for rate(), then an evaluation
+        before = _rule_seconds(prometheus.url)
+        rows = flow_reads(prometheus.url, known, rule=True)
+        after = _rule_seconds(prometheus.url)
     finally:
         prometheus.stop()
         flows.stop()
+        directory.cleanup()
+    rows.append(
+        "| the recording rule's evaluation, once a minute (Prometheus's /api/v1/rules "
+        f"evaluationTime, before and after the reads) | {before:.2f} s, {after:.2f} s |"
+    )
+    return rows
 
 
 def main(argv: list[str] | None = None) -> int:

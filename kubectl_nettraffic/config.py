@@ -215,6 +215,18 @@ class PeerLabelSettings:
 
 
 @dataclass(frozen=True)
+class PeerRecordingRuleSettings:
+    # Off: the learner computes every pair's rate at each read, twice (once
+    # per end it cuts by). On: Prometheus records them once an interval
+    # (the chart's PrometheusRule, nettraffic:workload_pairs:bytes_per_second)
+    # and the read cuts the recorded series; without recorded pairs it
+    # reads the flow metrics as when off.
+    enabled: bool = key(False, values.boolean)
+    # The rule group's evaluation interval, as the chart writes it.
+    interval: float = key(60.0, values.rule_interval)
+
+
+@dataclass(frozen=True)
 class PeerSettings:
     # Where the bytes between workloads come from: none (no conversations
     # counted, steering as without peers), istio, linkerd (the meshes'
@@ -228,6 +240,7 @@ class PeerSettings:
     # of workloads, with the labels below.
     query: str = key("", values.string)
     labels: PeerLabelSettings = section(PeerLabelSettings)
+    recording_rule: PeerRecordingRuleSettings = section(PeerRecordingRuleSettings)
     # A Prometheus shared by several clusters (Thanos, Mimir): label=value
     # selecting this cluster's flow series (k8s_cluster_name for Beyla and
     # OBI, source_cluster for Istio, your relabelled one for Linkerd); empty:

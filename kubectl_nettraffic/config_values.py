@@ -40,6 +40,18 @@ def duration(key: str, value: Any) -> float:
     return seconds
 
 
+def rule_interval(key: str, value: Any) -> float:
+    """A recording rule's evaluation interval, at most Prometheus's default
+    lookback (5m): an instant query finds no sample older than that."""
+    seconds = duration(key, value)
+    if seconds > 300:
+        raise ConfigError(
+            f"config key {key}: {value!r} is longer than 5m, Prometheus's lookback: "
+            "an instant read would find no recorded sample; use 5m or less"
+        )
+    return seconds
+
+
 def bandwidth(key: str, value: Any) -> float:
     try:
         amount = parse_quantity(value)

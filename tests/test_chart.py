@@ -369,6 +369,62 @@ def test_the_learners_share_of_prometheus_is_split_between_the_replicas(replicas
     assert config["learning"]["prometheusShare"] == pytest.approx(0.05)
 
 
+PAIR_SOURCES = [
+    {"source": "istio"},
+    {"source": "istio", "reporter": "destination", "cluster": "source_cluster=prod"},
+    {"source": "linkerd", "cluster": "cluster=east"},
+    {"source": "beyla"},
+    {"source": "obi", "cluster": "k8s_cluster_name=prod-1"},
+    {"source": "query", "query": "sum by (a, b, c, d) (rate(flows_total[1m]))"},
+]
+
+
+def test_the_recorded_pairs_are_the_learner_s_own_expression(tmp_path):
+    """The chart writes the pairs' rule in Helm's template language and the
+    learner builds the same expression in Python (pair_rates): for every
+    source they must be one expression, or reads of the recorded pairs would
+    differ from reads of the flow metrics. Windows are written "2m" by the
+    chart, "120s" by the engine."""
+    from kubectl_nettraffic.config import settings_from_mapping
+    from kubectl_nettraffic.learning.peer_traffic import PAIRS_RULE, pair_rates
+
+    for peers in PAIR_SOURCES:
+        values = tmp_path / "values.yaml"
+        values.write_text(yaml.safe_dump({"peers": {**peers, "recordingRule": {"enabled": True}}}))
+        objects = render("helm", "-f", str(values))
+        rule = next(
+            o
+            for o in by_kind(objects, "PrometheusRule")
+            if o["metadata"]["name"] == "nt-nettraffic-pairs"
+        )
+        group = rule["spec"]["groups"][0]
+        assert (group["name"], group["interval"]) == ("nettraffic-pairs", "1m")
+        recorded = group["rules"][0]
+        config = yaml.safe_load(by_kind(objects, "ConfigMap")[0]["data"]["config.yaml"])
+        settings = settings_from_mapping(config)
+        assert settings.peers.recording_rule.enabled
+        assert recorded["record"] == PAIRS_RULE
+        assert recorded["expr"].replace("[2m]", "[120s]") == pair_rates(
+            settings.peers, settings.prometheus.window
+        ), peers
+    # With prometheusRule.enabled the group joins that rule; without a source, no rule.
+    joined = render(
+        "helm",
+        "--set",
+        "prometheusRule.enabled=true",
+        "--set",
+        "peers.source=beyla",
+        "--set",
+        "peers.recordingRule.enabled=true",
+    )
+    rules = by_kind(joined, "PrometheusRule")
+    assert [r["metadata"]["name"] for r in rules] == ["nt-nettraffic"]
+    assert "nettraffic-pairs" in [g["name"] for g in rules[0]["spec"]["groups"]]
+    assert not by_kind(
+        render("helm", "--set", "peers.recordingRule.enabled=true"), "PrometheusRule"
+    )
+
+
 def test_extender_mode_renders_a_second_scheduler():
     objects = render("helm", "-f", os.path.join(CHART, "ci", "extender-values.yaml"))
     scheduler_config = next(
@@ -414,6 +470,7 @@ def test_monitoring_values():
         ("webhook.timeoutSeconds=0", "webhook.timeoutSeconds"),
         ("promethus.url=http://x", "promethus"),
         ("refresh.interval=15", "refresh.interval"),
+        ("peers.recordingRule.interval=10m", "peers.recordingRule.interval"),
     ],
 )
 def test_schema_rejects_bad_values(helm, setting, message):

@@ -265,3 +265,27 @@ def test_with_a_flow_source_the_pairs_are_read_once_a_pass_after_its_last_slice(
     assert len(pairs.reads) >= 2
     places = learning.latest().conversations.places
     assert Workload("ns", "Deployment", "app-7") not in places
+
+
+class UnrecordedPairsReader(PairsReader):
+    """The pairs read from the flow metrics because the recording rule held none."""
+
+    def read(self, known, at, waypoints):
+        report = super().read(known, at, waypoints)
+        report.rule_missing = True
+        return report
+
+
+def test_pairs_read_without_their_recording_rule_are_used_and_counted():
+    clock = [0.0]
+    cluster = SyntheticCluster(_deployments(200), clock, seconds_per_pod=1e-5)
+    settings = settings_from_mapping({"prometheus": {"url": "http://unused"}})
+    learning = BandwidthLearning(
+        settings, cluster, clock=lambda: clock[0], peers=UnrecordedPairsReader(clock, 0.1)
+    )
+    kinds: list[str] = []
+    while PEERS not in kinds:
+        kinds.append(_step(learning, clock)[0])
+    learned = learning.latest()
+    assert learned.conversations is not None and learned.conversations.peers  # still pulling
+    assert learned.peer_failures == {"no-recorded-pairs": 1}

@@ -3,10 +3,13 @@ metrics through a real Prometheus, matched to the learner's workloads; bad
 series counted, not fatal."""
 
 import math
+import shutil
+import subprocess
 import time
 from dataclasses import replace
 
 import pytest
+import yaml
 
 from harness.prometheus import prometheus_with_history
 from kubectl_nettraffic.cli.doctor import Failed, _peer_inputs
@@ -14,6 +17,7 @@ from kubectl_nettraffic.config import PeerLabelSettings, settings_from_mapping
 from kubectl_nettraffic.errors import ConfigError
 from kubectl_nettraffic.kube.workloads import Workload
 from kubectl_nettraffic.learning.peer_traffic import (
+    PAIRS_RULE,
     pair_rates,
     peer_query,
     peers_from,
@@ -159,6 +163,84 @@ def test_the_cap_starts_in_prometheus_and_keeps_what_either_end_would():
         got = listed.get(Workload("shop", "Deployment", s))
         if got is not None:
             assert got == pytest.approx(bytes_per_second, rel=0.05)
+
+
+def test_recorded_pairs_read_as_the_flow_metrics_do(tmp_path):
+    """peers.recordingRule: the pairs' rule backfilled by promtool (as
+    Prometheus would have recorded it, once a minute) over the same
+    flows; the read of the recorded series gives what the read of the flow
+    metrics gives, cut and counted the same."""
+    # Beside FLOWS, three clients calling three servers: at one peer a
+    # workload, the cap cuts some pairs.
+    calls = [
+        Flow(("shop", f"c{i}"), ("shop", f"s{j}"), tcp_received=1e5 * (1 + i + 3 * j))
+        for i in range(3)
+        for j in range(3)
+    ]
+    known = KNOWN | {Workload("shop", "Deployment", f"{e}{i}") for e in "cs" for i in range(3)}
+    server = prometheus_with_history([], END, more=list(istio_lines(FLOWS + calls, END)))
+    try:
+        settings = _settings(server.url, maxPerWorkload=1, recordingRule={"enabled": True})
+        window = settings.prometheus.window
+        rules = tmp_path / "rules.yaml"
+        expression = pair_rates(settings.peers, window)
+        rules.write_text(
+            yaml.safe_dump(
+                {
+                    "groups": [
+                        {
+                            "name": "nettraffic-pairs",
+                            "rules": [{"record": PAIRS_RULE, "expr": expression}],
+                        }
+                    ]
+                }
+            )
+        )
+        subprocess.run(
+            ["promtool", "tsdb", "create-blocks-from", "rules", f"--url={server.url}",
+             f"--start={END - 300:.0f}", f"--end={END + 1:.0f}", "--eval-interval=60s",
+             f"--output-dir={tmp_path / 'blocks'}", "--quiet", str(rules)],
+            check=True, capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        for block in (tmp_path / "blocks").iterdir():
+            shutil.move(str(block), server.data_dir)
+        server.restart()
+        source = PrometheusSource(settings.prometheus, clock=lambda: END)
+        answer = source.query_vector(f"timestamp({PAIRS_RULE})", at=END)
+        assert len(answer) == 4 + 9  # every pair, uncut
+        # The last evaluation before END: what the read at END finds.
+        (evaluated,) = {float(series["value"][1]) for series in answer}
+        assert END - 60 < evaluated <= END
+        recorded = read_peers(source, settings.peers, window, known, at=END)
+        plain = replace(
+            settings.peers, recording_rule=replace(settings.peers.recording_rule, enabled=False)
+        )
+        inline = read_peers(source, plain, window, known, at=evaluated)
+        assert f"(recorded: {PAIRS_RULE})" in _peer_inputs(source, settings, known)
+    finally:
+        server.stop()
+    assert recorded is not None and inline is not None and not recorded.rule_missing
+    _assert_same_pairs(recorded, inline)
+    assert (recorded.calls, recorded.dropped, recorded.ignored) == (
+        inline.calls,
+        inline.dropped,
+        inline.ignored,
+    )
+    assert recorded.series == inline.series < 13  # cut alike, in Prometheus
+
+
+def test_without_recorded_pairs_the_flow_metrics_are_read_and_it_is_said(prometheus):
+    report = _read(prometheus, recordingRule={"enabled": True})
+    inline = _read(prometheus)
+    assert report is not None and inline is not None and report.rule_missing
+    _assert_same_pairs(report, inline)
+    assert not inline.rule_missing
+    settings = _settings(prometheus.url, recordingRule={"enabled": True})
+    source = PrometheusSource(settings.prometheus, clock=lambda: END)
+    with pytest.raises(
+        Failed, match=f"peers.recordingRule is on but Prometheus holds no {PAIRS_RULE}"
+    ):
+        _peer_inputs(source, settings, set(KNOWN))
 
 
 def test_a_pair_neither_end_keeps_is_dropped_from_both_and_counted():

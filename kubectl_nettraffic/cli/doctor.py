@@ -20,7 +20,12 @@ from kubectl_nettraffic.kube.cluster import list_nodes
 from kubectl_nettraffic.kube.nodes import Node
 from kubectl_nettraffic.kube.service_routing import routing_as_set
 from kubectl_nettraffic.kube.workloads import Workload
-from kubectl_nettraffic.learning.peer_traffic import CLUSTER_LABELS, clusters_in, read_peers
+from kubectl_nettraffic.learning.peer_traffic import (
+    CLUSTER_LABELS,
+    PAIRS_RULE,
+    clusters_in,
+    read_peers,
+)
 from kubectl_nettraffic.learning.pod_traffic import PodTrafficSource
 from kubectl_nettraffic.sources.metrics_server import MetricsServerSource
 from kubectl_nettraffic.sources.prometheus import PrometheusSource, TrafficReport
@@ -343,8 +348,17 @@ def _peer_inputs(
     if not report.peers:
         why = f" (series left out: {ignored})" if ignored else " (no series)"
         raise Failed(f"{peers.source}: no pair of known workloads{why}", PEER_FIXES[peers.source])
+    if report.rule_missing:
+        raise Failed(
+            f"peers.recordingRule is on but Prometheus holds no {PAIRS_RULE}: the learner "
+            "reads the flow metrics instead, computing every pair at each read",
+            "check that the chart's PrometheusRule is loaded (prometheusRule.labels must match "
+            "your Prometheus's ruleSelector), or set peers.recordingRule.enabled: false",
+        )
     pairs = len({frozenset((w, peer)) for w, listed in report.peers.items() for peer, _ in listed})
     detail = f"{peers.source}: {pairs} pair(s) among {len(report.peers)} workload(s)"
+    if peers.recording_rule.enabled:
+        detail += f" (recorded: {PAIRS_RULE})"
     if report.agent_unknown:
         ip = f"{peers.source}.ip"
         detail += (

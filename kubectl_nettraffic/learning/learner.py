@@ -26,7 +26,7 @@ from kubectl_nettraffic.errors import NetTrafficError
 from kubectl_nettraffic.kube.service_routing import ZONE, ServiceRouting
 from kubectl_nettraffic.kube.workloads import Workload
 from kubectl_nettraffic.learning.conversations import Conversations, PodPlaces, conversations_of
-from kubectl_nettraffic.learning.peer_traffic import PeerReport
+from kubectl_nettraffic.learning.peer_traffic import PAIRS_RULE, PeerReport
 from kubectl_nettraffic.learning.pod_slices import WHOLE, PodSlice, slices_for
 from kubectl_nettraffic.learning.pod_traffic import PodTrafficReport
 from kubectl_nettraffic.learning.schedule import PEERS, SLICE, YOUNG, LearningSchedule
@@ -188,6 +188,14 @@ class BandwidthLearning:
             self.peer_failures[getattr(error, "reason", "error")] += 1
             log.warning("learning: flow metrics between workloads unavailable: %s", error)
             pairs = None
+        if pairs is not None and pairs.rule_missing:
+            self.peer_failures["no-recorded-pairs"] += 1
+            log.warning(
+                "learning: peers.recordingRule is on but Prometheus holds no %s: the pairs "
+                "were read from the flow metrics; check that the chart's PrometheusRule is "
+                "loaded (prometheusRule.labels against your Prometheus's ruleSelector)",
+                PAIRS_RULE,
+            )
         if pairs is not None:
             self.conversations = conversations_of(
                 pairs, self.places, at, routing.pods, routing.notes, self.routing == ZONE

@@ -48,7 +48,10 @@ number above zero, a name two workload kinds share, and the pairs past
 ``peers.maxPerWorkload`` (a pair among either end's busiest is kept by both
 ends). The cap starts in Prometheus (``peer_query``): each end's busiest
 series come back, so a workload called by thousands does not bring them
-all; what comes back is cut again here, pair by pair.
+all; what comes back is cut again here, pair by pair. With
+``peers.recordingRule`` the cut reads the pairs from the chart's recording
+rule (``PAIRS_RULE``, the same expression evaluated by Prometheus on its
+own schedule) instead of computing every pair's rate twice at each read.
 """
 
 import json
@@ -71,6 +74,9 @@ ISTIO_BYTES = (
     "istio_response_bytes_sum",
 )
 ISTIO_LABELS = PeerLabelSettings()  # the defaults are Istio's names
+# The recording rule holding ``pair_rates`` (charts/nettraffic, the
+# nettraffic.pairsGroup template; a test holds the two expressions equal).
+PAIRS_RULE = "nettraffic:workload_pairs:bytes_per_second"
 WAYPOINT = "waypoint"  # the reporter of an ambient waypoint's series (istio_stats.cc)
 
 LINKERD_BYTES = ("tcp_write_bytes_total", "tcp_read_bytes_total")
@@ -237,14 +243,17 @@ def pair_rates(settings: PeerSettings, window: float) -> str | None:
     return None
 
 
-def peer_query(settings: PeerSettings, window: float) -> str | None:
+def peer_query(settings: PeerSettings, window: float, recorded: bool = False) -> str | None:
     """The pairs as the learner reads them: ``pair_rates`` cut in Prometheus
     to each workload's ``peers.maxPerWorkload`` busiest series as the source
     end and as the destination end, so the answer grows with the workloads,
-    not with the pairs; None without a source."""
+    not with the pairs; ``recorded``: the rates from the recording rule;
+    None without a source."""
     rates = pair_rates(settings, window)
     if rates is None:
         return None
+    if recorded:
+        rates = PAIRS_RULE
     labels, most = labels_of(settings), settings.max_per_workload
     if settings.source in AGENT_LABELS:
         most *= 2  # a flow between two nodes comes once from each node's agent
@@ -283,6 +292,9 @@ class PeerReport:
     # Beyla's or OBI's series without the agent's and the source node's IPs:
     # a flow between two nodes among them may be counted by both agents.
     agent_unknown: int = 0
+    # peers.recordingRule is on, but Prometheus held no recorded pair while
+    # the flow metrics held some: these were read from the flow metrics.
+    rule_missing: bool = False
 
 
 def peers_from(
@@ -386,11 +398,24 @@ def read_peers(
 ) -> PeerReport | None:
     """One query (as of ``at``, default now), the pairs matched to
     ``known``; None without a flow source. ``waypoints``: Istio ambient's
-    waypoints, as (namespace, name), whose legs are left out."""
-    query = peer_query(settings, window)
+    waypoints, as (namespace, name), whose legs are left out. With
+    ``peers.recordingRule``, the recorded pairs, or the flow metrics
+    themselves where none is recorded (``rule_missing``)."""
+    recorded = settings.recording_rule.enabled
+    query = peer_query(settings, window, recorded)
     if query is None:
         return None
-    return pairs_in(source.query_vector(query, at=at), known, settings, waypoints)
+    result = source.query_vector(query, at=at)
+    if recorded and not result:
+        # No recorded pairs: the rule is not loaded (yet), or there is no
+        # pair at all. The flow metrics themselves tell which.
+        inline = peer_query(settings, window)
+        assert inline is not None
+        result = source.query_vector(inline, at=at)
+        report = pairs_in(result, known, settings, waypoints)
+        report.rule_missing = bool(result)
+        return report
+    return pairs_in(result, known, settings, waypoints)
 
 
 def pairs_in(
