@@ -98,3 +98,17 @@ def test_the_report_shows_the_probe_the_near_pods_and_the_verdicts():
     assert "| 1 | default | 1.60 | 1.60 | 1.60 | 0.20 | 1 of 3 | 80% | 60% | 3 |" in text
     assert "| nettraffic-peers: bytes across zones never above the default's" in text
     assert "idle testbed, draw by draw: 0.10 ms" in text
+
+
+def test_the_median_pod_less_the_probe_is_judged_in_busy_draws_too():
+    """The machine's load, as the probe felt it over the same seconds, is
+    taken off: a pod 1 ms slower than the default's beside a probe 1 ms
+    slower passes, even in a draw too busy for the plain latency verdicts;
+    1 ms slower beside an unchanged probe fails."""
+    goal = "nettraffic-peers: request p99 of the median client pod less the probe's"
+    busy = [_draw(peers={"pods": (2.6, 2.6, 1.3), "probe": 1.2})]
+    text, met = _verdict(busy, goal)
+    assert met is True and "1: 1.40 ms vs 1.40 ms" in text
+    slower = [_draw(peers={"pods": (2.6, 2.6, 1.3)})]
+    text, met = _verdict(slower, goal)
+    assert met is False and "1: 2.40 ms vs 1.40 ms" in text
