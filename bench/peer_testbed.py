@@ -93,7 +93,7 @@ from harness.webhook import WebhookProcess
 from kubectl_nettraffic.kube.nodes import ZONE_COPY_LABEL, ZONE_LABEL
 
 LINK_BITS = 1e9  # no link is near full here: the figures are about distance
-IDLE_SECONDS = 5.0  # the probe alone, before any pod runs
+STARTUP_SECONDS, IDLE_SECONDS = 10.0, 10.0  # the idle probe once the start has died down
 # Between a rollout of the servers and one of their clients: a learner's
 # pass (learning.interval 5 s) after a scrape (2 s) has seen the servers
 # where they now run, as it would have by a later rollout in a cluster.
@@ -341,8 +341,8 @@ class PeerTestbed(Emulated):
         self.log(
             f"run {self.seed}: servers {self.services.servers}, clients {self.services.clients}"
         )
-        started = time.time()
-        time.sleep(IDLE_SECONDS)
+        started = time.time() + STARTUP_SECONDS
+        time.sleep(STARTUP_SECONDS + IDLE_SECONDS)
         self.idle_probe_ms = self.probe.p99_ms(started, time.time())
         current = self._control("warm-up", None)
         self._roll_out(current, None)

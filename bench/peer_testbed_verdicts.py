@@ -10,7 +10,9 @@ draws of one measure 85% of the time (normal noise, simulated); with the
 median gap instead, one draw of eight, 53%. Latency verdicts skip a draw whose
 probe (a client and its server in one zone) beside a placement was more
 than ``BUSY_FACTOR`` times its p99 on the idle testbed, as bench.testbed
-does: there the machine, not the distance, set the round trips.
+does: there the machine, not the distance, set the round trips. The median
+pod's p99 less the probe's over the same seconds is judged in every draw:
+the probe's share is what the machine's load added then.
 """
 
 import math
@@ -44,13 +46,34 @@ def _ms(value: float) -> str:
     return f"{value:.2f} ms"
 
 
-# (name, measure, format, a latency measure)
+def _beyond_probe(figures: Figures) -> float:
+    return median_pod_p99(figures) - figures.probe_p99_ms
+
+
+def _missing_a_zone(figures: Figures) -> float:
+    """Workloads of 3 pods or more in fewer than the testbed's 3 zones. On
+    six nodes kube-scheduler's soft zone spread loses a zone by chance (the
+    default's own rollouts, 12 of 18 on 2026-11-29), so this is judged as
+    the others are: against the default's two rollouts and their gap, not
+    workload by workload."""
+    return sum(1 for pods, zones in figures.zones.values() if pods >= 3 and zones < 3)
+
+
+def _count(value: float) -> str:
+    return f"{value:g}"
+
+
+# (name, measure, format, a latency measure: left out of busy draws)
 MEASURES: tuple[tuple[str, Callable[[Figures], float], Callable[[float], str], bool], ...] = (
     ("bytes across nodes", lambda f: f.inter_node, _percent, False),
     ("bytes across zones", lambda f: f.cross_zone, _percent, False),
     ("request p99 of the median client pod", median_pod_p99, _ms, True),
     ("request p99 of the worst client pod", lambda f: max(f.pod_p99s_ms, default=math.nan), _ms,
      True),
+    # The probe's p99 over the same seconds taken off: what the machine's
+    # load added to every round trip then, so judged in busy draws too.
+    ("request p99 of the median client pod less the probe's", _beyond_probe, _ms, False),
+    ("workloads of 3 pods or more missing a zone", _missing_a_zone, _count, False),
 )  # fmt: skip
 
 
@@ -136,30 +159,6 @@ def _pods_near(draws: Sequence[Draw], measured: set[int]) -> list[Verdict]:
     return found
 
 
-def _zones_kept(draws: Sequence[Draw]) -> Verdict:
-    """No workload of 3 pods or more in fewer zones than the default gives it."""
-    lost, checked = [], 0
-    for number, draw in enumerate(draws, start=1):
-        if not all(name in draw for name in DEFAULTS):
-            continue
-        for workload, (pods, _) in draw["default"].zones.items():
-            if pods < 3:
-                continue
-            given = min(draw[name].zones.get(workload, (0, 0))[1] for name in DEFAULTS)
-            for policy in (OURS, PEERS):
-                if policy in draw:
-                    checked += 1
-                    kept = draw[policy].zones.get(workload, (0, 0))[1]
-                    if kept < given:
-                        lost.append(f"{number}: {policy} {workload} {kept} of {given}")
-    return Verdict(
-        "no workload of 3 pods or more in fewer zones than both of the default's rollouts"
-        " give it, every draw",
-        f"{checked} workload rollouts checked; fewer: " + ("; ".join(lost) or "none"),
-        not lost if checked else None,
-    )
-
-
 def verdicts(runs: Sequence[Sequence[Figures]]) -> list[Verdict]:
     draws = [{f.policy: f for f in run} for run in runs]
     busy = [too_busy(draw) for draw in draws]
@@ -173,5 +172,4 @@ def verdicts(runs: Sequence[Sequence[Figures]]) -> list[Verdict]:
     found += _no_worse(draws, measured, PEERS)
     found.append(_cross_zone(draws))
     found += _pods_near(draws, measured)
-    found.append(_zones_kept(draws))
     return found

@@ -87,10 +87,17 @@ def test_pods_near_their_server_are_counted_against_the_probe():
     assert _verdict(busy, "draw 1: too busy")[1] is None
 
 
-def test_a_workload_of_three_pods_keeps_the_zones_the_default_gives_it():
-    assert _verdict([_draw()], "no workload of 3 pods")[1] is True
-    text, met = _verdict([_draw(peers={"zones": 2})], "no workload of 3 pods")
-    assert met is False and "nettraffic-peers client-1 2 of 3" in text
+def test_workloads_missing_a_zone_are_judged_against_the_defaults_two_rollouts():
+    goal = "nettraffic-peers: workloads of 3 pods or more missing a zone"
+    assert _verdict([_draw()], goal)[1] is True
+    text, met = _verdict([_draw(peers={"zones": 2})], goal)
+    assert met is False and "1: 1 vs 0" in text
+    # Where the default's own rollouts lose a zone by chance (one of them
+    # here), one workload in two zones is within them.
+    draw = _draw(peers={"zones": 2})
+    draw[1] = _figures("default-again", 0.7, 0.5, zones=2)
+    text, met = _verdict([draw], goal)
+    assert met is True and "1: 1 vs 2" in text
 
 
 def test_the_report_shows_the_probe_the_near_pods_and_the_verdicts():
@@ -98,3 +105,17 @@ def test_the_report_shows_the_probe_the_near_pods_and_the_verdicts():
     assert "| 1 | default | 1.60 | 1.60 | 1.60 | 0.20 | 1 of 3 | 80% | 60% | 3 |" in text
     assert "| nettraffic-peers: bytes across zones never above the default's" in text
     assert "idle testbed, draw by draw: 0.10 ms" in text
+
+
+def test_the_median_pod_less_the_probe_is_judged_in_busy_draws_too():
+    """The machine's load, as the probe felt it over the same seconds, is
+    taken off: a pod 1 ms slower than the default's beside a probe 1 ms
+    slower passes, even in a draw too busy for the plain latency verdicts;
+    1 ms slower beside an unchanged probe fails."""
+    goal = "nettraffic-peers: request p99 of the median client pod less the probe's"
+    busy = [_draw(peers={"pods": (2.6, 2.6, 1.3), "probe": 1.2})]
+    text, met = _verdict(busy, goal)
+    assert met is True and "1: 1.40 ms vs 1.40 ms" in text
+    slower = [_draw(peers={"pods": (2.6, 2.6, 1.3)})]
+    text, met = _verdict(slower, goal)
+    assert met is False and "1: 2.40 ms vs 1.40 ms" in text
