@@ -153,6 +153,9 @@ class Reads(NamedTuple):
     cut: PeerReport
     recorded_seconds: float | None = None
     recorded: PeerReport | None = None
+    # The pairs read whole as of the rule's last evaluation: what the
+    # recorded read is compared with (its samples are up to a minute old).
+    whole_when_recorded: PeerReport | None = None
 
 
 def _reads(prometheus_url: str, known: set[Workload], cap: int, at: float, rule: bool) -> Reads:
@@ -171,7 +174,10 @@ def _reads(prometheus_url: str, known: set[Workload], cap: int, at: float, rule:
     on = _settings(prometheus_url, cap, recorded=True).peers
     recorded_seconds, recorded = median_seconds(lambda: read_peers(source, on, window, known, at))
     assert recorded is not None and not recorded.rule_missing
-    return Reads(whole_seconds, whole_report, cut_seconds, cut, recorded_seconds, recorded)
+    answer = source.query_vector(f"timestamp({PAIRS_RULE})", at=at)
+    evaluated = max(float(series["value"][1]) for series in answer)
+    then = pairs_in(source.query_vector(whole, at=evaluated), known, peers)
+    return Reads(whole_seconds, whole_report, cut_seconds, cut, recorded_seconds, recorded, then)
 
 
 def _pair_rates(report: PeerReport) -> dict[frozenset[Workload], float]:
@@ -197,7 +203,7 @@ def _read_row(
 ) -> str:
     kept = sum(len(listed) for listed in report.peers.values()) // 2
     most = max((len(listed) for listed in report.peers.values()), default=0)
-    differ = _differing_pairs(reads.whole, report)
+    differ = _differing_pairs(_whole_for(reads, report), report)
     both_ways = sum(1 for one, other in differ if {(one, other), (other, one)} <= reads.whole.calls)
     return (
         f"| ... at peers.maxPerWorkload {cap}: read whole and cut here / {name}, median of "
@@ -207,6 +213,13 @@ def _read_row(
         f"{kept:,} pairs kept, at most {most} a workload; "
         f"pairs kept or weighed otherwise than whole: {len(differ)} ({both_ways} called both ways) |"
     )
+
+
+def _whole_for(reads: Reads, report: PeerReport) -> PeerReport:
+    """The whole read ``report`` is compared with: as of the same moment."""
+    if report is reads.recorded and reads.whole_when_recorded is not None:
+        return reads.whole_when_recorded
+    return reads.whole
 
 
 def flow_reads(prometheus_url: str, known: set[Workload], rule: bool = False) -> list[str]:
@@ -243,7 +256,7 @@ def flow_reads(prometheus_url: str, known: set[Workload], rule: bool = False) ->
             within = (
                 report.series <= bound
                 and report.series < reads.whole.series
-                and not _differing_pairs(reads.whole, report)
+                and not _differing_pairs(_whole_for(reads, report), report)
             )
             faster = seconds <= reads.whole_seconds
             rows.append(
