@@ -5,7 +5,9 @@ node join the learner's query gains with a flow source, the conversations
 table as sent to the serving process, and the learner with both live,
 on its schedule, against its budget (learning.prometheusShare). The flow
 query cut in Prometheus (each end's busiest pairs) is timed beside the
-same pairs read whole and cut here, as before the cut moved.
+same pairs read whole and cut here, as before the cut moved; with
+--flows-only, beside the learner's read of the pairs' recording rule
+(peers.recordingRule) too, the rule evaluated once a minute.
 
     python -m bench.peer_learning
     python -m bench.peer_learning --flows-only   # the flow reads alone, a few minutes
