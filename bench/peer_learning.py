@@ -144,20 +144,24 @@ def _settings(prometheus_url: str, cap: int = 8, recorded: bool = False) -> Sett
     )
 
 
+class Read(NamedTuple):
+    """One of the learner's reads, timed (median of REPEATS), with the pairs
+    read whole as of the same moment that it is compared with."""
+
+    name: str  # in its row
+    goal: str  # in its goal's row
+    seconds: float
+    report: PeerReport
+    whole: PeerReport
+
+
 class Reads(NamedTuple):
-    """One cap's reads, each timed (median of REPEATS): the pairs read whole
-    and cut here, the learner's read cut in Prometheus, and the same from
-    the recording rule where one is loaded."""
+    """One cap's reads: the pairs read whole and cut here, and the learner's
+    reads: cut in Prometheus, and from the recording rule where one is loaded."""
 
     whole_seconds: float
     whole: PeerReport
-    cut_seconds: float
-    cut: PeerReport
-    recorded_seconds: float | None = None
-    recorded: PeerReport | None = None
-    # The pairs read whole as of the rule's last evaluation: what the
-    # recorded read is compared with (its samples are up to a minute old).
-    whole_when_recorded: PeerReport | None = None
+    learner: list[Read]
 
 
 def _reads(prometheus_url: str, known: set[Workload], cap: int, at: float, rule: bool) -> Reads:
@@ -171,15 +175,26 @@ def _reads(prometheus_url: str, known: set[Workload], cap: int, at: float, rule:
     )
     cut_seconds, cut = median_seconds(lambda: read_peers(source, peers, window, known, at))
     assert cut is not None
-    if not rule:
-        return Reads(whole_seconds, whole_report, cut_seconds, cut)
-    on = _settings(prometheus_url, cap, recorded=True).peers
-    recorded_seconds, recorded = median_seconds(lambda: read_peers(source, on, window, known, at))
-    assert recorded is not None and not recorded.rule_missing
-    answer = source.query_vector(f"timestamp({PAIRS_RULE})", at=at)
-    evaluated = max(float(series["value"][1]) for series in answer)
-    then = pairs_in(source.query_vector(whole, at=evaluated), known, peers)
-    return Reads(whole_seconds, whole_report, cut_seconds, cut, recorded_seconds, recorded, then)
+    learner = [Read("cut in Prometheus", "cut in Prometheus", cut_seconds, cut, whole_report)]
+    if rule:
+        on = _settings(prometheus_url, cap, recorded=True).peers
+        seconds, recorded = median_seconds(lambda: read_peers(source, on, window, known, at))
+        assert recorded is not None and not recorded.rule_missing
+        # Its samples are up to a minute old: compared with every pair read
+        # whole as of the rule's last evaluation.
+        answer = source.query_vector(f"timestamp({PAIRS_RULE})", at=at)
+        evaluated = max(float(series["value"][1]) for series in answer)
+        then = pairs_in(source.query_vector(whole, at=evaluated), known, peers)
+        learner.append(
+            Read(
+                "cut from the recording rule (peers.recordingRule)",
+                "from the recording rule",
+                seconds,
+                recorded,
+                then,
+            )
+        )
+    return Reads(whole_seconds, whole_report, learner)
 
 
 def _pair_rates(report: PeerReport) -> dict[frozenset[Workload], float]:
@@ -201,27 +216,20 @@ def _differing_pairs(whole: PeerReport, cut: PeerReport) -> list[tuple[Workload,
 
 
 def _read_row(
-    name: str, seconds: float, report: PeerReport, reads: Reads, cap: int, bound: int
+    read: Read, reads: Reads, differ: list[tuple[Workload, Workload]], cap: int, bound: int
 ) -> str:
+    report = read.report
     kept = sum(len(listed) for listed in report.peers.values()) // 2
     most = max((len(listed) for listed in report.peers.values()), default=0)
-    differ = _differing_pairs(_whole_for(reads, report), report)
     both_ways = sum(1 for one, other in differ if {(one, other), (other, one)} <= reads.whole.calls)
     return (
-        f"| ... at peers.maxPerWorkload {cap}: read whole and cut here / {name}, median of "
-        f"{REPEATS} | {reads.whole_seconds:.2f} s / {seconds:.2f} s "
-        f"({seconds / reads.whole_seconds:.2f}x); series in the answer "
+        f"| ... at peers.maxPerWorkload {cap}: read whole and cut here / {read.name}, median of "
+        f"{REPEATS} | {reads.whole_seconds:.2f} s / {read.seconds:.2f} s "
+        f"({read.seconds / reads.whole_seconds:.2f}x); series in the answer "
         f"{reads.whole.series:,} / {report.series:,} (bound {bound:,}); "
         f"{kept:,} pairs kept, at most {most} a workload; "
         f"pairs kept or weighed otherwise than whole: {len(differ)} ({both_ways} called both ways) |"
     )
-
-
-def _whole_for(reads: Reads, report: PeerReport) -> PeerReport:
-    """The whole read ``report`` is compared with: as of the same moment."""
-    if report is reads.recorded and reads.whole_when_recorded is not None:
-        return reads.whole_when_recorded
-    return reads.whole
 
 
 def flow_reads(prometheus_url: str, known: set[Workload], rule: bool = False) -> list[str]:
@@ -235,37 +243,23 @@ def flow_reads(prometheus_url: str, known: set[Workload], rule: bool = False) ->
     for cap in (8, TIGHT_CAP):
         reads = _reads(prometheus_url, known, cap, at, rule)
         bound = 2 * cap * len(known)  # each end's busiest, as source and as destination
-        rows.append(_read_row("cut in Prometheus", reads.cut_seconds, reads.cut, reads, cap, bound))
-        if reads.recorded is not None and reads.recorded_seconds is not None:
-            rows.append(
-                _read_row(
-                    "cut from the recording rule (peers.recordingRule)",
-                    reads.recorded_seconds,
-                    reads.recorded,
-                    reads,
-                    cap,
-                    bound,
-                )
-            )
-        if cap != TIGHT_CAP:
-            continue
-        for name, seconds, report in (
-            ("cut in Prometheus", reads.cut_seconds, reads.cut),
-            ("from the recording rule", reads.recorded_seconds, reads.recorded),
-        ):
-            if seconds is None or report is None:
-                continue
+        goals = []
+        for read in reads.learner:
+            differ = _differing_pairs(read.whole, read.report)
+            rows.append(_read_row(read, reads, differ, cap, bound))
             within = (
-                report.series <= bound
-                and report.series < reads.whole.series
-                and not _differing_pairs(_whole_for(reads, report), report)
+                read.report.series <= bound
+                and read.report.series < reads.whole.series
+                and not differ
             )
-            faster = seconds <= reads.whole_seconds
-            rows.append(
-                f"| goal, {name}: the answer within the cap (fewer series than the pairs, at "
-                f"most {bound:,}, the same pairs and bytes kept) and the read no slower than "
+            faster = read.seconds <= reads.whole_seconds
+            goals.append(
+                f"| goal, {read.goal}: the answer within the cap (fewer series than the pairs, "
+                f"at most {bound:,}, the same pairs and bytes kept) and the read no slower than "
                 f"whole | {'yes' if within else '**no**'}; {'yes' if faster else '**no**'} |"
             )
+        if cap == TIGHT_CAP:
+            rows.extend(goals)
     return rows
 
 
