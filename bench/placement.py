@@ -31,6 +31,7 @@ Model, per seed:
 
 import multiprocessing
 import os
+import sys
 import time
 
 import numpy as np
@@ -210,8 +211,14 @@ def main(argv: list[str] | None = None) -> int:
     rows = Rows()
     # Each seed runs on its own: one process per core.
     with multiprocessing.Pool() as pool:
-        for scenario, seeds in scenarios:
+        for number, (scenario, seeds) in enumerate(scenarios, 1):
             run_scenario(scenario, seeds, rows, pool.imap)
+            # A full run takes hours on two cores: say how far it is.
+            print(
+                f"[{time.time() - started:6.0f} s] {number}/{len(scenarios)} {scenario.name}",
+                file=sys.stderr,
+                flush=True,
+            )
     elapsed = time.time() - started
     written = tables(rows)
     print(written.printed())
