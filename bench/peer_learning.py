@@ -242,7 +242,8 @@ def flow_reads(prometheus_url: str, known: set[Workload], rule: bool = False) ->
     rows = []
     for cap in (8, TIGHT_CAP):
         reads = _reads(prometheus_url, known, cap, at, rule)
-        bound = 2 * cap * len(known)  # each end's busiest, as source and as destination
+        # Each end's busiest pairs, as source and as destination, a series each way.
+        bound = 2 * cap * len(known) * 2
         goals = []
         for read in reads.learner:
             differ = _differing_pairs(read.whole, read.report)

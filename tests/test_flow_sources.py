@@ -54,6 +54,19 @@ TRUE_PAIRS = {
     (LEGACY, DB): 3e6,
     (MIGRATE, DB): 9e5,
 }
+# What each end sends the other (web's requests to api 2 MB/s, api's answers 6).
+TRUE_SENT = {
+    (WEB, API): 2e6,
+    (API, WEB): 6e6,
+    (API, DB): 1e6,
+    (DB, API): 3e6,
+    (CHECKOUT, API): 4e5,
+    (API, CHECKOUT): 1.2e6,
+    (LEGACY, DB): 5e5,
+    (DB, LEGACY): 2.5e6,
+    (MIGRATE, DB): 8e5,
+    (DB, MIGRATE): 1e5,
+}
 # Linkerd's kind labels, and the values that are not Istio's names.
 LINKERD_KINDS = {
     "web": "deployment",
@@ -131,6 +144,7 @@ def test_the_meshes_give_every_pair_its_bytes_and_its_caller(prometheus, source)
         {frozenset(pair): rate for pair, rate in TRUE_PAIRS.items()}, rel=0.05
     )
     assert report.calls == set(TRUE_PAIRS)  # the caller named first, nothing reversed
+    assert report.sent == pytest.approx(TRUE_SENT, rel=0.05)  # each way, none swapped
     assert report.ignored == {}
 
 
@@ -144,6 +158,10 @@ def test_the_ebpf_agents_count_each_flow_once_and_say_what_they_cannot_name(prom
     # Requests and answers are two series with their ends swapped: the
     # source names both ends as senders, so neither is said to call.
     assert report.calls == set(counted) | {(server, client) for client, server in counted}
+    # Each series is one way: from its source end.
+    assert report.sent == pytest.approx(
+        {ends: rate for ends, rate in TRUE_SENT.items() if MIGRATE not in ends}, rel=0.05
+    )
     # Per pair of nodes, the destination node's agent's copy (requests and
     # answers apart): web/api, checkout/api, legacy/db, web/api-svc (one
     # way only); the Job cut into a CronJob "db" both ways; the Service end.
@@ -237,9 +255,9 @@ def test_an_ambient_waypoint_s_series_give_the_real_ends_and_its_legs_are_left_o
     assert report.calls == {(WEB, API), (API, DB)}
     assert WAYPOINT not in report.peers  # never pulled toward
     # The client's leg to each waypoint (and, read by the destination
-    # reporter, the waypoint's leg to the server): web-cache is lost with
-    # its silent waypoint, and counted.
-    legs = {"source": 2, "destination": 4}[reporter]
+    # reporter, the waypoint's leg to the server), a series each way:
+    # web-cache (one way) is lost with its silent waypoint, and counted.
+    legs = {"source": 3, "destination": 6}[reporter]
     assert report.ignored == {"waypoint-leg": legs}
 
 
@@ -265,7 +283,9 @@ def test_doctor_leaves_out_the_legs_through_the_waypoints_the_cluster_names(fake
     finally:
         server.stop()
     assert waypoints == {(NS, "waypoint"), (NS, "silent")}
-    assert found.startswith("istio: 2 pair(s)") and "waypoint-leg 2" in found
+    assert (
+        found.startswith("istio: 2 pair(s)") and "waypoint-leg 3" in found
+    )  # series, each way apart
     # Without the waypoints, the legs read as pairs with the waypoints.
     assert "waypoint-leg" not in unaware and "istio: 2 pair(s)" not in unaware
 

@@ -213,6 +213,10 @@ def test_the_workloads_document_shows_where_each_pair_s_bytes_go_and_their_cost(
     )
     # Istio names the caller: web calls api, whose Services spread it.
     assert (api["direction"], api["routing"]) == ("calls", "spread")
+    # Of the 4 MB/s, web's requests 1 MB/s, api's answers 3 (Istio's TCP received and sent).
+    assert (api["sentBytesPerSecond"], api["receivedBytesPerSecond"]) == pytest.approx((1e6, 3e6))
+    web = rows[("Deployment", "api")]["peers"][0]
+    assert (web["name"], web["sentBytesPerSecond"]) == ("web", pytest.approx(3e6))
     # 4 MB/s for 30 days, billed $0.01/GB each way.
     assert api["crossZoneCostPerMonth"] == pytest.approx(4e6 * 2_592_000 / 1e9 * 0.02, rel=1e-3)
     # api and db: api on n3, db on n4, both zone-b: no node shared, one zone.

@@ -165,6 +165,35 @@ def test_the_cap_starts_in_prometheus_and_keeps_what_either_end_would():
             assert got == pytest.approx(bytes_per_second, rel=0.05)
 
 
+@pytest.mark.parametrize("source", ["istio", "linkerd"])
+def test_the_cap_is_taken_on_a_pair_s_total_and_both_its_ways_come_back(source):
+    """At one peer a workload: c's pair with s1 (3 MB/s each way) is its
+    busiest by total, though its call to s2 (5 MB/s, one way) is bigger
+    than either of s1's ways; s1 and s2 each keep another caller."""
+    flows = [
+        Flow(("shop", "c"), ("shop", "s1"), tcp_received=3e6, tcp_sent=3e6),
+        Flow(("shop", "c"), ("shop", "s2"), tcp_received=5e6),
+        Flow(("shop", "d"), ("shop", "s1"), tcp_received=7e6),
+        Flow(("shop", "e"), ("shop", "s2"), tcp_received=9e6),
+    ]
+    kinds = dict.fromkeys(("c", "d", "e", "s1", "s2"), "deployment")
+    lines = istio_lines(flows, END) if source == "istio" else linkerd_lines(flows, END, kinds)
+    known = {Workload("shop", "Deployment", name) for name in kinds}
+    c, s1, s2 = (Workload("shop", "Deployment", name) for name in ("c", "s1", "s2"))
+    server = prometheus_with_history([], END, more=list(lines))
+    try:
+        settings = _settings(server.url, source=source, maxPerWorkload=1)
+        client = PrometheusSource(settings.prometheus, clock=lambda: END)
+        report = read_peers(client, settings.peers, settings.prometheus.window, known)
+    finally:
+        server.stop()
+    assert report is not None
+    assert [peer for peer, _ in report.peers[c]] == [s1]
+    assert report.sent[(c, s1)] == pytest.approx(3e6, rel=0.05)
+    assert report.sent[(s1, c)] == pytest.approx(3e6, rel=0.05)
+    assert (c, s2) not in report.sent
+
+
 def test_recorded_pairs_read_as_the_flow_metrics_do(tmp_path):
     """peers.recordingRule: the pairs' rule backfilled by promtool (as
     Prometheus would have recorded it, once a minute) over the same
@@ -207,7 +236,8 @@ def test_recorded_pairs_read_as_the_flow_metrics_do(tmp_path):
         server.restart()
         source = PrometheusSource(settings.prometheus, clock=lambda: END)
         answer = source.query_vector(f"timestamp({PAIRS_RULE})", at=END)
-        assert len(answer) == 4 + 9  # every pair, uncut
+        # Every pair, uncut, a series each way it carries (the flows' 6, the calls' 9).
+        assert len(answer) == 6 + 9
         # The last evaluation before END: what the read at END finds.
         (evaluated,) = {float(series["value"][1]) for series in answer}
         assert END - 60 < evaluated <= END
@@ -221,12 +251,13 @@ def test_recorded_pairs_read_as_the_flow_metrics_do(tmp_path):
         server.stop()
     assert recorded is not None and inline is not None and not recorded.rule_missing
     _assert_same_pairs(recorded, inline)
-    assert (recorded.calls, recorded.dropped, recorded.ignored) == (
+    assert (recorded.calls, recorded.dropped, recorded.ignored, recorded.sent) == (
         inline.calls,
         inline.dropped,
         inline.ignored,
+        inline.sent,
     )
-    assert recorded.series == inline.series < 13  # cut alike, in Prometheus
+    assert recorded.series == inline.series < 15  # cut alike, in Prometheus
 
 
 def test_without_recorded_pairs_the_flow_metrics_are_read_and_it_is_said(prometheus):

@@ -329,9 +329,18 @@ def test_top_workloads_counts_the_pairs_as_routed_as_the_webhook_does(
     )
     assert peers is not None
     (plugin,) = peers[WEB]
-    shares = ("sameNodeShare", "sameZoneShare", "crossZoneShare", "direction", "routing")
+    shares = (
+        "sameNodeShare",
+        "sameZoneShare",
+        "crossZoneShare",
+        "direction",
+        "routing",
+        "sentBytesPerSecond",
+        "receivedBytesPerSecond",
+    )
     assert [plugin[k] for k in shares] == [webhook[k] for k in shares]
     assert (plugin["crossZoneShare"], plugin["routing"]) == (0.0, ZONE)
+    assert plugin["sentBytesPerSecond"] == pytest.approx(1e6, rel=0.05)  # web's requests
     # Without the Service's hints both paths spread the pair: half crosses.
     fake_api.put(endpoint_slice("api", api_pods))  # the same slice, its hints gone
     _, spread, _, _ = learned_figures(

@@ -47,6 +47,9 @@ class Conversations:
     # workload -> its ReplicaSets -> node -> pods, for the workloads whose
     # pods a ReplicaSet owns (a Deployment's, a Rollout's).
     templates: Mapping[Workload, Mapping[str, Mapping[str, int]]] = field(default_factory=dict)
+    # (from, to) -> bytes/s the first sends the second, for the pairs whose
+    # source tells the way (PeerReport.sent).
+    sent: Mapping[tuple[Workload, Workload], float] = field(default_factory=dict)
 
     def pods(self, workload: Workload) -> int:
         return sum(self.places.get(workload, {}).values())
@@ -61,6 +64,13 @@ class Conversations:
         if template is None or by_template is None:
             return self.places.get(workload, {})
         return by_template.get(template, {})
+
+    def sent_to(self, workload: Workload, peer: Workload) -> float | None:
+        """The bytes/s ``workload`` sends ``peer``; None where the source
+        does not tell the pair's ways."""
+        if (workload, peer) not in self.sent and (peer, workload) not in self.sent:
+            return None
+        return self.sent.get((workload, peer), 0.0)
 
     def route(self, workload: Workload, peer: Workload) -> Route | None:
         """The pair as its server's Services route it; None where they
@@ -179,6 +189,7 @@ def conversations_of(
         routing=routing,
         routing_notes=notes,
         templates=places.by_template(placed),
+        sent=dict(report.sent),
     )
 
 
@@ -193,6 +204,7 @@ class PeerShare(NamedTuple):
     unknown_zone: float  # ... to or from a node without a zone label
     direction: str = "unknown"  # calls, called, both (each end calls the other), unknown
     routing: str = SPREAD  # how the called side's Services route the pair
+    sent: float | None = None  # of the bytes, those sent to the peer (None: way not told)
 
 
 def _per_zone(places: Mapping[str, int], zone_of: Mapping[str, str]) -> dict[str, int]:
@@ -308,10 +320,11 @@ def shares_of(
         client, server = (workload, peer) if route is None else (route.client, route.server)
         routing = SPREAD if route is None else route.routing
         direction = _direction(conversations, workload, peer)
+        sent = conversations.sent_to(workload, peer)
         clients, theirs = conversations.places.get(client, {}), conversations.places.get(server, {})
         client_pods, their_pods = sum(clients.values()), sum(theirs.values())
         if not client_pods or not their_pods:
-            shares.append(PeerShare(peer, rate, 0.0, 0.0, 0.0, 1.0, direction, routing))
+            shares.append(PeerShare(peer, rate, 0.0, 0.0, 0.0, 1.0, direction, routing, sent))
             continue
         their_zones = _per_zone(theirs, zone_of)
         servers = _Servers(theirs, their_zones, their_pods, their_pods - sum(their_zones.values()))
@@ -324,7 +337,9 @@ def shares_of(
             unknown += weight * unzoned
         cross_zone = max(0.0, 1.0 - same_zone - unknown)
         shares.append(
-            PeerShare(peer, rate, same_node, same_zone, cross_zone, unknown, direction, routing)
+            PeerShare(
+                peer, rate, same_node, same_zone, cross_zone, unknown, direction, routing, sent
+            )
         )
     return shares
 

@@ -36,7 +36,14 @@ A pair is the sum of both directions: what a pod of one sends to the other
 and receives from it crosses the same links. Which end calls the other is
 kept apart (``PeerReport.calls``): the called end's Services decide where
 the caller's connections go (learning/conversations.py,
-``Conversations.route``). Both ends are matched to workloads as
+``Conversations.route``). So are the bytes each way (``PeerReport.sent``):
+Istio's and Linkerd's series are tagged ``nettraffic_way`` (``to-callee``:
+the request bytes, Istio's ``istio_tcp_received_bytes_total`` and
+``istio_request_bytes_sum``, Linkerd's outbound ``tcp_write_bytes_total``;
+``to-caller``: the rest), the cap is taken on the pair's total and both of
+its ways come back; a Beyla or OBI flow series is one way already, from its
+source end to its destination end; a ``query`` series says its way by the
+same label, or its way is not known. Both ends are matched to workloads as
 ``owner_workload`` names them (kube/workloads.py) by namespace and name
 among the workloads the learner knows; a mesh names a Deployment's pods by
 the Deployment, a StatefulSet's by the StatefulSet (docs/operations.md,
@@ -73,6 +80,22 @@ ISTIO_BYTES = (
     "istio_request_bytes_sum",
     "istio_response_bytes_sum",
 )
+# The label telling a series' way, and its values: bytes from the caller
+# (the source end) to the callee, or back.
+WAY = "nettraffic_way"
+TO_CALLEE, TO_CALLER = "to-callee", "to-caller"
+# Each metric's way. Istio: the destination receives the request bytes and
+# sends the response bytes (istio/proxy istio_stats.cc's metric
+# descriptions); Linkerd: the client's outbound proxy writes to the server
+# and reads its answers.
+WAYS = {
+    "istio_tcp_sent_bytes_total": TO_CALLER,
+    "istio_tcp_received_bytes_total": TO_CALLEE,
+    "istio_request_bytes_sum": TO_CALLEE,
+    "istio_response_bytes_sum": TO_CALLER,
+    "tcp_write_bytes_total": TO_CALLEE,
+    "tcp_read_bytes_total": TO_CALLER,
+}
 ISTIO_LABELS = PeerLabelSettings()  # the defaults are Istio's names
 # The recording rule holding ``pair_rates`` (charts/nettraffic, the
 # nettraffic.pairsGroup template; a test holds the two expressions equal).
@@ -146,8 +169,10 @@ def _by(labels: PeerLabelSettings) -> str:
 
 def _tagged(rates: str, name: str) -> str:
     # Each metric's rates tagged apart before they are joined with ``or``:
-    # rate() drops the name, and two metrics' series would share a label set.
-    return f'label_replace({rates}, "nettraffic_part", "{name}", "", "")'
+    # rate() drops the name, and two metrics' series would share a label
+    # set. Then tagged with the metric's way, kept through the sum.
+    parted = f'label_replace({rates}, "nettraffic_part", "{name}", "", "")'
+    return f'label_replace({parted}, "{WAY}", "{WAYS[name]}", "", "")'
 
 
 def _coalesced(vector: str, into: str, labels: Iterable[str]) -> str:
@@ -206,8 +231,9 @@ def unselected_cluster(settings: PeerSettings) -> str:
 
 
 def pair_rates(settings: PeerSettings, window: float) -> str | None:
-    """Every pair's bytes/s, one series per (source end, destination end),
-    uncapped; None without a source."""
+    """Every pair's bytes/s, one series per (source end, destination end)
+    and way where the source tells it (``WAY``), uncapped; None without a
+    source."""
     window_text = promql_duration(window)
     cluster = _cluster_matcher(settings)
     unselected = unselected_cluster(settings)
@@ -224,12 +250,12 @@ def pair_rates(settings: PeerSettings, window: float) -> str | None:
             _tagged(f"sum by ({by}) (rate({name}{{{matchers}}}[{window_text}]))", name)
             for name in ISTIO_BYTES
         ]
-        return f"sum by ({by}) ({' or '.join(parts)})"
+        return f"sum by ({by}, {WAY}) ({' or '.join(parts)})"
     if settings.source == "linkerd":
         parts = [
             _tagged(_linkerd_rates(name, window_text, cluster), name) for name in LINKERD_BYTES
         ]
-        return f"sum by ({_by(LINKERD_LABELS)}) ({' or '.join(parts)})"
+        return f"sum by ({_by(LINKERD_LABELS)}, {WAY}) ({' or '.join(parts)})"
     if settings.source in AGENT_LABELS:
         flows = BEYLA_BYTES if settings.source == "beyla" else OBI_BYTES
         by = ", ".join(
@@ -259,11 +285,26 @@ def peer_query(settings: PeerSettings, window: float, recorded: bool = False) ->
         most *= 2  # a flow between two nodes comes once from each node's agent
     source_end = f"{labels.source_workload}, {labels.source_namespace}"
     destination_end = f"{labels.destination_workload}, {labels.destination_namespace}"
-    # A series among either end's busiest comes back once (``or`` keeps
-    # one of two equal label sets).
+    if settings.source not in WAYS_TAGGED:
+        # A series among either end's busiest comes back once (``or`` keeps
+        # one of two equal label sets).
+        return (
+            f"topk by ({source_end}) ({most}, {rates}) "
+            f"or topk by ({destination_end}) ({most}, {rates})"
+        )
+    # The cut is taken on each pair's total, and both ways of a pair kept
+    # come back: a cut per way would keep one way of a pair and not the
+    # other. (PromQL has no shared subexpression: the rates are evaluated
+    # once more than without the ways, once by the recording rule.)
+    total = f"sum without ({WAY}) ({rates})"
     return (
-        f"topk by ({source_end}) ({most}, {rates}) or topk by ({destination_end}) ({most}, {rates})"
+        f"{rates} and ignoring ({WAY}) (topk by ({source_end}) ({most}, {total}) "
+        f"or topk by ({destination_end}) ({most}, {total}))"
     )
+
+
+# The sources whose pair rates are tagged with their way.
+WAYS_TAGGED = ("istio", "linkerd")
 
 
 def labels_of(settings: PeerSettings) -> PeerLabelSettings:
@@ -295,6 +336,10 @@ class PeerReport:
     # peers.recordingRule is on, but Prometheus held no recorded pair while
     # the flow metrics held some: these were read from the flow metrics.
     rule_missing: bool = False
+    # (from, to) -> the bytes/s the first end sends the second, for the
+    # pairs whose source tells the way (``WAY``); the two ways of a pair
+    # add up to its figure in ``peers``.
+    sent: dict[tuple[Workload, Workload], float] = field(default_factory=dict)
 
 
 def peers_from(
@@ -307,7 +352,8 @@ def peers_from(
     cluster_label: str = "",
 ) -> PeerReport:
     """The pairs in a query's ``result``, matched to the ``known``
-    workloads; ``agents``: Beyla's or OBI's labels beside the ends;
+    workloads; ``agents``: Beyla's or OBI's labels beside the ends (each of
+    their series is one way, from its source end);
     ``waypoints``: (namespace, name) of ends that are a leg through an Istio
     waypoint, whose own series name the real ends; ``cluster_label``: the
     label naming each series' cluster where none is selected: with several
@@ -321,6 +367,11 @@ def peers_from(
             report.ignored["several-clusters"] = len(result)
             return report
     rates: dict[tuple[Workload, Workload], float] = {}
+    sent: dict[tuple[Workload, Workload], float] = {}
+    way_unknown: set[tuple[Workload, Workload]] = set()
+    # The ends of the series with a rate, and of the ways that carry nothing.
+    heard: set[tuple[tuple[Any, Any], tuple[Any, Any]]] = set()
+    silent: dict[tuple[tuple[Any, Any], tuple[Any, Any]], int] = {}
     for series in result:
         metric: Mapping[str, str] = series.get("metric") or {}
         ends = (
@@ -337,9 +388,15 @@ def peers_from(
             rate = float(series["value"][1])
         except (KeyError, IndexError, TypeError, ValueError):
             rate = math.nan
+        if rate == 0 and metric.get(WAY) in (TO_CALLEE, TO_CALLER):
+            # One way of a pair may carry nothing (a push, a download):
+            # no rate only where neither way carries anything.
+            silent[ends] = silent.get(ends, 0) + 1
+            continue
         if not math.isfinite(rate) or rate <= 0:
             report.ignored["no-rate"] += 1
             continue
+        heard.add(ends)
         types = ("", "")
         if agents is not None:
             seen_by, sent_from = metric.get(agents.agent_ip), metric.get(agents.source_node_ip)
@@ -366,6 +423,15 @@ def peers_from(
         pair = _pair(first, second)
         rates[pair] = rates.get(pair, 0.0) + rate
         report.calls.add((first, second))
+        way = TO_CALLEE if agents is not None else metric.get(WAY)
+        if way in (TO_CALLEE, TO_CALLER):
+            sender = (first, second) if way == TO_CALLEE else (second, first)
+            sent[sender] = sent.get(sender, 0.0) + rate
+        else:
+            way_unknown.add(pair)
+    idle = sum(n for ends, n in silent.items() if ends not in heard)
+    if idle:
+        report.ignored["no-rate"] += idle
     listed: dict[Workload, list[tuple[Workload, float]]] = {}
     for (first, second), rate in rates.items():
         listed.setdefault(first, []).append((second, rate))
@@ -381,6 +447,13 @@ def peers_from(
         if len(ours) < len(peers):
             report.dropped[workload] = len(peers) - len(ours)
         report.peers[workload] = ours
+    # The ways of the pairs kept where every series of the pair told its way
+    # (a user's query may not: those pairs show their total alone).
+    report.sent = {
+        ends: rate
+        for ends, rate in sent.items()
+        if _pair(*ends) in kept and _pair(*ends) not in way_unknown
+    }
     return report
 
 

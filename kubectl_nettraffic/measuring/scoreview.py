@@ -154,6 +154,13 @@ def peer_documents(shares: Sequence[PeerShare], price_per_gb: float) -> list[dic
             "kind": share.peer.kind,
             "name": share.peer.name,
             "bytesPerSecond": round(share.bytes_per_second, 3),
+            # Of them, those each way, where the flow source tells it.
+            "sentBytesPerSecond": None if share.sent is None else round(share.sent, 3),
+            "receivedBytesPerSecond": (
+                None
+                if share.sent is None
+                else round(max(0.0, share.bytes_per_second - share.sent), 3)
+            ),
             "sameNodeShare": round(share.same_node, 4),
             "sameZoneShare": round(share.same_zone, 4),
             "crossZoneShare": round(share.cross_zone, 4),
