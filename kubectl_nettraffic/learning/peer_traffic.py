@@ -96,6 +96,7 @@ WAYS = {
     "tcp_write_bytes_total": TO_CALLEE,
     "tcp_read_bytes_total": TO_CALLER,
 }
+WAYS_TAGGED = ("istio", "linkerd")  # the sources whose pair rates carry WAY
 ISTIO_LABELS = PeerLabelSettings()  # the defaults are Istio's names
 # The recording rule holding ``pair_rates`` (charts/nettraffic, the
 # nettraffic.pairsGroup template; a test holds the two expressions equal).
@@ -271,10 +272,10 @@ def pair_rates(settings: PeerSettings, window: float) -> str | None:
 
 def peer_query(settings: PeerSettings, window: float, recorded: bool = False) -> str | None:
     """The pairs as the learner reads them: ``pair_rates`` cut in Prometheus
-    to each workload's ``peers.maxPerWorkload`` + 1 busiest series as the
-    source end and as the destination end, so the answer grows with the workloads,
-    not with the pairs; ``recorded``: the rates from the recording rule;
-    None without a source."""
+    to each workload's ``peers.maxPerWorkload`` + 1 busiest pairs as the
+    source end and as the destination end, so the answer grows with the
+    workloads, not with the pairs; ``recorded``: the rates from the
+    recording rule; None without a source."""
     rates = pair_rates(settings, window)
     if rates is None:
         return None
@@ -303,10 +304,6 @@ def peer_query(settings: PeerSettings, window: float, recorded: bool = False) ->
         f"{rates} and ignoring ({WAY}) (topk by ({source_end}) ({most}, {total}) "
         f"or topk by ({destination_end}) ({most}, {total}))"
     )
-
-
-# The sources whose pair rates are tagged with their way.
-WAYS_TAGGED = ("istio", "linkerd")
 
 
 def labels_of(settings: PeerSettings) -> PeerLabelSettings:
@@ -372,9 +369,7 @@ def peers_from(
         if len(clusters) > 1:
             report.ignored["several-clusters"] = len(result)
             return report
-    rates: dict[tuple[Workload, Workload], float] = {}
-    sent: dict[tuple[Workload, Workload], float] = {}
-    way_unknown: set[tuple[Workload, Workload]] = set()
+    pairs = _Pairs()
     # The ends of the series with a rate, and of the ways that carry nothing.
     heard: set[tuple[tuple[Any, Any], tuple[Any, Any]]] = set()
     silent: dict[tuple[tuple[Any, Any], tuple[Any, Any]], int] = {}
@@ -426,47 +421,62 @@ def peers_from(
         if first == second:
             report.ignored["self"] += 1
             continue
-        pair = _pair(first, second)
-        rates[pair] = rates.get(pair, 0.0) + rate
         report.calls.add((first, second))
-        way = TO_CALLEE if agents is not None else metric.get(WAY)
-        if way in (TO_CALLEE, TO_CALLER):
-            sender = (first, second) if way == TO_CALLEE else (second, first)
-            sent[sender] = sent.get(sender, 0.0) + rate
-        else:
-            way_unknown.add(pair)
+        pairs.add(first, second, rate, TO_CALLEE if agents is not None else metric.get(WAY))
     idle = sum(n for ends, n in silent.items() if ends not in heard)
     if idle:
         report.ignored["no-rate"] += idle
-    listed: dict[Workload, list[tuple[Workload, float]]] = {}
-    for (first, second), rate in rates.items():
-        listed.setdefault(first, []).append((second, rate))
-        listed.setdefault(second, []).append((first, rate))
-    # A pair among either end's busiest is kept by both: each side pulls
-    # toward the other, and a pair's bytes are counted once wherever shown.
-    kept: set[tuple[Workload, Workload]] = set()
-    for workload, peers in listed.items():
-        peers.sort(key=lambda peer: (-peer[1], peer[0]))
-        kept.update(_pair(workload, peer) for peer, _ in peers[:most_per_workload])
-        if len(peers) > most_per_workload:
-            report.over_cap.add(workload)
-    for workload, peers in listed.items():
-        ours = [(peer, rate) for peer, rate in peers if _pair(workload, peer) in kept]
-        if len(ours) < len(peers):
-            report.dropped[workload] = len(peers) - len(ours)
-        report.peers[workload] = ours
-    # The ways of the pairs kept where every series of the pair told its way
-    # (a user's query may not: those pairs show their total alone).
-    report.sent = {
-        ends: rate
-        for ends, rate in sent.items()
-        if _pair(*ends) in kept and _pair(*ends) not in way_unknown
-    }
+    pairs.cut(most_per_workload, report)
     return report
 
 
 def _pair(one: Workload, other: Workload) -> tuple[Workload, Workload]:
     return (one, other) if one < other else (other, one)
+
+
+class _Pairs:
+    """The matched series summed per pair, and per way where told."""
+
+    def __init__(self) -> None:
+        self.rates: dict[tuple[Workload, Workload], float] = {}
+        self.sent: dict[tuple[Workload, Workload], float] = {}  # (from, to)
+        self.way_unknown: set[tuple[Workload, Workload]] = set()
+
+    def add(self, source: Workload, destination: Workload, rate: float, way: str | None) -> None:
+        pair = _pair(source, destination)
+        self.rates[pair] = self.rates.get(pair, 0.0) + rate
+        if way in (TO_CALLEE, TO_CALLER):
+            sender = (source, destination) if way == TO_CALLEE else (destination, source)
+            self.sent[sender] = self.sent.get(sender, 0.0) + rate
+        else:
+            self.way_unknown.add(pair)
+
+    def cut(self, most_per_workload: int, report: PeerReport) -> None:
+        """Each workload's busiest pairs into ``report``: a pair among either
+        end's busiest is kept by both, as each side pulls toward the other
+        and a pair's bytes are counted once wherever shown."""
+        listed: dict[Workload, list[tuple[Workload, float]]] = {}
+        for (first, second), rate in self.rates.items():
+            listed.setdefault(first, []).append((second, rate))
+            listed.setdefault(second, []).append((first, rate))
+        kept: set[tuple[Workload, Workload]] = set()
+        for workload, peers in listed.items():
+            peers.sort(key=lambda peer: (-peer[1], peer[0]))
+            kept.update(_pair(workload, peer) for peer, _ in peers[:most_per_workload])
+            if len(peers) > most_per_workload:
+                report.over_cap.add(workload)
+        for workload, peers in listed.items():
+            ours = [(peer, rate) for peer, rate in peers if _pair(workload, peer) in kept]
+            if len(ours) < len(peers):
+                report.dropped[workload] = len(peers) - len(ours)
+            report.peers[workload] = ours
+        # The ways of the pairs kept where every series of the pair told its
+        # way (a user's query may not: those pairs show their total alone).
+        report.sent = {
+            ends: rate
+            for ends, rate in self.sent.items()
+            if _pair(*ends) in kept and _pair(*ends) not in self.way_unknown
+        }
 
 
 def read_peers(
