@@ -11,6 +11,7 @@ same pairs read whole and cut here, as before the cut moved; with
 
     python -m bench.peer_learning
     python -m bench.peer_learning --flows-only   # the flow reads alone, a few minutes
+    python -m bench.peer_learning --flows-only --bytes-each-way   # the same, peers.bytesEachWay
 """
 
 import pickle
@@ -130,7 +131,9 @@ def median_seconds(call: Callable[[], T]) -> tuple[float, T]:
     return statistics.median(times), result
 
 
-def _settings(prometheus_url: str, cap: int = 8, recorded: bool = False) -> Settings:
+def _settings(
+    prometheus_url: str, cap: int = 8, recorded: bool = False, each_way: bool = False
+) -> Settings:
     """The learner's settings here: Istio's pairs over a 1m window."""
     return settings_from_mapping(
         {
@@ -139,6 +142,7 @@ def _settings(prometheus_url: str, cap: int = 8, recorded: bool = False) -> Sett
                 "source": "istio",
                 "maxPerWorkload": cap,
                 "recordingRule": {"enabled": recorded},
+                "bytesEachWay": each_way,
             },
         }
     )
@@ -164,8 +168,10 @@ class Reads(NamedTuple):
     learner: list[Read]
 
 
-def _reads(prometheus_url: str, known: set[Workload], cap: int, at: float, rule: bool) -> Reads:
-    settings = _settings(prometheus_url, cap)
+def _reads(
+    prometheus_url: str, known: set[Workload], cap: int, at: float, rule: bool, each_way: bool
+) -> Reads:
+    settings = _settings(prometheus_url, cap, each_way=each_way)
     source = PrometheusSource(settings.prometheus)
     peers, window = settings.peers, settings.prometheus.window
     whole = pair_rates(peers, window)
@@ -177,7 +183,7 @@ def _reads(prometheus_url: str, known: set[Workload], cap: int, at: float, rule:
     assert cut is not None
     learner = [Read("cut in Prometheus", "cut in Prometheus", cut_seconds, cut, whole_report)]
     if rule:
-        on = _settings(prometheus_url, cap, recorded=True).peers
+        on = _settings(prometheus_url, cap, recorded=True, each_way=each_way).peers
         seconds, recorded = median_seconds(lambda: read_peers(source, on, window, known, at))
         assert recorded is not None and not recorded.rule_missing
         # Its samples are up to a minute old: compared with every pair read
@@ -232,7 +238,9 @@ def _read_row(
     )
 
 
-def flow_reads(prometheus_url: str, known: set[Workload], rule: bool = False) -> list[str]:
+def flow_reads(
+    prometheus_url: str, known: set[Workload], rule: bool = False, each_way: bool = False
+) -> list[str]:
     """The flow query's rows: the learner's read (cut in Prometheus to each
     end's busiest) beside the same pairs read whole and cut here, as before
     the cut moved into the query; with ``rule`` (the pairs' recording rule
@@ -241,9 +249,10 @@ def flow_reads(prometheus_url: str, known: set[Workload], rule: bool = False) ->
     at = time.time()
     rows = []
     for cap in (8, TIGHT_CAP):
-        reads = _reads(prometheus_url, known, cap, at, rule)
-        # Each end's busiest pairs, as source and as destination, a series each way.
-        bound = 2 * cap * len(known) * 2
+        reads = _reads(prometheus_url, known, cap, at, rule, each_way)
+        # Each end's busiest pairs, one past the cap, as source and as
+        # destination; with the ways, a series each way.
+        bound = 2 * (cap + 1) * len(known) * (2 if each_way else 1)
         goals = []
         for read in reads.learner:
             differ = _differing_pairs(read.whole, read.report)
@@ -343,11 +352,11 @@ def measure() -> list[str]:
     ]
 
 
-def _rule_file(directory: str) -> str:
+def _rule_file(directory: str, each_way: bool) -> str:
     """The pairs' recording rule as the chart writes it (pair_rates; the
     chart's own template is held equal to it by tests/test_chart.py), at
     the chart's interval."""
-    peers = _settings("http://unused", recorded=True).peers
+    peers = _settings("http://unused", recorded=True, each_way=each_way).peers
     expression = pair_rates(peers, 60.0)
     group = {
         "name": "nettraffic-pairs",
@@ -367,17 +376,18 @@ def _rule_seconds(prometheus_url: str) -> float:
     return float(group["evaluationTime"])
 
 
-def measure_flows() -> list[str]:
+def measure_flows(each_way: bool) -> list[str]:
     """The flow reads alone: the flow exporter scraped, every workload known,
-    the pairs' recording rule evaluated once a minute."""
+    the pairs' recording rule evaluated once a minute; ``each_way``: with
+    peers.bytesEachWay."""
     flows = FlowExporter(CLUSTER.deployments)
     directory = tempfile.TemporaryDirectory()
-    prometheus = scraping({"flows": flows.target}, [_rule_file(directory.name)])
+    prometheus = scraping({"flows": flows.target}, [_rule_file(directory.name, each_way)])
     try:
         known = {
             Workload(f"ns-{i % 200}", "Deployment", f"app-{i}") for i in range(CLUSTER.deployments)
         }
-        whole = pair_rates(_settings(prometheus.url).peers, 60.0)
+        whole = pair_rates(_settings(prometheus.url, each_way=each_way).peers, 60.0)
         assert whole is not None
         deadline = time.monotonic() + 600
         source = PrometheusSource(_settings(prometheus.url).prometheus)
@@ -387,7 +397,7 @@ def measure_flows() -> list[str]:
         ):
             time.sleep(5)  # two scrapes of every series for rate(), then an evaluation
         before = _rule_seconds(prometheus.url)
-        rows = flow_reads(prometheus.url, known, rule=True)
+        rows = flow_reads(prometheus.url, known, rule=True, each_way=each_way)
         after = _rule_seconds(prometheus.url)
     finally:
         prometheus.stop()
@@ -405,9 +415,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--flows-only", action="store_true", help="the flow reads alone (own section)"
     )
+    parser.add_argument(
+        "--bytes-each-way",
+        action="store_true",
+        help="with --flows-only: with peers.bytesEachWay (own section)",
+    )
     args = parser.parse_args(argv)
     started = time.time()
-    rows = measure_flows() if args.flows_only else measure()
+    rows = measure_flows(args.bytes_each_way) if args.flows_only else measure()
     elapsed = time.time() - started
     table = "\n".join(
         [
@@ -421,15 +436,22 @@ def main(argv: list[str] | None = None) -> int:
     if args.no_write:
         return 0
     if args.flows_only:
+        each_way = args.bytes_each_way
         write_section(
-            "peer_flows",
-            "Reading the pairs at scale",
-            "python -m bench.peer_learning --flows-only",
+            "peer_flows_each_way" if each_way else "peer_flows",
+            "Reading the pairs at scale" + (", bytes each way" if each_way else ""),
+            "python -m bench.peer_learning --flows-only"
+            + (" --bytes-each-way" if each_way else ""),
             f"A real Prometheus scraping Istio's TCP byte counters for {CLUSTER.deployments * CALLS_EACH:,} "
             "pairs, both reporters (a stand-in exporter in this process, on the same 2 cores); "
             "the learner's flow read as it runs, cut in Prometheus, beside the same pairs read "
-            "whole and cut in Python, in one run."
-            f"\n\n{table}\n\nRun time: {elapsed:.0f} s.",
+            "whole and cut in Python, in one run"
+            + (
+                " (peers.bytesEachWay: a series per way, both of a pair's ways kept)."
+                if each_way
+                else "."
+            )
+            + f"\n\n{table}\n\nRun time: {elapsed:.0f} s.",
         )
         return 0
     write_section(

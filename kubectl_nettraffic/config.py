@@ -250,6 +250,12 @@ class PeerSettings:
     # hundreds (a gateway, a database) is steered by the few that matter,
     # and the table stays small at 150,000 pods.
     max_per_workload: int = key(8, values.integer(1, 1000))
+    # Keep each pair's bytes each way apart (Istio, Linkerd; Beyla's and
+    # OBI's flows are one way each already), for top workloads. Off: the
+    # pair's total alone, which is all the pull counts; on, the read brings
+    # a series per way and computes the pairs once more to cut them on
+    # their totals (docs/operations.md, "Reading the pairs at scale").
+    bytes_each_way: bool = key(False, values.boolean)
     # The score points (of 100) a node gains for a pod all of whose bytes
     # go to peers on it; the same again for its zone at the default price
     # below. A tenth of the bytes, a tenth of the points (steering/peer_pull.py).

@@ -372,7 +372,9 @@ def test_the_learners_share_of_prometheus_is_split_between_the_replicas(replicas
 PAIR_SOURCES = [
     {"source": "istio"},
     {"source": "istio", "reporter": "destination", "cluster": "source_cluster=prod"},
+    {"source": "istio", "bytesEachWay": True},
     {"source": "linkerd", "cluster": "cluster=east"},
+    {"source": "linkerd", "bytesEachWay": True},
     {"source": "beyla"},
     {"source": "obi", "cluster": "k8s_cluster_name=prod-1"},
     {"source": "query", "query": "sum by (a, b, c, d) (rate(flows_total[1m]))"},

@@ -116,14 +116,14 @@ def prometheus():
     server.stop()
 
 
-def _client(url: str, **peers: str) -> tuple[Settings, PrometheusSource]:
+def _client(url: str, **peers: object) -> tuple[Settings, PrometheusSource]:
     """The settings of a flow source at ``url``, and its client as of END."""
     settings = settings_from_mapping({"prometheus": {"url": url}, "peers": peers})
     return settings, PrometheusSource(settings.prometheus, clock=lambda: END)
 
 
-def _read(prometheus, source: str) -> PeerReport:
-    settings, client = _client(prometheus.url, source=source)
+def _read(prometheus, source: str, **peers: object) -> PeerReport:
+    settings, client = _client(prometheus.url, source=source, **peers)
     report = read_peers(client, settings.peers, settings.prometheus.window, KNOWN)
     assert report is not None
     return report
@@ -144,8 +144,11 @@ def test_the_meshes_give_every_pair_its_bytes_and_its_caller(prometheus, source)
         {frozenset(pair): rate for pair, rate in TRUE_PAIRS.items()}, rel=0.05
     )
     assert report.calls == set(TRUE_PAIRS)  # the caller named first, nothing reversed
-    assert report.sent == pytest.approx(TRUE_SENT, rel=0.05)  # each way, none swapped
-    assert report.ignored == {}
+    assert report.ignored == {} and report.sent == {}  # the ways only when asked
+    each_way = _read(prometheus, source, bytesEachWay=True)
+    assert _pairs(each_way) == _pairs(report) and each_way.calls == report.calls
+    assert each_way.sent == pytest.approx(TRUE_SENT, rel=0.05)  # none swapped
+    assert each_way.ignored == {}
 
 
 @pytest.mark.parametrize("source", ["beyla", "obi"])
@@ -255,9 +258,9 @@ def test_an_ambient_waypoint_s_series_give_the_real_ends_and_its_legs_are_left_o
     assert report.calls == {(WEB, API), (API, DB)}
     assert WAYPOINT not in report.peers  # never pulled toward
     # The client's leg to each waypoint (and, read by the destination
-    # reporter, the waypoint's leg to the server), a series each way:
-    # web-cache (one way) is lost with its silent waypoint, and counted.
-    legs = {"source": 3, "destination": 6}[reporter]
+    # reporter, the waypoint's leg to the server): web-cache is lost with
+    # its silent waypoint, and counted.
+    legs = {"source": 2, "destination": 4}[reporter]
     assert report.ignored == {"waypoint-leg": legs}
 
 
@@ -283,9 +286,7 @@ def test_doctor_leaves_out_the_legs_through_the_waypoints_the_cluster_names(fake
     finally:
         server.stop()
     assert waypoints == {(NS, "waypoint"), (NS, "silent")}
-    assert (
-        found.startswith("istio: 2 pair(s)") and "waypoint-leg 3" in found
-    )  # series, each way apart
+    assert found.startswith("istio: 2 pair(s)") and "waypoint-leg 2" in found
     # Without the waypoints, the legs read as pairs with the waypoints.
     assert "waypoint-leg" not in unaware and "istio: 2 pair(s)" not in unaware
 

@@ -200,7 +200,7 @@ def test_peers_never_take_a_node_past_the_hot_threshold(prometheus):
 
 
 def test_the_workloads_document_shows_where_each_pair_s_bytes_go_and_their_cost(prometheus):
-    board = _board(prometheus)
+    board = _board(prometheus, bytesEachWay=True)
     document = workloads_document(board.snapshot, price_per_gb=0.01)
     rows = {(row["kind"], row["name"]): row for row in document["workloads"]}
     (api,) = rows[("Deployment", "web")]["peers"]

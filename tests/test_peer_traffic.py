@@ -112,6 +112,11 @@ def test_linkerd_and_beyla_give_the_pairs_istio_gives(prometheus, source):
     assert by_istio is not None and report is not None
     _assert_same_pairs(report, by_istio)
     assert set(report.ignored) == {"self", "unknown-workload"}
+    # Each way apart: the flows one way only (to itself, to a workload gone)
+    # are left out for what they are, not for the way that carries nothing.
+    each_way = _read(prometheus, source=source, bytesEachWay=True)
+    _assert_same_pairs(each_way, by_istio)
+    assert set(each_way.ignored) == {"self", "unknown-workload"}
 
 
 def test_the_busiest_peers_are_kept_by_both_ends_and_the_rest_counted(prometheus):
@@ -194,7 +199,7 @@ def test_the_cap_is_taken_on_a_pair_s_total_and_both_its_ways_come_back(source):
     c, s1, s2 = (Workload("shop", "Deployment", name) for name in ("c", "s1", "s2"))
     server = prometheus_with_history([], END, more=list(lines))
     try:
-        settings = _settings(server.url, source=source, maxPerWorkload=1)
+        settings = _settings(server.url, source=source, maxPerWorkload=1, bytesEachWay=True)
         client = PrometheusSource(settings.prometheus, clock=lambda: END)
         report = read_peers(client, settings.peers, settings.prometheus.window, known)
     finally:
@@ -221,7 +226,9 @@ def test_recorded_pairs_read_as_the_flow_metrics_do(tmp_path):
     known = KNOWN | {Workload("shop", "Deployment", f"{e}{i}") for e in "cs" for i in range(3)}
     server = prometheus_with_history([], END, more=list(istio_lines(FLOWS + calls, END)))
     try:
-        settings = _settings(server.url, maxPerWorkload=1, recordingRule={"enabled": True})
+        settings = _settings(
+            server.url, maxPerWorkload=1, bytesEachWay=True, recordingRule={"enabled": True}
+        )
         window = settings.prometheus.window
         rules = tmp_path / "rules.yaml"
         expression = pair_rates(settings.peers, window)

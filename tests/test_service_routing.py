@@ -296,7 +296,7 @@ def test_top_workloads_counts_the_pairs_as_routed_as_the_webhook_does(
         {
             "prometheus": {"url": prometheus.url, "window": "2m"},
             "metricsServer": {"enabled": False},
-            "peers": {"source": "istio"},
+            "peers": {"source": "istio", "bytesEachWay": True},
             "kubeconfig": kubeconfig,
         }
     )

@@ -36,14 +36,15 @@ A pair is the sum of both directions: what a pod of one sends to the other
 and receives from it crosses the same links. Which end calls the other is
 kept apart (``PeerReport.calls``): the called end's Services decide where
 the caller's connections go (learning/conversations.py,
-``Conversations.route``). So are the bytes each way (``PeerReport.sent``):
-Istio's and Linkerd's series are tagged ``nettraffic_way`` (``to-callee``:
-the request bytes, Istio's ``istio_tcp_received_bytes_total`` and
+``Conversations.route``). So are the bytes each way (``PeerReport.sent``)
+where the source tells them: with ``peers.bytesEachWay``, Istio's and
+Linkerd's series are tagged ``nettraffic_way`` (``to-callee``: the request
+bytes, Istio's ``istio_tcp_received_bytes_total`` and
 ``istio_request_bytes_sum``, Linkerd's outbound ``tcp_write_bytes_total``;
 ``to-caller``: the rest), the cap is taken on the pair's total and both of
 its ways come back; a Beyla or OBI flow series is one way already, from its
 source end to its destination end; a ``query`` series says its way by the
-same label, or its way is not known. Both ends are matched to workloads as
+same label. Both ends are matched to workloads as
 ``owner_workload`` names them (kube/workloads.py) by namespace and name
 among the workloads the learner knows; a mesh names a Deployment's pods by
 the Deployment, a StatefulSet's by the StatefulSet (docs/operations.md,
@@ -168,12 +169,13 @@ def _by(labels: PeerLabelSettings) -> str:
     )
 
 
-def _tagged(rates: str, name: str) -> str:
+def _tagged(rates: str, name: str, each_way: bool) -> str:
     # Each metric's rates tagged apart before they are joined with ``or``:
     # rate() drops the name, and two metrics' series would share a label
-    # set. Then tagged with the metric's way, kept through the sum.
+    # set. Then, ``each_way``, tagged with the metric's way, kept through
+    # the sum.
     parted = f'label_replace({rates}, "nettraffic_part", "{name}", "", "")'
-    return f'label_replace({parted}, "{WAY}", "{WAYS[name]}", "", "")'
+    return f'label_replace({parted}, "{WAY}", "{WAYS[name]}", "", "")' if each_way else parted
 
 
 def _coalesced(vector: str, into: str, labels: Iterable[str]) -> str:
@@ -232,9 +234,11 @@ def unselected_cluster(settings: PeerSettings) -> str:
 
 
 def pair_rates(settings: PeerSettings, window: float) -> str | None:
-    """Every pair's bytes/s, one series per (source end, destination end)
-    and way where the source tells it (``WAY``), uncapped; None without a
-    source."""
+    """Every pair's bytes/s, one series per (source end, destination end),
+    and per way with ``peers.bytesEachWay`` where the source tells it
+    (``WAY``), uncapped; None without a source."""
+    each_way = settings.bytes_each_way
+    way = f", {WAY}" if each_way else ""
     window_text = promql_duration(window)
     cluster = _cluster_matcher(settings)
     unselected = unselected_cluster(settings)
@@ -248,15 +252,16 @@ def pair_rates(settings: PeerSettings, window: float) -> str | None:
         matchers = ", ".join(m for m in (f'reporter=~"{reporters}"', cluster) if m)
         by = ", ".join(label for label in (_by(ISTIO_LABELS), unselected) if label)
         parts = [
-            _tagged(f"sum by ({by}) (rate({name}{{{matchers}}}[{window_text}]))", name)
+            _tagged(f"sum by ({by}) (rate({name}{{{matchers}}}[{window_text}]))", name, each_way)
             for name in ISTIO_BYTES
         ]
-        return f"sum by ({by}, {WAY}) ({' or '.join(parts)})"
+        return f"sum by ({by}{way}) ({' or '.join(parts)})"
     if settings.source == "linkerd":
         parts = [
-            _tagged(_linkerd_rates(name, window_text, cluster), name) for name in LINKERD_BYTES
+            _tagged(_linkerd_rates(name, window_text, cluster), name, each_way)
+            for name in LINKERD_BYTES
         ]
-        return f"sum by ({_by(LINKERD_LABELS)}, {WAY}) ({' or '.join(parts)})"
+        return f"sum by ({_by(LINKERD_LABELS)}{way}) ({' or '.join(parts)})"
     if settings.source in AGENT_LABELS:
         flows = BEYLA_BYTES if settings.source == "beyla" else OBI_BYTES
         by = ", ".join(
@@ -288,7 +293,7 @@ def peer_query(settings: PeerSettings, window: float, recorded: bool = False) ->
         most *= 2  # a flow between two nodes comes once from each node's agent
     source_end = f"{labels.source_workload}, {labels.source_namespace}"
     destination_end = f"{labels.destination_workload}, {labels.destination_namespace}"
-    if settings.source not in WAYS_TAGGED:
+    if settings.source not in WAYS_TAGGED or not settings.bytes_each_way:
         # A series among either end's busiest comes back once (``or`` keeps
         # one of two equal label sets).
         return (
@@ -298,7 +303,7 @@ def peer_query(settings: PeerSettings, window: float, recorded: bool = False) ->
     # The cut is taken on each pair's total, and both ways of a pair kept
     # come back: a cut per way would keep one way of a pair and not the
     # other. (PromQL has no shared subexpression: the rates are evaluated
-    # once more than without the ways, once by the recording rule.)
+    # once more than without the ways.)
     total = f"sum without ({WAY}) ({rates})"
     return (
         f"{rates} and ignoring ({WAY}) (topk by ({source_end}) ({most}, {total}) "

@@ -1,7 +1,8 @@
 {{/*
 Every pair of workloads' bytes/s from the flow source (peers.*), one series
-per (source end, destination end) and way (nettraffic_way: to-callee, the
-request bytes, or to-caller; Istio and Linkerd), uncapped: the expression the learner
+per (source end, destination end), and per way with peers.bytesEachWay
+(nettraffic_way: to-callee, the request bytes, or to-caller; Istio and
+Linkerd), uncapped: the expression the learner
 otherwise computes at each read (kubectl_nettraffic/learning/peer_traffic.py,
 pair_rates; tests/test_chart.py holds the two equal for every source). The
 learner reads each end's busiest pairs from the recorded series
@@ -37,9 +38,10 @@ so that the series of several clusters are told apart (and left out). */ -}}
 {{- $ways := dict "istio_tcp_sent_bytes_total" "to-caller" "istio_tcp_received_bytes_total" "to-callee" "istio_request_bytes_sum" "to-callee" "istio_response_bytes_sum" "to-caller" -}}
 {{- range list "istio_tcp_sent_bytes_total" "istio_tcp_received_bytes_total" "istio_request_bytes_sum" "istio_response_bytes_sum" -}}
 {{- $part := printf "label_replace(sum by (%s) (rate(%s{%s}[%s])), \"nettraffic_part\", %q, \"\", \"\")" $by . $matchers $window . -}}
-{{- $parts = append $parts (printf "label_replace(%s, \"nettraffic_way\", %q, \"\", \"\")" $part (get $ways .)) -}}
+{{- if $peers.bytesEachWay }}{{ $part = printf "label_replace(%s, \"nettraffic_way\", %q, \"\", \"\")" $part (get $ways .) }}{{ end -}}
+{{- $parts = append $parts $part -}}
 {{- end -}}
-sum by ({{ $by }}, nettraffic_way) ({{ join " or " $parts }})
+sum by ({{ $by }}{{ if $peers.bytesEachWay }}, nettraffic_way{{ end }}) ({{ join " or " $parts }})
 {{- else if eq $peers.source "linkerd" -}}
 {{- $kinds := list "deployment" "statefulset" "daemonset" "replicaset" "k8s_job" "cronjob" "replicationcontroller" -}}
 {{- $dstKinds := list -}}
@@ -55,9 +57,10 @@ sum by ({{ $by }}, nettraffic_way) ({{ join " or " $parts }})
 {{- range $kinds }}{{ $rates = printf "label_replace(%s, \"nettraffic_source_workload\", \"$1\", %q, \"(.+)\")" $rates . }}{{ end -}}
 {{- range $dstKinds }}{{ $rates = printf "label_replace(%s, \"nettraffic_destination_workload\", \"$1\", %q, \"(.+)\")" $rates . }}{{ end -}}
 {{- $part := printf "label_replace(%s, \"nettraffic_part\", %q, \"\", \"\")" $rates . -}}
-{{- $parts = append $parts (printf "label_replace(%s, \"nettraffic_way\", %q, \"\", \"\")" $part (get $ways .)) -}}
+{{- if $peers.bytesEachWay }}{{ $part = printf "label_replace(%s, \"nettraffic_way\", %q, \"\", \"\")" $part (get $ways .) }}{{ end -}}
+{{- $parts = append $parts $part -}}
 {{- end -}}
-sum by (nettraffic_source_workload, namespace, nettraffic_destination_workload, dst_namespace, nettraffic_way) ({{ join " or " $parts }})
+sum by (nettraffic_source_workload, namespace, nettraffic_destination_workload, dst_namespace{{ if $peers.bytesEachWay }}, nettraffic_way{{ end }}) ({{ join " or " $parts }})
 {{- else if or (eq $peers.source "beyla") (eq $peers.source "obi") -}}
 {{- $by := printf "k8s_src_owner_name, k8s_src_namespace, k8s_dst_owner_name, k8s_dst_namespace, k8s_src_owner_type, k8s_dst_owner_type, %s_ip, k8s_src_node_ip" $peers.source -}}
 {{- if $unselected }}{{ $by = printf "%s, %s" $by $unselected }}{{ end -}}
