@@ -254,9 +254,9 @@ def flow_reads(
     rows = []
     for cap in (8, TIGHT_CAP):
         reads = _reads(prometheus_url, known, cap, at, rule, each_way)
-        # Each end's busiest pairs, one past the cap, as source and as
-        # destination; with the ways, a series each way.
-        bound = 2 * (cap + 1) * len(known) * (2 if each_way else 1)
+        # Each end's busiest pairs, as source and as destination; with the
+        # ways, a series each way.
+        bound = 2 * cap * len(known) * (2 if each_way else 1)
         goals = []
         for read in reads.learner:
             differ = _differing_pairs(read.whole, read.report)

@@ -229,7 +229,6 @@ def test_the_workloads_document_shows_where_each_pair_s_bytes_go_and_their_cost(
     )
     assert document["conversations"]["ignoredSeries"] == {"unknown-workload": 1}
     assert document["conversations"]["nodesWithoutZone"] == []
-    assert document["conversations"]["workloadsOverCap"] == []  # 2 peers at most, cap 8
     # /metrics' nettraffic_peer_bytes_per_second: each pair once.
     assert peer_bytes_by_place(board.snapshot) == pytest.approx(
         {"same-node": 0.0, "same-zone": 1.1e6, "cross-zone": 4e6, "unknown-zone": 0.0}, rel=1e-3

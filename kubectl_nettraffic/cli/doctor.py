@@ -359,11 +359,6 @@ def _peer_inputs(
     detail = f"{peers.source}: {pairs} pair(s) among {len(report.peers)} workload(s)"
     if peers.recording_rule.enabled:
         detail += f" (recorded: {PAIRS_RULE})"
-    if report.over_cap:
-        detail += (
-            f"; {len(report.over_cap)} workload(s) with more peers than peers.maxPerWorkload "
-            f"({peers.max_per_workload}): their quieter pairs are left out"
-        )
     if report.agent_unknown:
         ip = f"{peers.source}.ip"
         detail += (

@@ -39,7 +39,6 @@ class Conversations:
     read_at: float  # when the pairs were read (epoch seconds)
     ignored: Mapping[str, int] = field(default_factory=dict)  # series left out, by reason
     dropped: Mapping[Workload, int] = field(default_factory=dict)  # pairs past the cap
-    over_cap: frozenset[Workload] = frozenset()  # more pairs than the cap (PeerReport)
     calls: frozenset[tuple[Workload, Workload]] = frozenset()  # (client, server)
     routing: Mapping[Workload, str] = field(default_factory=dict)  # server -> ZONE or NODE
     # Pairs and Services read as spread though they might not be, by reason:
@@ -186,7 +185,6 @@ def conversations_of(
         read_at=read_at,
         ignored=dict(report.ignored),
         dropped=dict(report.dropped),
-        over_cap=frozenset(report.over_cap),
         calls=frozenset(report.calls),
         routing=routing,
         routing_notes=notes,

@@ -277,18 +277,16 @@ def pair_rates(settings: PeerSettings, window: float) -> str | None:
 
 def peer_query(settings: PeerSettings, window: float, recorded: bool = False) -> str | None:
     """The pairs as the learner reads them: ``pair_rates`` cut in Prometheus
-    to each workload's ``peers.maxPerWorkload`` + 1 busiest pairs as the
-    source end and as the destination end, so the answer grows with the
-    workloads, not with the pairs; ``recorded``: the rates from the
-    recording rule; None without a source."""
+    to each workload's ``peers.maxPerWorkload`` busiest series as the source
+    end and as the destination end, so the answer grows with the workloads,
+    not with the pairs; ``recorded``: the rates from the recording rule;
+    None without a source."""
     rates = pair_rates(settings, window)
     if rates is None:
         return None
     if recorded:
         rates = PAIRS_RULE
-    # One more than the cap: a workload with that many tells it has more
-    # pairs than the cap (PeerReport.over_cap).
-    labels, most = labels_of(settings), settings.max_per_workload + 1
+    labels, most = labels_of(settings), settings.max_per_workload
     if settings.source in AGENT_LABELS:
         most *= 2  # a flow between two nodes comes once from each node's agent
     source_end = f"{labels.source_workload}, {labels.source_namespace}"
@@ -329,10 +327,6 @@ class PeerReport:
     peers: dict[Workload, list[tuple[Workload, float]]] = field(default_factory=dict)
     ignored: Counter[str] = field(default_factory=Counter)
     dropped: dict[Workload, int] = field(default_factory=dict)  # pairs past the cap
-    # The workloads with more pairs than the cap: the answer brings one more
-    # than the cap per end, so every such workload is seen, though the pairs
-    # Prometheus cut are not (nor counted in ``dropped``).
-    over_cap: set[Workload] = field(default_factory=set)
     # (source end, destination end) of every series kept: who calls whom,
     # where the source says so (a flow source counting each direction of a
     # connection apart names both ends as sources).
@@ -468,8 +462,6 @@ class _Pairs:
         for workload, peers in listed.items():
             peers.sort(key=lambda peer: (-peer[1], peer[0]))
             kept.update(_pair(workload, peer) for peer, _ in peers[:most_per_workload])
-            if len(peers) > most_per_workload:
-                report.over_cap.add(workload)
         for workload, peers in listed.items():
             ours = [(peer, rate) for peer, rate in peers if _pair(workload, peer) in kept]
             if len(ours) < len(peers):

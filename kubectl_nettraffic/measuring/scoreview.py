@@ -139,7 +139,6 @@ def workloads_document(snapshot: Snapshot, price_per_gb: float = 0.0) -> dict[st
             "failedReads": dict(sorted((learned.peer_failures if learned else {}).items())),
             "ignoredSeries": dict(sorted(conversations.ignored.items())),
             "droppedPairs": {str(w): n for w, n in sorted(conversations.dropped.items())},
-            "workloadsOverCap": sorted(str(w) for w in conversations.over_cap),
             "nodesWithoutZone": sorted(set(snapshot.nodes) - set(zone_of)),
         },
         "workloads": rows,
