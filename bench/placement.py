@@ -4,9 +4,11 @@ A simulation driven by the real engine and placement code (Scoreboard,
 Steerer: the same objects the webhook runs), with kube-scheduler modelled as
 in bench/scheduler_model.py. Run:
 
-    python -m bench.placement            # full run, writes docs/benchmarks.md section + PNG
-    python -m bench.placement --quick    # fewer seeds
-    python -m bench.placement --seed N   # every row's seeds from N (default: drawn anew)
+    python -m bench.placement              # both parts, each writes its docs/benchmarks.md section
+    python -m bench.placement --part main  # the main rows, limits and learning (with the PNGs)
+    python -m bench.placement --part heavy # the heavy pods at every delay and replica count (hours)
+    python -m bench.placement --quick      # fewer seeds
+    python -m bench.placement --seed N     # every row's seeds from N (default: drawn anew)
 
 Model, per seed:
 - Nodes with 10 Gbit/s links (or a mix of 1, 10 and 25 Gbit/s), 3 zones,
@@ -36,9 +38,7 @@ import time
 
 import numpy as np
 
-from bench.placement_scenarios import (
-    all_scenarios,
-)
+from bench.placement_scenarios import PARTS, Seeds, part_scenarios
 from bench.placement_simulation import HOT, STRATEGIES
 from bench.placement_tables import LABELS, Rows, Tables, run_scenario, tables
 from bench.report import bench_parser, drawn_seed, rerun_command, write_section
@@ -111,18 +111,28 @@ def plot(per_strategy: dict[str, np.ndarray], path: str, title: str) -> None:
     plt.close(figure)
 
 
-def publish(
+SPREAD_NOTE = (
+    "Each workload's spread at the end of a draw, as its topology spread sees it "
+    "(kube-scheduler's default constraints: zone maxSkew 5, hostname maxSkew 3); the "
+    "oracle keeps the zone constraint. A draw's spread is kept when no more of its "
+    "workloads are past zone skew 5 or miss a zone (those of 3 pods or more) than under "
+    "(a) on the same draw, and, in the calm rows, when its mean zone skew and pods of a "
+    "workload per node are within 0.5 of (a)'s"
+)
+GOALS_NOTE = (
+    "Against the goals (within 2% of d on max utilisation; at most 0.5% hot "
+    "placements or (d)'s share + 0.2 points, whichever is larger; at least 5x fewer than b)"
+)
+
+
+def publish_main(
     written: Tables,
     plots: dict[str, dict[str, np.ndarray]],
     command: str,
     first: int,
     elapsed: float,
 ) -> None:
-    """docs/benchmarks.md's placement section and its plots."""
-    table, verdict, spread_table = written.main, written.verdict, written.spread
-    learning_table, replica_table = written.learning, written.replicas
-    delay_table, counts = written.delay, written.counts
-    limits_table, shown_table = written.limits, written.shown
+    """docs/benchmarks.md's placement section (the main part) and its plots."""
     os.makedirs("docs/img", exist_ok=True)
     images = []
     for name in ("50 nodes", "500 nodes"):
@@ -133,16 +143,9 @@ def publish(
         "placement",
         f"Placement quality (seeds from {first})",
         command,
-        f"{MODEL_NOTE}\n\n{table}\n\nAgainst the goals (within 2% of d on max utilisation; at most 0.5% hot "
-        "placements or (d)'s share + 0.2 points, whichever is larger; at least 5x fewer than b), "
-        f"and the node label writes (e) needs:\n\n{verdict}\n\n"
-        "Each workload's spread at the end of a draw, as its topology spread sees it "
-        "(kube-scheduler's default constraints: zone maxSkew 5, hostname maxSkew 3); the "
-        "oracle keeps the zone constraint. A draw's spread is kept when no more of its "
-        "workloads are past zone skew 5 or miss a zone (those of 3 pods or more) than under "
-        "(a) on the same draw, and, in the calm rows, when its mean zone skew and pods of a "
-        f"workload per node are within 0.5 of (a)'s:\n\n{spread_table}\n\n"
-        + f"\n\nReturning workloads, with and without learned bandwidth (pods carry no "
+        f"{MODEL_NOTE}\n\n{written.main}\n\n{GOALS_NOTE}, and the node label writes (e) "
+        f"needs:\n\n{written.verdict}\n\n{SPREAD_NOTE}:\n\n{written.spread}\n\n"
+        "Returning workloads, with and without learned bandwidth (pods carry no "
         "annotation; a burst is a scale-up or rollout of one of the last few Deployments, or, "
         "one time in four, a new one; each pod sends around its Deployment's own mean). "
         "Most rows start with no pod running, so the run's first burst is booked at "
@@ -151,7 +154,23 @@ def publish(
         "as the oracle would, for every strategy), as when it is installed into a working "
         "cluster. Goals from a workload's second burst on: at most 0.5% hot or (d)'s share "
         "+ 0.2 points, whichever is larger, max utilisation within 2% of the oracle's:"
-        f"\n\n{learning_table}\n\n"
+        f"\n\n{written.learning}\n\n"
+        "The heavy pods the webhook knows nothing of yet, with 1, 2 and 3 replicas and "
+        "bindings shown late, are the section after (`--part heavy`).\n\n"
+        + "\n\n".join(images)
+        + f"\n\nRun time: {elapsed:.0f} s.",
+    )
+
+
+def publish_heavy(written: Tables, command: str, first: int, elapsed: float) -> None:
+    """docs/benchmarks.md's section of the heavy rows (the heavy part)."""
+    write_section(
+        "placement_heavy",
+        f"Placement quality: heavy pods the webhook knows nothing of yet (seeds from {first})",
+        command,
+        f"The model of the section before. Each kind of row with every strategy, the first "
+        f"time it runs:\n\n{written.main}\n\n{GOALS_NOTE}:\n\n{written.verdict}\n\n"
+        f"{SPREAD_NOTE}:\n\n{written.spread}\n\n"
         "Heavy pods (median 100 MB/s) the webhook knows nothing of yet, with 1, 2 and 3 "
         "webhook replicas (admissions spread over them at random; each replica's binding "
         "watch is fed every steered pod's events, stored then bound, and books the others' "
@@ -167,22 +186,40 @@ def publish(
         "the goals by its figures: at most 0.5% hot or (d)'s share + 0.2 points, whichever "
         "is larger, and the busiest link within 2 points of (d)'s. With every binding "
         "shown the instant the pod is admitted (pods admitted in slow-start batches as "
-        f"below, like every row that names no binding delay):\n\n{replica_table}\n\n"
+        f"below, like every row that names no binding delay):\n\n{written.replicas}\n\n"
         f"The same rows as a control plane shows them ({CONTROL_PLANE_NOTE}), by the median "
         "delay from a pod's admission until the watches show it bound; 'watch delay "
         "measured' is what the steering replicas measured from admission to their watch's "
         "first event of the pod (nettraffic_binding_watch_delay_seconds). Goals up to a "
-        f"second; at 2 s the rows are reported only:\n\n{delay_table}\n\n{counts}\n\n"
+        f"second; at 2 s the rows are reported only:\n\n{written.delay}\n\n{written.counts}\n\n"
         "Where the goals stop, as scenarios anyone can rerun. First, what no figure per "
         "workload can know: the heavy pods among light ones against an oracle that, like "
         "the webhook at best, knows each pod's workload's mean but not the pod's own "
-        f"traffic:\n\n{limits_table}\n\n"
+        f"traffic:\n\n{written.limits}\n\n"
         "Second, what the replicas' window costs: the rows with 2 and 3 replicas at 500 ms "
         "with every other replica's watch shown each pod the instant it is admitted (no "
-        f"create call, no watch latency: the limit of any watch):\n\n{shown_table}\n\n"
-        + "\n\n".join(images)
-        + f"\n\nRun time: {elapsed:.0f} s.",
+        f"create call, no watch latency: the limit of any watch):\n\n{written.shown}"
+        f"\n\nRun time: {elapsed:.0f} s.",
     )
+
+
+def run_part(part: str, seeds: tuple[Seeds, Seeds, Seeds], only: str | None) -> Rows:
+    """One part's rows, each seed on its own (one process per core)."""
+    scenarios = part_scenarios(part, *seeds)
+    if only:
+        scenarios = [(s, seeds) for s, seeds in scenarios if only in s.name]
+    rows = Rows()
+    started = time.time()
+    with multiprocessing.Pool() as pool:
+        for number, (scenario, seeds_of) in enumerate(scenarios, 1):
+            run_scenario(scenario, seeds_of, rows, pool.imap)
+            # A full run takes hours on two cores: say how far it is.
+            print(
+                f"[{time.time() - started:6.0f} s] {part} {number}/{len(scenarios)} {scenario.name}",
+                file=sys.stderr,
+                flush=True,
+            )
+    return rows
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -194,38 +231,36 @@ def main(argv: list[str] | None = None) -> int:
         help="run only the scenarios whose name contains TEXT (prints; writes nothing)",
     )
     parser.add_argument(
+        "--part",
+        choices=PARTS,
+        help="run one part and write its section alone (default: both)",
+    )
+    parser.add_argument(
         "--seed", type=int, help="the first seed of every row's seeds (default: drawn anew)"
     )
     args = parser.parse_args(argv)
     # Every run draws anew: the clusters, the bursts, their traffic and the
     # scheduler's ties all follow from a row's seeds.
     first = drawn_seed(args.seed)
-    seeds_small = range(first, first + (3 if args.quick else 20))
-    seeds_large = range(first, first + (1 if args.quick else 5))
-    seeds_unknown = range(first, first + (3 if args.quick else 300))
-    started = time.time()
-    scenarios = all_scenarios(seeds_small, seeds_large, seeds_unknown)
-    if args.only:
-        scenarios = [(s, seeds) for s, seeds in scenarios if args.only in s.name]
-        args.no_write = True
-    rows = Rows()
-    # Each seed runs on its own: one process per core.
-    with multiprocessing.Pool() as pool:
-        for number, (scenario, seeds) in enumerate(scenarios, 1):
-            run_scenario(scenario, seeds, rows, pool.imap)
-            # A full run takes hours on two cores: say how far it is.
-            print(
-                f"[{time.time() - started:6.0f} s] {number}/{len(scenarios)} {scenario.name}",
-                file=sys.stderr,
-                flush=True,
-            )
-    elapsed = time.time() - started
-    written = tables(rows)
-    print(written.printed())
-    print(f"\nseeds from {first}, {elapsed:.0f}s")
-    if not args.no_write:
-        command = rerun_command("bench.placement", argv, args.seed, first)
-        publish(written, rows.plots, command, first, elapsed)
+    seeds = (
+        range(first, first + (3 if args.quick else 20)),
+        range(first, first + (1 if args.quick else 5)),
+        range(first, first + (3 if args.quick else 300)),
+    )
+    command = rerun_command("bench.placement", argv, args.seed, first)
+    for part in [args.part] if args.part else PARTS:
+        started = time.time()
+        rows = run_part(part, seeds, args.only)
+        elapsed = time.time() - started
+        written = tables(rows)
+        print(written.printed())
+        print(f"\n{part}: seeds from {first}, {elapsed:.0f}s")
+        if args.no_write or args.only:
+            continue
+        if part == "main":
+            publish_main(written, rows.plots, command, first, elapsed)
+        else:
+            publish_heavy(written, command, first, elapsed)
     return 0
 
 
