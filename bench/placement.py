@@ -146,7 +146,7 @@ def publish_main(
         f"{MODEL_NOTE}\n\n{written.main}\n\n{GOALS_NOTE}, and the node label writes (e) "
         f"needs:\n\n{written.verdict}\n\n{SPREAD_NOTE}:\n\n{written.spread}\n\n"
         "Returning workloads, with and without learned bandwidth (pods carry no "
-        "annotation; a burst is a scale-up or rollout of one of the last few Deployments, or, "
+        "annotation; a burst is a scale-up of one of the last few Deployments, or, "
         "one time in four, a new one; each pod sends around its Deployment's own mean). "
         "Most rows start with no pod running, so the run's first burst is booked at "
         "steering.defaultPodBandwidth: nothing has been learned yet. The rows 'installed "

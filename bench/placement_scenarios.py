@@ -30,8 +30,9 @@ class Scenario:
     # Link speeds (bytes/s) and the share of nodes with each.
     links: tuple[tuple[float, float], ...] = ((LINK, 1.0),)
     scoring_mode: str = "traffic"  # scoring.mode
-    # Returning workloads: bursts are scale-ups and rollouts of this many
-    # Deployments (each with its own mean traffic), a share of them brand new.
+    # Returning workloads: bursts are scale-ups of this many Deployments
+    # (each with its own mean traffic, its pods of one ReplicaSet), a share
+    # of them brand new.
     # None: every burst is a workload of its own.
     workloads: int | None = None
     new_workload_share: float = 0.25

@@ -92,6 +92,12 @@ class Burst:
     mean: float
     installed: bool  # else it ran before the install
     first: bool  # the workload's first burst
+    # Its pods' ReplicaSet (pod-template-hash): the Deployment's first
+    # burst's, as a scale-up keeps its ReplicaSet. (Before, each burst had
+    # one of its own, so the product's spread, per ReplicaSet as
+    # kube-scheduler's DefaultSelector counts it, saw one burst of a
+    # Deployment at a time while the pods of all its bursts kept running.)
+    template: str = ""
     counts: dict[int, int] = field(default_factory=dict)  # node -> its pods placed there
     firsts: dict[int, int] = field(default_factory=dict)  # node -> first preferences for it
 
@@ -203,6 +209,7 @@ class Simulation:
         self.labelled_at: float | None = None
         self.installed = False
         self.seen: set[str] = set()
+        self.templates: dict[str, str] = {}  # workload -> its ReplicaSet's hash
         self.installed_workloads: set[str] = set()
         self.means: dict[str, float] = {}
         self.order = 0
@@ -319,8 +326,9 @@ class Simulation:
             traffic = rng.lognormal(math.log(median), 0.5, replicas)
             mean = median * math.exp(0.5**2 / 2)  # of that lognormal
         else:
-            # A returning Deployment (a scale-up, or a rollout: a new ReplicaSet),
-            # or a brand-new one; its pods send around its own mean.
+            # A returning Deployment (a scale-up: its ReplicaSet's pods are
+            # added to those running), or a brand-new one; its pods send
+            # around its own mean.
             if not means or rng.random() < scenario.new_workload_share:
                 workload = f"deploy-{len(means)}"
                 means[workload] = float(rng.lognormal(math.log(scenario.pod_median), 0.5))
@@ -332,7 +340,8 @@ class Simulation:
         self.seen.add(workload)
         if installed:
             self.installed_workloads.add(workload)
-        return Burst(number, workload, traffic, mean, installed, first)
+        template = self.templates.setdefault(workload, f"{number:06x}")
+        return Burst(number, workload, traffic, mean, installed, first, template=template)
 
     def _burst(self, burst: Burst) -> None:
         scenario, run = self.scenario, self.result
@@ -367,10 +376,9 @@ class Simulation:
             )
         elif scenario.annotate_workload_mean:
             annotations["nettraffic.io/expected-bandwidth"] = f"{burst.mean:.0f}"
-        template_hash = f"{burst.number:06x}"
         admitted = pod_object(
-            generate_name=f"{burst.workload}-{template_hash}-",
-            labels={"app": burst.workload, "pod-template-hash": template_hash},
+            generate_name=f"{burst.workload}-{burst.template}-",
+            labels={"app": burst.workload, "pod-template-hash": burst.template},
             annotations=annotations or None,
         )
         admitted_by = 0
@@ -420,7 +428,7 @@ class Simulation:
             if steered.booking and chosen is not None and steered.admitted is not None:
                 # steering.followBindings: every replica's watch sees it stored, then bound.
                 self.order += 1
-                name = f"{workload}-{burst.number:06x}-{self.order:05d}"
+                name = f"{workload}-{burst.template}-{self.order:05d}"
                 steered.admitted["metadata"]["name"] = name
                 self._stream(steered.admitted, times, self.names[chosen], steered.admitted_by)
             if preferred:
