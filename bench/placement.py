@@ -207,7 +207,7 @@ def run_part(part: str, seeds: tuple[Seeds, Seeds, Seeds], only: str | None) -> 
     """One part's rows, each seed on its own (one process per core)."""
     scenarios = part_scenarios(part, *seeds)
     if only:
-        scenarios = [(s, seeds) for s, seeds in scenarios if only in s.name]
+        scenarios = [(s, of) for s, of in scenarios if only in s.name]
     rows = Rows()
     started = time.time()
     with multiprocessing.Pool() as pool:

@@ -208,8 +208,8 @@ class Simulation:
         self.first_labelling = 0  # the first labelling's writes, not counted as changes
         self.labelled_at: float | None = None
         self.installed = False
-        self.seen: set[str] = set()
-        self.templates: dict[str, str] = {}  # workload -> its ReplicaSet's hash
+        # Each workload seen so far -> its ReplicaSet's hash.
+        self.templates: dict[str, str] = {}
         self.installed_workloads: set[str] = set()
         self.means: dict[str, float] = {}
         self.order = 0
@@ -336,8 +336,7 @@ class Simulation:
                 workload = str(rng.choice(sorted(means)[-scenario.workloads :]))
             traffic = rng.lognormal(math.log(means[workload]), 0.2, replicas)
             mean = means[workload] * math.exp(0.2**2 / 2)
-        first = workload not in self.seen
-        self.seen.add(workload)
+        first = workload not in self.templates
         if installed:
             self.installed_workloads.add(workload)
         template = self.templates.setdefault(workload, f"{number:06x}")
