@@ -95,20 +95,56 @@ def test_the_fewest_pods_on_a_node_are_counted_as_pods_come_and_go():
     assert web not in counts.pods and web not in counts.per_node
 
 
-def test_a_burst_of_one_workload_gives_no_term_on_a_node_it_filled():
-    # Two quiet nodes beside hot ones: the third pod still ranks "a" first
-    # (its bookings lower it but little), but "a" holds as many of the
-    # workload's pods as hostname maxSkew 2 lets it: no term there.
-    loads = {"a": 2 * 0.02 * LINK, "b": 2 * 0.03 * LINK, "h1": 1.9 * LINK, "h2": 1.9 * LINK}
-    board = FixedBoard(loads, link_speed=LINK, steering={"hostnameMaxSkew": 2})
-    admitted = pod(annotations={EXPECTED_BANDWIDTH: "1k"})
+HOT_BESIDE_TWO_QUIET = {
+    "a": 2 * 0.02 * LINK,
+    "b": 2 * 0.03 * LINK,
+    "h1": 1.9 * LINK,
+    "h2": 1.9 * LINK,
+}
+
+
+def _third_of_a_burst(board: FixedBoard, admitted: dict) -> list[tuple[str, int]]:
+    """The third pod's preferences, (node, weight), after two booked on "a"."""
     for _ in range(2):
         board.steerer.decide(admitted, {}, dry_run=False)
     with board.inflight.admission(board.snapshot) as admission:
         assert admission.in_flight(pod_workload(admitted)) == {"a": 2}
-    third = board.steerer.decide(admitted, {}, dry_run=False)
-    assert third.preferences[0].node == "a" and third.preferences[0].weight == 0
-    assert [p.node for p in third.preferences if p.weight] == ["b"]
+    return [
+        (p.node, p.weight) for p in board.steerer.decide(admitted, {}, dry_run=False).preferences
+    ]
+
+
+def test_a_node_the_pod_s_own_hostname_spread_filled_gets_no_term():
+    # Two quiet nodes beside hot ones: the third pod still ranks "a" first
+    # (its bookings lower it but little), but "a" holds as many of the
+    # workload's pods as the pod's own hostname maxSkew 2 lets it.
+    admitted = pod(annotations={EXPECTED_BANDWIDTH: "1k"})
+    admitted["spec"]["topologySpreadConstraints"] = [_constraint(HOSTNAME_KEY, 2)]
+    preferences = _third_of_a_burst(FixedBoard(HOT_BESIDE_TWO_QUIET, link_speed=LINK), admitted)
+    assert preferences[0] == ("a", 0)
+    assert [node for node, weight in preferences if weight] == ["b"]
+
+
+def test_the_default_hostname_spread_yields_to_a_hot_link_avoided():
+    # The same under the cluster's default (hostnameMaxSkew 2): a soft score
+    # to kube-scheduler, which the hot links "a" keeps the pod off outweigh.
+    board = FixedBoard(HOT_BESIDE_TWO_QUIET, link_speed=LINK, steering={"hostnameMaxSkew": 2})
+    preferences = _third_of_a_burst(board, pod(annotations={EXPECTED_BANDWIDTH: "1k"}))
+    assert preferences[0][0] == "a" and preferences[0][1] > 0
+
+
+def test_in_a_calm_cluster_the_default_hostname_spread_holds():
+    # Nothing hot: "a" saves no point, so the default spread holds there for
+    # a pod steered in full (its size unknown: booked at the default).
+    calm = {name: 2 * share * LINK for name, share in {"a": 0.02, "b": 0.03, "c": 0.04}.items()}
+    board = FixedBoard(calm, link_speed=LINK, steering={"hostnameMaxSkew": 1})
+    admitted = pod()
+    first = board.steerer.decide(admitted, {}, dry_run=False).preferences
+    assert first[0].node == "a" and first[0].weight > 0
+    second = {
+        p.node: p.weight for p in board.steerer.decide(admitted, {}, dry_run=False).preferences
+    }
+    assert second["a"] == 0 and second["b"] > 0
 
 
 # Zone a is the quietest, one node hot in each zone: every pod has

@@ -30,6 +30,7 @@ from kubectl_nettraffic.scoring.node_scores import NodeScore
 from kubectl_nettraffic.scoring.savings import (
     FULL_SAVING,
     HEAVY_BURST,
+    MIN_SAVING,
     FieldCost,
     burst_share,
     cost,
@@ -75,6 +76,8 @@ def weighed(
     pulled: Mapping[str, float] | None = None,
     burst: int = 1,
     size_unknown: bool = False,
+    full: frozenset[str] = frozenset(),
+    full_yields: bool = False,
 ) -> list[Preference]:
     """The chosen nodes, best first, each weighed by its rank and by what it
     saves the pod (scoring/savings.py): the field's cost less the node's,
@@ -85,13 +88,18 @@ def weighed(
     then kept even, scoring/spread.py's ``balanced``) or its burst
     (``burst``: its workload's pods in flight, this one included) fills
     HEAVY_BURST of the node's link: kube-scheduler alone stacks a burst by
-    its own plugins, which the bookings spread."""
+    its own plugins, which the bookings spread. A node its workload's
+    spread has filled (``full``) gets no term; under the cluster's default
+    spread (``full_yields``) it does where its link alone saves the pod
+    MIN_SAVING: the defaults are kube-scheduler's soft score, which a hot
+    link avoided outweighs and a peer or an unknown size does not."""
     field_cost = field.mean(bandwidth)
     preferences = []
     most = 400  # four times the first's weight
     top = ranked[0][0] if ranked else 0.0
     for effective, _, score in ranked:
         saving = field_cost - cost(score, bandwidth, busy_above)
+        kept_off = score.name in full and not (full_yields and saving >= MIN_SAVING)
         if pulled:
             saving += pulled.get(score.name, 0.0)
         if size_unknown or burst_share(score, bandwidth, burst) >= HEAVY_BURST:
@@ -103,5 +111,7 @@ def weighed(
         # but at most a quarter of the one before (the pod goes where it is
         # booked unless kube-scheduler's plugins object), then by what it saves.
         graded = min(most, round(100 - (top - effective)))
-        preferences.append(Preference(score.name, weight(saving, graded), effective))
+        preferences.append(
+            Preference(score.name, 0 if kept_off else weight(saving, graded), effective)
+        )
     return preferences

@@ -6,7 +6,9 @@ kube-scheduler spreads a pod's workload by the pod's own
 ``systemDefaultConstraints``). A preference of ours never names a node
 that would break the spread the pod will be scheduled with (the zones
 are kept by the choice itself, a full node is given no term: so that a
-workload that fills many of the best nodes costs no walk past them):
+workload that fills many of the best nodes costs no walk past them; under
+the defaults a full node whose link saves the pod a point keeps its term,
+scoring/placement.py's ``weighed``):
 
 - zone (``topology.kubernetes.io/zone``): a node whose zone, with this
   pod, would hold more than maxSkew pods of the workload over the zone

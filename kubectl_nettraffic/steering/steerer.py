@@ -223,7 +223,9 @@ class Steerer:
         if relaxed:
             self.notes["spread-relaxed"] += 1
         derived = self._derived_of(snapshot)
-        preferences = self._weighed(ranked, derived, bandwidth, pull, burst, unlearned, full)
+        preferences = self._weighed(
+            ranked, derived, bandwidth, pull, burst, unlearned, full, spread.defaults
+        )
         terms = [p for p in preferences if p.weight]
         if not terms:
             self.notes["no-gain"] += 1
@@ -285,10 +287,12 @@ class Steerer:
         burst: int,
         size_unknown: bool,
         full: frozenset[str],
+        full_yields: bool,
     ) -> list[Preference]:
         """The chosen nodes' terms (scoring/placement.py's ``weighed``); a
-        node its workload's spread has filled gets none."""
-        preferences = weighed(
+        node its workload's spread has filled gets none, but for its link
+        under the cluster's default spread (``full_yields``)."""
+        return weighed(
             ranked,
             derived.field,
             bandwidth,
@@ -296,10 +300,9 @@ class Steerer:
             None if pull is None else pull.pulled,
             burst=burst,
             size_unknown=size_unknown,
+            full=full,
+            full_yields=full_yields,
         )
-        if full:
-            preferences = [p._replace(weight=0) if p.node in full else p for p in preferences]
-        return preferences
 
     def _plans_of(self, conversations: Conversations, snapshot: Snapshot) -> PullPlans:
         """The pull of the conversations the snapshot carries, renewed when
