@@ -89,7 +89,14 @@ def test_a_pod_bound_elsewhere_moves_its_booking_and_the_next_choice_sees_it(
     second["spec"]["nodeName"] = "a"  # bound where it was booked
     fake_api.put(second)
     wait_for(lambda: watch.counts()["kept"] == 1)
-    assert watch.counts() == {"moved": 1, "kept": 1, "dropped": 0, "seen": 0}
+    assert watch.counts() == {
+        "moved": 1,
+        "kept": 1,
+        "dropped": 0,
+        "seen": 0,
+        "placed": 0,
+        "gone": 0,
+    }
     assert _inflight(steerer)["c"] == (HEAVY, 1)
 
 
@@ -180,7 +187,7 @@ def test_pods_without_a_usable_booking_are_left_alone(fake_api, kubeconfig, stee
     theirs["metadata"]["labels"] = {STEERED_BY: "replica2"}
     theirs["metadata"]["annotations"]["nettraffic.io/booked-bandwidth"] = "NaN"
     fake_api.put(theirs)
-    old, _ = _steer(steerer, "p3")  # measured long since: skipped in the raw line
+    old, _ = _steer(steerer, "p3")  # measured long since, not bound: neither booked nor placed
     old["metadata"]["labels"] = {STEERED_BY: "replica2"}
     old["metadata"]["creationTimestamp"] = "2020-01-01T00:00:00Z"
     fake_api.put(old)
@@ -355,4 +362,74 @@ def test_another_replicas_rollout_pod_counts_in_its_replica_sets_spread_here(fak
         assert first("2222") == "a"
     finally:
         theirs.stop()
+        fake_api.close_watches()
+
+
+def _zoned_board(replica: str) -> FixedBoard:
+    """Nodes a, b, c in zones of their own, a the quietest; zones kept even."""
+    loads = {"a": 0.0, "b": 1e6, "c": 2e6}
+    zones = {name: {"labels": {ZONE_LABEL: f"zone-{name}"}} for name in loads}
+    return FixedBoard(loads, replica=replica, steering={"zoneMaxSkew": 1}, **zones)
+
+
+def _first(board: FixedBoard) -> str:
+    decided = board.steerer.decide(pod(annotations={EXPECTED_BANDWIDTH: "1k"}), {}, dry_run=True)
+    return decided.preferences[0].node
+
+
+def test_a_bound_pod_counts_in_its_spread_until_it_is_deleted(fake_api, kubeconfig):
+    """Past its measurement a bound pod still counts in its workload's
+    spread, on every replica (another replica's pod too old to book is
+    placed as the watch shows it), until its deletion."""
+    board = _zoned_board("replica1")
+    mine = _watch(fake_api, kubeconfig, board, "replica1")
+    try:
+        names = []
+        for name in ("p1", "p2"):
+            steered, decision = _steer(board.steerer, name, bandwidth=1000)
+            steered["spec"]["nodeName"] = decision.preferences[0].node
+            steered["metadata"]["creationTimestamp"] = "2020-01-01T00:00:00Z"
+            fake_api.put(steered)
+            names.append(decision.preferences[0].node)
+        assert names == ["a", "b"]
+        wait_for(lambda: mine.counts()["kept"] == 2)
+        # Measured long since: no booking left, but the zones a and b hold one.
+        assert board.measure_at(MEASURED_AT + 3600) is not None
+        assert _inflight(board.steerer) == {}
+        assert _first(board) == "c"
+        # A replica started now places them too (too old to book).
+        theirs_board = _zoned_board("replica2")
+        assert theirs_board.measure_at(MEASURED_AT + 3600) is not None
+        theirs = _watch(fake_api, kubeconfig, theirs_board, "replica2", horizon=150.0)
+        try:
+            assert theirs.counts()["placed"] == 2 and theirs.ignored()["too-old"] == 2
+            assert _first(theirs_board) == "c"
+            # p1 deleted: zone a holds none again, on both replicas.
+            fake_api.delete(PODS, "p1")
+            wait_for(lambda: mine.counts()["gone"] == 1 and theirs.counts()["gone"] == 1)
+            assert _first(board) == "a" and _first(theirs_board) == "a"
+        finally:
+            theirs.stop()
+    finally:
+        mine.stop()
+        fake_api.close_watches()
+
+
+def test_a_list_after_a_dropped_watch_forgets_the_pods_deleted_meanwhile(fake_api, kubeconfig):
+    board = _zoned_board("replica1")
+    watch = _watch(fake_api, kubeconfig, board, "replica1")
+    steered, decision = _steer(board.steerer, "p1", bandwidth=1000)
+    steered["spec"]["nodeName"] = decision.preferences[0].node
+    fake_api.put(steered)
+    wait_for(lambda: watch.counts()["kept"] == 1)
+    watch.stop()
+    fake_api.close_watches()
+    fake_api.delete(PODS, "p1")  # while no watch runs
+    assert board.measure_at(MEASURED_AT + 3600) is not None
+    assert _first(board) == "b"  # zone a still holds p1 here
+    relisted = _watch(fake_api, kubeconfig, board, "replica1")
+    try:
+        assert _first(board) == "a"
+    finally:
+        relisted.stop()
         fake_api.close_watches()

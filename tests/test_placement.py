@@ -114,6 +114,30 @@ def test_a_pod_of_unknown_size_is_steered_in_full_with_its_zones_kept_even():
     assert [p.weight for p in light.preferences] == [0, 0, 0]
 
 
+def _zones_of_firsts(board: FixedBoard, zones: dict, pods: int) -> dict[str, int]:
+    """The zones of ``pods`` unknown-size pods' first preferences, counted."""
+    counts: dict[str, int] = {}
+    for _ in range(pods):
+        first = board.steerer.decide(pod(), {}, dry_run=False).preferences[0].node
+        zone = zones[first]["labels"][ZONE_LABEL]
+        counts[zone] = counts.get(zone, 0) + 1
+    return counts
+
+
+def test_under_load_a_pod_of_unknown_size_keeps_only_its_spread_s_skew():
+    # Three zones, the quietest four nodes in zone a. Calm: six pods of
+    # unknown size go two to a zone (kept even, as kube-scheduler alone
+    # keeps them). With three nodes of zone b and c 90% full (the field
+    # costs the pod points): zone a takes more, within the default skew 5.
+    zones = {f"n{i}": {"labels": {ZONE_LABEL: "a" if i < 4 else "bc"[i % 2]}} for i in range(10)}
+    calm = {f"n{i}": _at(0.03 + 0.12 * i / 9) for i in range(10)}
+    even = _zones_of_firsts(FixedBoard(calm, link_speed=LINK, **zones), zones, 6)
+    assert even == {"a": 2, "b": 2, "c": 2}
+    loaded = {**calm, "n7": _at(0.9), "n8": _at(0.9), "n9": _at(0.9)}
+    steered = _zones_of_firsts(FixedBoard(loaded, link_speed=LINK, **zones), zones, 6)
+    assert steered["a"] > 2 and set(steered) == {"a", "b", "c"}
+
+
 def test_a_heavy_burst_is_steered_in_full_in_a_calm_cluster():
     loads = {f"n{i}": _at(0.03 + 0.12 * i / 9) for i in range(10)}
     # A known pod of 3% of a link: alone it is light ...

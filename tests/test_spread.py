@@ -10,7 +10,7 @@ from kubectl_nettraffic.kube.nodes import ZONE_LABEL
 from kubectl_nettraffic.kube.pods import EXPECTED_BANDWIDTH, PREFERRED
 from kubectl_nettraffic.kube.workloads import Workload, pod_workload
 from kubectl_nettraffic.scoring.spread import HOSTNAME_KEY, ZONE_KEY, Spread, SpreadRules
-from tests.harness.scoreboards import FixedBoard
+from tests.harness.scoreboards import MEASURED_AT, FixedBoard
 
 LINK = 1e9
 
@@ -162,10 +162,10 @@ LOADS = {
 }
 
 
-def _board(**steering: object) -> FixedBoard:
+def _board(replica: str | None = None, **steering: object) -> FixedBoard:
     zones = {name: {"labels": {ZONE_LABEL: f"zone-{name[0]}"}} for name in LOADS}
     loads = {name: 2 * share * LINK for name, share in LOADS.items()}
-    return FixedBoard(loads, link_speed=LINK, steering=steering, **zones)
+    return FixedBoard(loads, link_speed=LINK, steering=steering, replica=replica, **zones)
 
 
 def _first_terms(board: FixedBoard, admitted: dict, pods: int) -> list[str]:
@@ -188,6 +188,22 @@ def test_a_burst_of_three_keeps_a_pod_in_every_zone():
     # Unkept (0), all three would prefer zone a's quietest nodes.
     unkept = _first_terms(_board(zoneMaxSkew=0, hostnameMaxSkew=0), admitted, 3)
     assert {f[0] for f in unkept} == {"a"}
+
+
+@pytest.mark.parametrize(("replica", "third"), [("r1", "c1"), (None, "a1")])
+def test_a_workload_s_pods_count_in_its_spread_after_their_measurement(replica, third):
+    # Zones kept even (zoneMaxSkew 1): two pods go to zones a and b. Once a
+    # measurement shows them (their bookings forgotten), they still count
+    # where a binding watch would say when they go (a replica id): the
+    # next pod goes to zone c, the only one without. Without a watch their
+    # places go with their bookings: zone a, the quietest, again.
+    board = _board(replica, zoneMaxSkew=1)
+    admitted = pod(annotations={EXPECTED_BANDWIDTH: "1Mi"})
+    assert _first_terms(board, admitted, 2) == ["a1", "b1"]
+    assert board.measure_at(MEASURED_AT + 3600) is not None
+    with board.inflight.admission(board.snapshot) as admission:
+        assert admission.in_flight(pod_workload(admitted)) == {}
+    assert _first_terms(board, admitted, 1) == [third]
 
 
 def _rolled_out(template: str) -> dict:

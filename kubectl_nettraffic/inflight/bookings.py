@@ -20,10 +20,10 @@ it, all of it a full window later. With ``edge`` the measurement time less
 
 The views, kept current as rows come, move and go: ``view`` (node ->
 unseen bytes/s, pods), ``in_flight`` (workload -> node, and zone, -> pods:
-the fan-in room of peers and the workload's spread read it), ``templates``
-(the same per template, a rolled-out pod's ReplicaSet, for the rows that
-have one: the spread kube-scheduler keeps by default reads it), ``unlearned`` (node
--> pods for the unlearned rows alone, handicaps.py),
+the fan-in room of peers reads it), ``placed`` (every booked pod until it
+goes, on the node it was bound to: the workload's spread reads it,
+placed.py), ``unlearned`` (node -> pods for the unlearned rows alone,
+handicaps.py),
 ``declined`` (nodes a booking moved off since the measurement,
 handicaps.py) and ``watch_delay``.
 
@@ -43,6 +43,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from kubectl_nettraffic.inflight.placed import PlacedPods
 from kubectl_nettraffic.inflight.ramp_sums import RampSums, enter, leave, ramp_unseen
 from kubectl_nettraffic.inflight.workload_counts import WorkloadCounts, counted
 from kubectl_nettraffic.kube.workloads import Workload
@@ -91,13 +92,14 @@ class Walk:
     ramp: dict[str, RampSums]
     view: UnseenView
     forgotten: list[
-        tuple[Owners, str, bool]
-    ]  # rows with a workload the walk measured: (owners, node, unlearned)
+        tuple[Owners, str, bool, int]
+    ]  # rows with a workload the walk measured: (owners, node, unlearned, key)
 
 
 class Bookings:
     """``window`` must be positive (config validation guarantees it);
-    ``replica``: this process's id, whose own rows time the watch."""
+    ``replica``: this process's id, whose own rows time the watch ("": no
+    watch, so a pod's place goes with its booking)."""
 
     def __init__(self, pod_startup: float, window: float, replica: str = "") -> None:
         self.pod_startup, self.window, self.replica = pod_startup, window, replica
@@ -121,7 +123,7 @@ class Bookings:
         self._edge: float | None = None
         self.view: UnseenView = {}
         self.in_flight = WorkloadCounts()
-        self.templates = WorkloadCounts()
+        self.placed = PlacedPods()
         self.unlearned: dict[Workload, dict[str, int]] = {}
         self.declined: dict[str, float] = {}
         self.declined_total = 0  # nodes declined, each once per measurement
@@ -165,18 +167,15 @@ class Bookings:
         self._enter_view(node, bandwidth)
         if owners is None or not bandwidth:
             return None
-        self._in_flight(owners, node, 1)
+        self.in_flight.add(owners.workload, node, 1)
+        if key:
+            self.placed.place(key, owners.workload, owners.template, node)
         return self._count(owners.workload, node, 1) if unlearned else None
 
     def set_zones(self, zone_of: Mapping[str, str]) -> None:
         """The nodes' zones, for the counts per zone."""
         self.in_flight.set_zones(zone_of)
-        self.templates.set_zones(zone_of)
-
-    def _in_flight(self, owners: Owners, node: str, pods: int) -> None:
-        self.in_flight.add(owners.workload, node, pods)
-        if owners.template is not None:  # counted per template only when there is one
-            self.templates.add(owners.template, node, pods)
+        self.placed.set_zones(zone_of)
 
     def _enter_view(self, node: str, bandwidth: float) -> None:
         edge = self._edge
@@ -217,7 +216,8 @@ class Bookings:
     def move(self, key: int, node: str) -> Moved | None:
         """Put the pending row ``key`` on ``node`` (where its pod was bound),
         once; None when nothing is pending under ``key``. The node it leaves
-        declines (handicaps.py)."""
+        declines (handicaps.py). Its pod's place moves there, pending or not."""
+        self.placed.move(key, node)
         index = self._settle(key)
         if index is None:
             return None
@@ -237,8 +237,8 @@ class Bookings:
         owners = self._owners_of(index)
         if owners is None:
             return Moved(old, [], declined)
-        self._in_flight(owners, old, -1)
-        self._in_flight(owners, node, 1)
+        self.in_flight.add(owners.workload, old, -1)
+        self.in_flight.add(owners.workload, node, 1)
         if not self._unlearned[index]:
             return Moved(old, [], declined)
         workload = owners.workload
@@ -248,7 +248,9 @@ class Bookings:
 
     def drop(self, key: int) -> tuple[str, list[CountChange]] | None:
         """Take the pending row ``key`` back (its pod will not run), once:
-        (its node, the unlearned counts changed), or None as ``move``."""
+        (its node, the unlearned counts changed), or None as ``move``. Its
+        pod's place goes, pending or not."""
+        self.placed.remove(key)
         index = self._settle(key)
         if index is None:
             return None
@@ -257,7 +259,7 @@ class Bookings:
         node, owners = self._nodes[index], self._owners_of(index)
         if owners is None:
             return node, []
-        self._in_flight(owners, node, -1)
+        self.in_flight.add(owners.workload, node, -1)
         return node, [self._count(owners.workload, node, -1)] if self._unlearned[index] else []
 
     def _withdraw(self, index: int) -> float:
@@ -392,7 +394,8 @@ class Bookings:
                 if workloads[index]:
                     owners = self._owners[workloads[index]]
                     assert owners is not None  # workloads[index] is not 0
-                    forgotten.append((owners, nodes[index], bool(unlearned[index])))
+                    key = self._keys[index]
+                    forgotten.append((owners, nodes[index], bool(unlearned[index]), key))
         # Keys of rows measured at the start's edge go (those measured now go
         # at the next walk: until this one is in place, they may still move).
         index_of = self._index_of
@@ -443,8 +446,10 @@ class Bookings:
         self.declined = {}  # every node is named on its measurement again
         self.changes += 1
         forgotten = []
-        for owners, node, unlearned in walked.forgotten:
-            self._in_flight(owners, node, -1)
+        for owners, node, unlearned, key in walked.forgotten:
+            self.in_flight.add(owners.workload, node, -1)
+            if not self.replica:
+                self.placed.remove(key)  # no watch tells when it goes
             if unlearned:
                 forgotten.append(self._count(owners.workload, node, -1))
         self._trim()

@@ -88,7 +88,7 @@ class Admission:
         """The best ``count`` nodes for ``pod`` of ``workload`` (booked at
         ``bandwidth``; ``unlearned``: at the default; ``pull``: the points
         its peers add to some nodes; ``spread``: the skew its workload may
-        take, over its pods booked since the last measurements): one exact
+        take, over its steered pods that run or will, placed.py): one exact
         choice over the candidates by live score plus NodePoints, whatever
         the pod (``Choice``)."""
         state, snapshot = self._state, self.snapshot
@@ -108,10 +108,9 @@ class Admission:
         kept = None
         if spread is not None and workload is not None:
             # Its template's pods alone where the spread counts those (``template``).
+            placed = bookings.placed
             counts, group = (
-                (bookings.in_flight, workload)
-                if template is None
-                else (bookings.templates, template)
+                (placed.workloads, workload) if template is None else (placed.templates, template)
             )
             booked = (counts.per_node.get(group, {}), counts.per_zone.get(group, {}))
             fewest = counts.fewest(group, len(heaps.layout.candidates))
@@ -364,6 +363,34 @@ class InflightState:
             if moved.declined and self._heaps is not None:
                 self._heaps.decline(moved.left, moved.declined)
             return "moved"
+
+    def place_seen(self, node: str, workload: Workload, template: Workload | None) -> int:
+        """Record, without booking it, a steered pod the watch shows on
+        ``node`` whose traffic the measurements show already (its workload's
+        spread counts it); returns its key here, for ``gone``."""
+        with self._lock:
+            key = next(self._keys)
+            self._bookings.placed.place(key, workload, template, node)
+            return key
+
+    def is_placed(self, key: int) -> bool:
+        """Whether the pod booked or recorded as ``key`` is counted as placed."""
+        with self._lock:
+            return key in self._bookings.placed
+
+    def gone(self, key: int) -> bool:
+        """The pod booked or recorded as ``key`` was deleted after its
+        binding: its place goes. False when it had none."""
+        with self._lock:
+            return self._bookings.placed.remove(key)
+
+    def keep_placed(self, keys: set[int]) -> int:
+        """After a fresh list: forget the placed pods neither in ``keys`` (the
+        listed ones) nor still in flight (admitted, maybe not created yet).
+        How many went."""
+        with self._lock:
+            bookings = self._bookings
+            return bookings.placed.keep_only(lambda key: key in keys or bookings.is_pending(key))
 
     def release(self, key: int) -> bool:
         """The pod booked as ``key`` will not run (deleted or failed unbound):

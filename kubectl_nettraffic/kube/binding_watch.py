@@ -11,7 +11,9 @@ we, from a watch:
 
 - bound (``spec.nodeName`` set): the booking moves to that node, once;
 - deleted, or Failed/Succeeded, before it was bound: the booking is dropped;
-- not seen bound yet: the first preference keeps it, as without the watch.
+- not seen bound yet: the first preference keeps it, as without the watch;
+- deleted after its binding: its place goes (inflight/placed.py: each
+  steered pod's node, counted by its workload's spread as long as it runs).
 
 The Steerer labels each pod it books with its replica id
 (``nettraffic.io/steered-by``, random per process) and annotates the
@@ -26,13 +28,15 @@ server is the state the replicas share:
   first seen, at what that replica booked, on the node it is bound to or
   else its first preference, as of its creation; then moved or dropped like
   the rest. Pods created longer ago than ``pod_startup`` plus the rate
-  window are skipped: the measurements show their traffic already.
+  window are not booked (the measurements show their traffic already),
+  only placed, once bound.
 
 A booking lives only until a measurement shows its pod's traffic (the
 store forgets it then); events about older pods find nothing and cost one
-lookup. After a dropped watch the list that follows replays what was missed
-for pods that still exist; a pod deleted meanwhile keeps its booking until
-the store forgets it.
+lookup, but their deletion, which is decoded. After a dropped watch the
+list that follows replays what was missed for pods that still exist; a pod
+deleted meanwhile keeps its booking until the store forgets it, and its
+place goes (those neither listed nor in flight).
 """
 
 import logging
@@ -79,6 +83,10 @@ class BookingKeeper(Protocol):
     def declined_total(self) -> int: ...
     def rebook(self, key: int, node: str) -> str | None: ...
     def release(self, key: int) -> bool: ...
+    def place_seen(self, node: str, workload: Workload, template: Workload | None) -> int: ...
+    def is_placed(self, key: int) -> bool: ...
+    def gone(self, key: int) -> bool: ...
+    def keep_placed(self, keys: set[int]) -> int: ...
 
 
 def booking_key(pod: Mapping[str, Any]) -> int:
@@ -95,8 +103,8 @@ def booking_key(pod: Mapping[str, Any]) -> int:
 # value (kubectl's last-applied-configuration) its quotes are escaped: no match.
 _BOOKING_IN_JSON = b'"' + BOOKING.encode() + b'":"'
 _STEERED_BY_IN_JSON = b'"' + STEERED_BY.encode() + b'":"'
-# The pod's own: managedFields and owner references carry no creationTimestamp.
-_CREATED_IN_JSON = b'"creationTimestamp":"'
+# A deletion's event, whose type the encoder writes first.
+_DELETED_IN_JSON = b'"type":"DELETED"'
 
 
 def _raw_value(line: bytes, marker: bytes) -> bytes:
@@ -176,8 +184,9 @@ class BindingWatch(Reflector):
         self._counts_lock = threading.Lock()
         # outcome -> bookings: moved (bound elsewhere), kept (bound to the
         # first preference), dropped (went unbound), seen (another replica's
-        # pod, booked here).
-        self._counts = {"moved": 0, "kept": 0, "dropped": 0, "seen": 0}
+        # pod, booked here), placed (another replica's pod too old to book,
+        # counted by its spread), gone (deleted after its binding).
+        self._counts = {"moved": 0, "kept": 0, "dropped": 0, "seen": 0, "placed": 0, "gone": 0}
         # reason -> events that changed nothing: no-booking (the pod's
         # booking is not pending here: moved or dropped already, so its later
         # updates and duplicates; measured already; a key never issued here),
@@ -219,7 +228,9 @@ class BindingWatch(Reflector):
         gets it again, or a 410 and a list, either way harmless.
         """
         digits = _raw_value(line, _BOOKING_IN_JSON)
-        if digits.isdigit() and len(digits) < 19:
+        if _DELETED_IN_JSON in line[:32]:
+            pass  # once per pod, and its place goes
+        elif digits.isdigit() and len(digits) < 19:
             replica = _raw_value(line, _STEERED_BY_IN_JSON)
             if replica == self._replica_raw:
                 if not self.keeper.is_pending(int(digits)):
@@ -230,33 +241,39 @@ class BindingWatch(Reflector):
                 if seen is not None and not self.keeper.is_pending(seen[0]):
                     self._ignore("no-booking")
                     return None
-                if seen is None and self._measured_already(_raw_value(line, _CREATED_IN_JSON)):
-                    self._ignore("too-old")
-                    return None  # another replica's pod, too old to book
         return super()._decode(line)
-
-    def _measured_already(self, created: bytes) -> bool:
-        try:
-            at = datetime.fromisoformat(created.decode()).timestamp()
-        except ValueError:
-            return False
-        return self._before_horizon(at)
 
     def _before_horizon(self, created: float) -> bool:
         """A pod created then sends in the measurements already: not booked."""
         return created < self._clock() - self._horizon
 
     def _replace(self, objects: list[Mapping[str, Any]]) -> None:
-        self._forget_measured()
+        listed = set()
         for pod in objects:
             self._upsert(pod)
+            key = self._our_key(pod)
+            if key:
+                listed.add(key)
+        # The deletions missed while the watch was down.
+        self.keeper.keep_placed(listed)
+        self._forget_measured()
+
+    def _our_key(self, pod: Mapping[str, Any]) -> int:
+        """The key the pod is booked or placed under here; 0: none."""
+        key = booking_key(pod)
+        replica = _replica_of(pod)
+        if not key or replica == self.replica:
+            return key
+        seen = self._seen.get((str(replica), key))
+        return 0 if seen is None else seen[0]
 
     def _forget_measured(self) -> None:
-        """Drop the other replicas' pods the measurements show by now: the
-        store has forgotten their bookings, and their events are skipped by
-        age once looked at again."""
-        oldest = self._clock() - self._horizon
-        self._seen = {k: v for k, v in self._seen.items() if v[1] >= oldest}
+        """Drop the other replicas' pods that are neither in flight nor
+        placed: the store has forgotten them."""
+        oldest, keeper = self._clock() - self._horizon, self.keeper
+        self._seen = {
+            k: v for k, v in self._seen.items() if v[1] >= oldest or keeper.is_placed(v[0])
+        }
 
     def _upsert(self, pod: Mapping[str, Any]) -> None:
         key = booking_key(pod)
@@ -282,8 +299,15 @@ class BindingWatch(Reflector):
         seen = self._seen.get((replica, their_key))
         if seen is None:
             booking = None if finished else _seen_booking(pod)
-            if booking is None or self._before_horizon(booking.created):
-                self._ignore("too-old" if booking is not None else "unusable")
+            if booking is None:
+                self._ignore("unusable")
+                return
+            if self._before_horizon(booking.created):
+                self._ignore("too-old")
+                if node and booking.workload is not None:
+                    ours = self.keeper.place_seen(node, booking.workload, booking.template)
+                    self._seen[(replica, their_key)] = (ours, booking.created)
+                    self._count("placed")
                 return
             ours = self.keeper.book_seen(
                 booking.node,
@@ -304,11 +328,16 @@ class BindingWatch(Reflector):
 
     def _remove(self, pod: Mapping[str, Any]) -> None:
         key = booking_key(pod)
-        if not key or _bound_node(pod):
+        if not key:
             return
         replica = _replica_of(pod)
         if replica != self.replica:
             seen = self._seen.pop((str(replica), key), None)
             key = seen[0] if seen is not None else 0
-        if key and self.keeper.release(key):
+        if not key:
+            return
+        if _bound_node(pod):
+            if self.keeper.gone(key):
+                self._count("gone")
+        elif self.keeper.release(key):
             self._count("dropped")

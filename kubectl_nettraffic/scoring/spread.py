@@ -26,13 +26,13 @@ count the pod's ReplicaSet alone (``per_template``), as kube-scheduler
 does (the defaults' selector is the ReplicaSet's, which carries the hash:
 helper/spread.go, DefaultSelector), so a rollout's new pods keep every
 zone by themselves. A constraint on any other key is left to
-kube-scheduler and counted as ``unknown-key``. Its counts: the pods booked
-since the last measurements (the bookings store's ``in_flight``, or
-``templates`` per template, following each pod to the node it was bound
-to). Not the learner's places of its pods: a pass old, they still
-hold the pods a rollout is replacing, and counted with the new ones they
-let the pull empty a zone (bench.peers: 54% of the workloads of 3 pods or
-more lost a zone with them, 5% without).
+kube-scheduler and counted as ``unknown-key``. Its counts: the steered pods
+that run or will (inflight/placed.py: each booked pod on the node it was
+bound to, until the binding watch sees it deleted, on every replica), as
+kube-scheduler's own constraints count them. Counted over the pods in
+flight alone, a Deployment scaled up again and again drifted past its
+zone skew (bench.placement's returning workloads). Pods never steered
+(created before the webhook, or skipped) are not counted.
 """
 
 from collections.abc import Iterable, Mapping

@@ -36,7 +36,7 @@ from kubectl_nettraffic.learning.conversations import Conversations
 from kubectl_nettraffic.measuring.measurement import Snapshot
 from kubectl_nettraffic.measuring.scoreboard import Scoreboard
 from kubectl_nettraffic.scoring.placement import Preference, Ranked, weighed
-from kubectl_nettraffic.scoring.savings import FieldCost
+from kubectl_nettraffic.scoring.savings import MIN_SAVING, FieldCost
 from kubectl_nettraffic.scoring.spread import SpreadRules
 from kubectl_nettraffic.steering.affinity_patch import affinity_patch, annotation_ops, patch_text
 from kubectl_nettraffic.steering.patch_check import PatchCheckFailed, apply_and_check
@@ -73,6 +73,9 @@ class PerSnapshot(NamedTuple):
     scored_at: str  # its time, RFC 3339
     slowest_link: float  # the slowest eligible link, bytes/s; 0: none known
     field: FieldCost  # what a pod costs the candidates kube-scheduler would pick from
+    # No link busy enough to cost a pod of the default size a point on
+    # average: a pod of unknown size keeps its zones even (SpreadRules.balanced).
+    calm: bool
 
 
 class Steerer:
@@ -111,13 +114,16 @@ class Steerer:
         """What every admission by ``snapshot`` needs, worked out on its first."""
         derived = self._derived
         if derived is None or derived.snapshot is not snapshot:
+            steering = self.settings.steering
             speeds = [c.link_speed for c in snapshot.candidates if c.link_speed]
+            field = FieldCost(snapshot.candidates, steering.busy_above)
             derived = self._derived = PerSnapshot(
                 snapshot,
                 self.scoreboard.stale_after(snapshot),
                 rfc3339(snapshot.generated_at),
                 min(speeds) if speeds else 0.0,
-                FieldCost(snapshot.candidates, self.settings.steering.busy_above),
+                field,
+                field.mean(steering.default_pod_bandwidth) < MIN_SAVING,
             )
         return derived
 
@@ -198,9 +204,12 @@ class Steerer:
         # Too old, they pull no more (peers.maxAgePasses).
         conversations = snapshot.learned.pulling if snapshot.learned else None
         # Booked at the default, nothing learned yet: its burst spreads
-        # (ranking/handicaps.py), steered in full, its zones kept even.
+        # (ranking/handicaps.py), steered in full, its zones kept even in a
+        # calm cluster (as kube-scheduler alone keeps them); under load, as
+        # its spread says.
         unlearned = bandwidth_source == "default"
-        spread = spreads[1] if unlearned else spreads[0]
+        derived = self._derived_of(snapshot)
+        spread = spreads[1] if unlearned and derived.calm else spreads[0]
         pull = None
         if conversations is not None and workload is not None:
             pull = self._plans_of(conversations, snapshot).pod_pull(
@@ -222,7 +231,6 @@ class Steerer:
             return self._no_candidate(pod, warnings)
         if relaxed:
             self.notes["spread-relaxed"] += 1
-        derived = self._derived_of(snapshot)
         preferences = self._weighed(
             ranked, derived, bandwidth, pull, burst, unlearned, full, spread.defaults
         )

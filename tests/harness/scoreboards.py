@@ -30,6 +30,7 @@ class FixedTraffic:
     ) -> None:
         self.loads = loads
         self.link_speed = link_speed
+        self.measured_at = MEASURED_AT
 
     def fetch(self, _nodes: Any) -> TrafficReport:
         speed = self.link_speed
@@ -39,7 +40,7 @@ class FixedTraffic:
             )
             for n, v in self.loads.items()
         }
-        return TrafficReport(by_node, (), (), {}, (), MEASURED_AT)
+        return TrafficReport(by_node, (), (), {}, (), self.measured_at)
 
 
 class FixedBoard:
@@ -67,10 +68,11 @@ class FixedBoard:
                 "steering": steering or {},
             }
         )
+        self.traffic = FixedTraffic(loads, link_speed)
         self.measurer = Measurer(
             self.settings,
             lambda: nodes,
-            FixedTraffic(loads, link_speed),  # type: ignore[arg-type]
+            self.traffic,  # type: ignore[arg-type]
             None,
             clock=clock,
             learning=learning,
@@ -89,6 +91,12 @@ class FixedBoard:
 
     def refresh(self) -> Snapshot | None:
         return self.scoreboard.record(self.measurer.measure())
+
+    def measure_at(self, at: float) -> Snapshot | None:
+        """A measurement taken at ``at``: the bookings of pods admitted long
+        enough before it are forgotten, their traffic in the figures."""
+        self.traffic.measured_at = at
+        return self.refresh()
 
 
 def fixed_board(loads: dict[str, float], **nodes_kwargs: Any) -> FixedBoard:

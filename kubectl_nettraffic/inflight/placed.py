@@ -1,0 +1,73 @@
+"""The steered pods that run or will, each on the node it was bound to:
+what a workload's spread counts (scoring/spread.py).
+
+A booking lives until a measurement shows its pod (bookings.py); the
+spread must count the pod as long as it runs, as kube-scheduler's own
+constraints count it. Counted over the bookings alone, a Deployment
+scaled up again and again drifted past its zone skew: each burst kept the
+skew over the pods in flight, none over the ones before. So every booked
+pod has a record here, by its booking key, from its admission (on its
+first preference) through its binding (moved to its node) until the
+binding watch sees it deleted (kube/binding_watch.py); another replica's
+pods are recorded as the watch shows them, also those too old to book.
+"""
+
+from collections.abc import Callable, Mapping
+
+from kubectl_nettraffic.inflight.workload_counts import WorkloadCounts
+from kubectl_nettraffic.kube.workloads import Workload
+
+
+class PlacedPods:
+    """Pods per workload (``workloads``) and per template (``templates``,
+    for the pods a ReplicaSet owns), per node and per zone."""
+
+    def __init__(self) -> None:
+        # key -> (workload, template or None, node)
+        self._pods: dict[int, tuple[Workload, Workload | None, str]] = {}
+        self.workloads = WorkloadCounts()
+        self.templates = WorkloadCounts()
+
+    def __contains__(self, key: int) -> bool:
+        return key in self._pods
+
+    def __len__(self) -> int:
+        return len(self._pods)
+
+    def place(self, key: int, workload: Workload, template: Workload | None, node: str) -> None:
+        """The pod booked as ``key`` is on ``node`` (its first preference, or
+        where it was bound)."""
+        self.remove(key)
+        self._pods[key] = (workload, template, node)
+        self._count(workload, template, node, 1)
+
+    def move(self, key: int, node: str) -> None:
+        """The pod booked as ``key`` was bound to ``node``."""
+        placed = self._pods.get(key)
+        if placed is not None and placed[2] != node:
+            self.place(key, placed[0], placed[1], node)
+
+    def remove(self, key: int) -> bool:
+        """The pod booked as ``key`` is gone (deleted, or will never run);
+        False when it was not here."""
+        placed = self._pods.pop(key, None)
+        if placed is not None:
+            self._count(*placed, -1)
+        return placed is not None
+
+    def keep_only(self, kept: Callable[[int], bool]) -> int:
+        """Forget every pod whose key is not ``kept`` (after a fresh list:
+        the deletions a dropped watch missed). How many went."""
+        gone = [key for key in self._pods if not kept(key)]
+        for key in gone:
+            self.remove(key)
+        return len(gone)
+
+    def set_zones(self, zone_of: Mapping[str, str]) -> None:
+        self.workloads.set_zones(zone_of)
+        self.templates.set_zones(zone_of)
+
+    def _count(self, workload: Workload, template: Workload | None, node: str, pods: int) -> None:
+        self.workloads.add(workload, node, pods)
+        if template is not None:
+            self.templates.add(template, node, pods)
