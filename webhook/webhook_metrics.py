@@ -99,7 +99,8 @@ class WebhookMetrics:
                 "nettraffic_bookings_followed_total",
                 "Bookings of steered pods settled by the binding watch: moved to "
                 "the node bound, kept (bound where booked), dropped (gone unbound), "
-                "seen (another replica's pod, booked here).",
+                "seen (another replica's pod, booked here), placed (another replica's "
+                "pod too old to book, counted by its spread), gone (deleted after its binding).",
                 "counter",
                 ("outcome",),
                 lambda: _labelled(watch.counts()),

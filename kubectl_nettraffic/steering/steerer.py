@@ -166,7 +166,7 @@ class Steerer:
             )
         workload, template = pod_workload(pod), pod_template(pod)
         spread = SpreadRules.of(pod, steering.zone_max_skew, steering.hostname_max_skew)
-        # A pod of unknown size is steered in full, its zones kept even.
+        # A pod of unknown size is steered in full, its zones kept even while calm.
         spreads = (spread, spread.balanced())
         if spread.unknown:
             self.notes["spread-unknown-key"] += 1
