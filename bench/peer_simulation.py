@@ -271,6 +271,9 @@ class RollOut:
         # reaches it before the next admission: the watch's delay is tens of
         # ms (bench/control_plane.py, watch_latency), the pods two seconds apart.
         self.watch = BindingWatch(None, self.serving.inflight, REPLICA, clock=lambda: self.now)  # type: ignore[arg-type]
+        # (workload, pod) -> the steered pod as the API server holds it: its
+        # deletion is shown to the watch when a rollout replaces it.
+        self.objects: dict[tuple[int, int], dict] = {}
         # The traffic-tier labels (steering.trafficTiers, on by default) as the
         # leader writes them at each refresh; the scheduler model weighs each
         # node by the terms of the patched pod it matches.
@@ -366,6 +369,7 @@ class RollOut:
         old = cluster.pods[w][k]
         cluster.remove(w, old)
         state.unbind(old, name, POD_CPU, POD_MEMORY)
+        self._watched("DELETED", self.objects.pop((w, k), None))
         chosen = self._schedule(w, k, template)
         if chosen is None:
             outcome.pending += 1
@@ -396,9 +400,15 @@ class RollOut:
         if chosen is not None:
             patched["metadata"]["name"] = f"{name}-{template}-{k}"
             patched["spec"]["nodeName"] = self.names[chosen]
-            event = {"type": "MODIFIED", "object": patched}
-            self.watch.receive(json.dumps(event, separators=(",", ":")).encode())
+            self._watched("MODIFIED", patched)
+            self.objects[(w, k)] = patched
         return chosen
+
+    def _watched(self, kind: str, pod: dict | None) -> None:
+        """The watch shown ``pod``'s event, as the API server writes it."""
+        if pod is not None:
+            event = {"type": kind, "object": pod}
+            self.watch.receive(json.dumps(event, separators=(",", ":")).encode())
 
 
 def spread_of(zone: np.ndarray, counts: np.ndarray, names: list[str]) -> dict[str, Any]:
