@@ -377,10 +377,10 @@ def _first(board: FixedBoard) -> str:
     return decided.preferences[0].node
 
 
-def test_a_bound_pod_counts_in_its_spread_until_it_is_deleted(fake_api, kubeconfig):
+def test_a_bound_pod_counts_in_its_spread_until_it_terminates(fake_api, kubeconfig):
     """Past its measurement a bound pod still counts in its workload's
     spread, on every replica (another replica's pod too old to book is
-    placed as the watch shows it), until its deletion."""
+    placed as the watch shows it), until it terminates or is deleted."""
     board = _zoned_board("replica1")
     mine = _watch(fake_api, kubeconfig, board, "replica1")
     try:
@@ -404,10 +404,20 @@ def test_a_bound_pod_counts_in_its_spread_until_it_is_deleted(fake_api, kubeconf
         try:
             assert theirs.counts()["placed"] == 2 and theirs.ignored()["too-old"] == 2
             assert _first(theirs_board) == "c"
-            # p1 deleted: zone a holds none again, on both replicas.
-            fake_api.delete(PODS, "p1")
+            # p1 terminating (kube-scheduler's spread skips it): zone a holds
+            # none again, on both replicas; its deletion then changes nothing.
+            p1 = fake_api.get(PODS, "p1")
+            assert p1 is not None
+            p1["metadata"]["deletionTimestamp"] = "2020-01-01T01:00:00Z"
+            fake_api.put(p1)
             wait_for(lambda: mine.counts()["gone"] == 1 and theirs.counts()["gone"] == 1)
             assert _first(board) == "a" and _first(theirs_board) == "a"
+            fake_api.delete(PODS, "p1")
+            p2 = fake_api.get(PODS, "p2")
+            assert p2 is not None
+            fake_api.delete(PODS, "p2")
+            wait_for(lambda: mine.counts()["gone"] == 2 and theirs.counts()["gone"] == 2)
+            assert _first(board) == "a"
         finally:
             theirs.stop()
     finally:

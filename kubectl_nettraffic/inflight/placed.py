@@ -8,7 +8,8 @@ scaled up again and again drifted past its zone skew: each burst kept the
 skew over the pods in flight, none over the ones before. So every booked
 pod has a record here, by its booking key, from its admission (on its
 first preference) through its binding (moved to its node) until the
-binding watch sees it deleted (kube/binding_watch.py); another replica's
+binding watch sees it terminating or deleted (kube/binding_watch.py;
+kube-scheduler's spread skips a terminating pod too); another replica's
 pods are recorded as the watch shows them, also those too old to book.
 """
 

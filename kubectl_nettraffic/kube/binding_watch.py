@@ -12,8 +12,9 @@ we, from a watch:
 - bound (``spec.nodeName`` set): the booking moves to that node, once;
 - deleted, or Failed/Succeeded, before it was bound: the booking is dropped;
 - not seen bound yet: the first preference keeps it, as without the watch;
-- deleted after its binding: its place goes (inflight/placed.py: each
-  steered pod's node, counted by its workload's spread as long as it runs).
+- terminating or deleted after its binding: its place goes
+  (inflight/placed.py: each steered pod's node, counted by its workload's
+  spread until it terminates, as kube-scheduler's spread counts it).
 
 The Steerer labels each pod it books with its replica id
 (``nettraffic.io/steered-by``, random per process) and annotates the
@@ -103,8 +104,11 @@ def booking_key(pod: Mapping[str, Any]) -> int:
 # value (kubectl's last-applied-configuration) its quotes are escaped: no match.
 _BOOKING_IN_JSON = b'"' + BOOKING.encode() + b'":"'
 _STEERED_BY_IN_JSON = b'"' + STEERED_BY.encode() + b'":"'
-# A deletion's event, whose type the encoder writes first.
+# A deletion's event, whose type the encoder writes first; a terminating
+# pod's (kube-scheduler's spread counts it no more: podtopologyspread's
+# countPodsMatchSelector skips a pod with a deletionTimestamp).
 _DELETED_IN_JSON = b'"type":"DELETED"'
+_TERMINATING_IN_JSON = b'"deletionTimestamp":"'
 
 
 def _raw_value(line: bytes, marker: bytes) -> bytes:
@@ -185,7 +189,7 @@ class BindingWatch(Reflector):
         # outcome -> bookings: moved (bound elsewhere), kept (bound to the
         # first preference), dropped (went unbound), seen (another replica's
         # pod, booked here), placed (another replica's pod too old to book,
-        # counted by its spread), gone (deleted after its binding).
+        # counted by its spread), gone (terminating or deleted after its binding).
         self._counts = {"moved": 0, "kept": 0, "dropped": 0, "seen": 0, "placed": 0, "gone": 0}
         # reason -> events that changed nothing: no-booking (the pod's
         # booking is not pending here: moved or dropped already, so its later
@@ -228,8 +232,8 @@ class BindingWatch(Reflector):
         gets it again, or a 410 and a list, either way harmless.
         """
         digits = _raw_value(line, _BOOKING_IN_JSON)
-        if _DELETED_IN_JSON in line[:32]:
-            pass  # once per pod, and its place goes
+        if _DELETED_IN_JSON in line[:32] or _TERMINATING_IN_JSON in line:
+            pass  # its place goes: a few events per pod
         elif digits.isdigit() and len(digits) < 19:
             replica = _raw_value(line, _STEERED_BY_IN_JSON)
             if replica == self._replica_raw:
@@ -278,6 +282,9 @@ class BindingWatch(Reflector):
     def _upsert(self, pod: Mapping[str, Any]) -> None:
         key = booking_key(pod)
         if not key:
+            return
+        if _bound_node(pod) and (pod.get("metadata") or {}).get("deletionTimestamp"):
+            self._remove(pod)  # terminating: its spread counts it no more
             return
         replica = _replica_of(pod)
         if replica != self.replica:

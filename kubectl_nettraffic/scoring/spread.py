@@ -28,7 +28,7 @@ helper/spread.go, DefaultSelector), so a rollout's new pods keep every
 zone by themselves. A constraint on any other key is left to
 kube-scheduler and counted as ``unknown-key``. Its counts: the steered pods
 that run or will (inflight/placed.py: each booked pod on the node it was
-bound to, until the binding watch sees it deleted, on every replica), as
+bound to, until the binding watch sees it terminating, on every replica), as
 kube-scheduler's own constraints count them. Counted over the pods in
 flight alone, a Deployment scaled up again and again drifted past its
 zone skew (bench.placement's returning workloads). Pods never steered
