@@ -32,9 +32,6 @@ class PlacedPods:
     def __contains__(self, key: int) -> bool:
         return key in self._pods
 
-    def __len__(self) -> int:
-        return len(self._pods)
-
     def place(self, key: int, workload: Workload, template: Workload | None, node: str) -> None:
         """The pod booked as ``key`` is on ``node`` (its first preference, or
         where it was bound)."""
@@ -56,13 +53,11 @@ class PlacedPods:
             self._count(*placed, -1)
         return placed is not None
 
-    def keep_only(self, kept: Callable[[int], bool]) -> int:
+    def keep_only(self, kept: Callable[[int], bool]) -> None:
         """Forget every pod whose key is not ``kept`` (after a fresh list:
-        the deletions a dropped watch missed). How many went."""
-        gone = [key for key in self._pods if not kept(key)]
-        for key in gone:
+        the deletions a dropped watch missed)."""
+        for key in [key for key in self._pods if not kept(key)]:
             self.remove(key)
-        return len(gone)
 
     def set_zones(self, zone_of: Mapping[str, str]) -> None:
         self.workloads.set_zones(zone_of)

@@ -379,18 +379,17 @@ class InflightState:
             return key in self._bookings.placed
 
     def gone(self, key: int) -> bool:
-        """The pod booked or recorded as ``key`` was deleted after its
-        binding: its place goes. False when it had none."""
+        """The pod booked or recorded as ``key`` is terminating or deleted
+        after its binding: its place goes. False when it had none."""
         with self._lock:
             return self._bookings.placed.remove(key)
 
-    def keep_placed(self, keys: set[int]) -> int:
+    def keep_placed(self, keys: set[int]) -> None:
         """After a fresh list: forget the placed pods neither in ``keys`` (the
-        listed ones) nor still in flight (admitted, maybe not created yet).
-        How many went."""
+        listed ones) nor still in flight (admitted, maybe not created yet)."""
         with self._lock:
             bookings = self._bookings
-            return bookings.placed.keep_only(lambda key: key in keys or bookings.is_pending(key))
+            bookings.placed.keep_only(lambda key: key in keys or bookings.is_pending(key))
 
     def release(self, key: int) -> bool:
         """The pod booked as ``key`` will not run (deleted or failed unbound):

@@ -31,8 +31,9 @@ saving: kube-scheduler alone stacks a burst by its own plugins (the nodes
 with the fewest requests first), and a measurement shows a burst's bytes
 only once they run. So is a pod of unknown size (booked at
 steering.defaultPodBandwidth, nothing learned), its workload's zones kept
-even in a calm cluster (scoring/spread.py's ``balanced``): before anything is learned a calm
-cluster's first light burst and a heavy one look alike. kube-scheduler scales preferred-term weights to the best node's
+even in a calm cluster (scoring/spread.py's ``balanced``): before anything
+is learned a calm cluster's first light burst and a heavy one look alike.
+kube-scheduler scales preferred-term weights to the best node's
 (NodeAffinity's NormalizeScore), so a pod's node terms alone steer it as
 hard at weight 1 as at 100; what a small saving softens is the node terms
 against the tier terms (60 / 40 / 20 on every quiet node), and so against
