@@ -104,7 +104,8 @@ def booking_key(pod: Mapping[str, Any]) -> int:
 # value (kubectl's last-applied-configuration) its quotes are escaped: no match.
 _BOOKING_IN_JSON = b'"' + BOOKING.encode() + b'":"'
 _STEERED_BY_IN_JSON = b'"' + STEERED_BY.encode() + b'":"'
-# A deletion's event, whose type the encoder writes first; a terminating
+# A deletion's event, whose type the encoder writes first (metav1.WatchEvent's
+# first field, apimachinery pkg/apis/meta/v1/watch.go); a terminating
 # pod's (kube-scheduler's spread counts it no more: podtopologyspread's
 # countPodsMatchSelector skips a pod with a deletionTimestamp).
 _DELETED_IN_JSON = b'"type":"DELETED"'
