@@ -6,10 +6,10 @@ bench/placement_summary.py."""
 
 import heapq
 import itertools
-import json
 import math
 import statistics
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,6 +18,7 @@ import numpy as np
 
 from bench.control_plane import PodTimes, scale_up, watch_latency
 from bench.placement_scenarios import Scenario
+from bench.pod_events import event_line, unsteered_pod
 from bench.scheduler_model import MAX_SKEW_ZONE, KubeScheduler, zone_skew_allows
 from bench.simulated_cluster import (
     TIERS,
@@ -34,6 +35,8 @@ from harness.reviews import pod as pod_object
 from kubectl_nettraffic.config import settings_from_mapping
 from kubectl_nettraffic.kube.binding_watch import BindingWatch
 from kubectl_nettraffic.kube.nodes import ZONE_LABEL, node_from_json
+from kubectl_nettraffic.kube.reflector import Reflector
+from kubectl_nettraffic.kube.unsteered_pods import UnsteeredPods
 from kubectl_nettraffic.kube.workloads import Workload
 from kubectl_nettraffic.learning.learner import BandwidthLearning
 from kubectl_nettraffic.measuring.measurement import Measurer
@@ -176,7 +179,12 @@ class Simulation:
             )
             for w in self.webhooks
         ]
-        self.events: list[tuple[float, int, int, bytes]] = []  # (due, order, watch, line)
+        # And each replica's watch of the pods no replica steered: those that
+        # ran before the install, listed when it starts, and any admitted
+        # since without a booking.
+        self.unsteered = [UnsteeredPods(None, w.inflight) for w in self.webhooks]  # type: ignore[arg-type]
+        self.listed: list[bytes] = []  # the pods bound before the install, as listed
+        self.events: list[tuple[float, int, Reflector, bytes]] = []  # (due, order, watch, line)
         self.sequence = itertools.count()
         # The control plane's timing, one stream per kind of draw, so that rows
         # differing only by binding delay or replica count admit alike.
@@ -290,25 +298,32 @@ class Simulation:
                 next_refresh[replica] += REFRESH
             else:
                 self.now, _, watch, line = heapq.heappop(events)
-                self.watches[watch].receive(line)
+                watch.receive(line)
         self.now = to
         self._write_labels(to)
 
-    def _stream(self, pod: dict[str, Any], times: PodTimes, bound: str, admitted_by: int) -> None:
-        """The pod's two events (stored, then bound) to every replica's watch;
-        with ``scenario.shown_at_admission`` the other replicas see it stored
-        the instant it is admitted (the limit of any watch)."""
+    def _stream(
+        self,
+        pod: dict[str, Any],
+        times: PodTimes,
+        bound: str,
+        admitted_by: int,
+        watches: Sequence[Reflector],
+    ) -> None:
+        """The pod's two events (stored, then bound) to every replica's
+        watch of ``watches``; with ``scenario.shown_at_admission`` the other
+        replicas see it stored the instant it is admitted (the limit of any watch)."""
         scenario = self.scenario
         pod["metadata"]["creationTimestamp"] = time.strftime(
             "%Y-%m-%dT%H:%M:%SZ", time.gmtime(int(times.created))
         )
-        added = json.dumps({"type": "ADDED", "object": pod}, separators=(",", ":")).encode()
+        added = event_line("ADDED", pod)
         pod["spec"]["nodeName"] = bound
-        modified = json.dumps({"type": "MODIFIED", "object": pod}, separators=(",", ":")).encode()
-        for watch in range(len(self.watches)):
+        modified = event_line("MODIFIED", pod)
+        for replica, watch in enumerate(watches):
             for at, line in ((times.created, added), (times.bound, modified)):
                 due = at + watch_latency(scenario.binding_delay, self.latency_rng)
-                if scenario.shown_at_admission and line is added and watch != admitted_by:
+                if scenario.shown_at_admission and line is added and replica != admitted_by:
                     due = times.admitted
                 heapq.heappush(self.events, (due, next(self.sequence), watch, line))
 
@@ -344,6 +359,11 @@ class Simulation:
 
     def _burst(self, burst: Burst) -> None:
         scenario, run = self.scenario, self.result
+        if burst.installed and not self.installed:
+            # The replicas start: each lists the pods running (the limit of a
+            # list done before the first admission).
+            for watch, line in itertools.product(self.unsteered, self.listed):
+                watch.receive(line)
         self.installed = burst.installed
         acting = self.strategy if burst.installed else "oracle"
         burst_start = 60.0 + burst.number * 30.0
@@ -429,7 +449,15 @@ class Simulation:
                 self.order += 1
                 name = f"{workload}-{burst.template}-{self.order:05d}"
                 steered.admitted["metadata"]["name"] = name
-                self._stream(steered.admitted, times, self.names[chosen], steered.admitted_by)
+                watches: Sequence[Reflector] = self.watches
+                self._stream(
+                    steered.admitted, times, self.names[chosen], steered.admitted_by, watches
+                )
+            elif acting in STEERED and chosen is not None:
+                # Admitted without a booking: the watches of unsteered pods see it.
+                self.order += 1
+                pod = unsteered_pod(workload, burst.template, self.order)
+                self._stream(pod, times, self.names[chosen], steered.admitted_by, self.unsteered)
             if preferred:
                 run.steered += 1
                 run.preferred_scored += bool(set(preferred) & set(self.scheduler.last_scored))
@@ -456,6 +484,9 @@ class Simulation:
         )
         self.source.placements.append(placed)
         if not installed:
+            self.order += 1
+            pod = unsteered_pod(burst.workload, burst.template, self.order, self.names[chosen])
+            self.listed.append(event_line("ADDED", pod))
             return
         run.hot += hot
         if burst.first:

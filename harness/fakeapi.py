@@ -97,8 +97,12 @@ class FakeKubeAPI:
         plural = plural or obj["kind"].lower() + "s"
         key = (gv, obj["metadata"].get("namespace"), plural)
         with self.lock:
-            kind = "MODIFIED" if obj["metadata"]["name"] in self.objects.get(key, {}) else "ADDED"
-            self._store(key, obj, kind, owned)
+            stored = self.objects.get(key, {}).get(obj["metadata"]["name"])
+            if stored is not None:
+                # An update never changes an object's uid or creation time.
+                for field in ("uid", "creationTimestamp"):
+                    obj["metadata"].setdefault(field, stored["metadata"].get(field))
+            self._store(key, obj, "ADDED" if stored is None else "MODIFIED", owned)
         return obj
 
     def delete(self, key: Key, name: str) -> None:
@@ -157,6 +161,13 @@ class FakeKubeAPI:
         metadata["resourceVersion"] = str(self.resource_version)
         metadata.setdefault("uid", f"uid-{self.resource_version}")
         metadata.setdefault("creationTimestamp", time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+        # Written in ObjectMeta's field order, as the API server's encoder does
+        # (a watch reading raw lines finds the object's uid before its owners').
+        fields = sorted(
+            metadata.items(), key=lambda item: _META_ORDER.get(item[0], len(_META_ORDER))
+        )
+        metadata.clear()
+        metadata.update(fields)
         self.objects.setdefault(key, {})[metadata["name"]] = obj
         self.events.append((self.resource_version, key, kind, obj if owned else copy.deepcopy(obj)))
         self.lock.notify_all()
@@ -338,6 +349,30 @@ def _merge(target: Any, patch: Any) -> Any:
             target[key] = _merge(target.get(key), value)
     return target
 
+
+# ObjectMeta's fields in their order (apimachinery pkg/apis/meta/v1/types.go).
+_META_ORDER = {
+    field: order
+    for order, field in enumerate(
+        (
+            "name",
+            "generateName",
+            "namespace",
+            "selfLink",
+            "uid",
+            "resourceVersion",
+            "generation",
+            "creationTimestamp",
+            "deletionTimestamp",
+            "deletionGracePeriodSeconds",
+            "labels",
+            "annotations",
+            "ownerReferences",
+            "finalizers",
+            "managedFields",
+        )
+    )
+}
 
 # The fields a pod list can be selected by, as the API server's
 # PodToSelectableFields (pkg/registry/core/pod/strategy.go) offers them.

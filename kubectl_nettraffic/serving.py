@@ -4,7 +4,8 @@
 Steerer, and starts nothing: tests and benchmarks feed its scoreboard by
 hand. ``start_serving`` adds what production runs beside them: the
 refresher process that feeds the scoreboard, and, where the settings read
-the Kubernetes API, the namespace cache and the binding watch.
+the Kubernetes API, the namespace cache, the binding watch and the watch of
+the pods it did not steer.
 """
 
 import secrets
@@ -20,6 +21,7 @@ from kubectl_nettraffic.kube.client import api_client
 from kubectl_nettraffic.kube.cluster import namespace_cache
 from kubectl_nettraffic.kube.pod_shape import malformed_part
 from kubectl_nettraffic.kube.reflector import ListWatchCache
+from kubectl_nettraffic.kube.unsteered_pods import UnsteeredPods
 from kubectl_nettraffic.measuring.engine import needs_api
 from kubectl_nettraffic.measuring.refresher_process import RefresherProcess
 from kubectl_nettraffic.measuring.scoreboard import Scoreboard
@@ -37,6 +39,7 @@ class Serving:
     steerer: Steerer
     namespaces: ListWatchCache[Mapping[str, str]] | None = None
     bindings: BindingWatch | None = None
+    unsteered: UnsteeredPods | None = None
 
     def extender_filter(
         self,
@@ -93,4 +96,7 @@ def start_serving(settings: Settings) -> Serving:
             horizon = settings.steering.pod_startup + settings.prometheus.window
             serving.bindings = BindingWatch(api, serving.inflight, replica, horizon)
             serving.bindings.start()
+            # The pods no replica steered count in their workloads' spread too.
+            serving.unsteered = UnsteeredPods(api, serving.inflight)
+            serving.unsteered.start()
     return serving

@@ -13,7 +13,7 @@ from kubectl_nettraffic.kube.client import api_client
 from kubectl_nettraffic.kube.nodes import ZONE_LABEL
 from kubectl_nettraffic.kube.pods import BANDWIDTH_SOURCE, BOOKING, EXPECTED_BANDWIDTH, STEERED_BY
 from tests.conftest import wait_for
-from tests.harness.scoreboards import MEASURED_AT, FixedBoard
+from tests.harness.scoreboards import MEASURED_AT, FixedBoard, first_choice, zoned_board
 
 PODS = ("api/v1", "default", "pods")
 HEAVY = 100 * 2**20
@@ -202,7 +202,7 @@ def test_pods_without_a_usable_booking_are_left_alone(fake_api, kubeconfig, stee
     assert {r.query["labelSelector"][0] for r in watch_requests} == {STEERED_BY}
 
 
-def test_replicas_that_saw_each_others_pods_put_different_nodes_first(fake_api, kubeconfig):
+def test_replicas_that_saw_each_others_pods_put_different_nodesfirst_choice(fake_api, kubeconfig):
     """Near-equal nodes are shared: in crc32 order c and d are the first
     half of the nodes, replica1's, and a and e replica2's (by crc32 modulo 2,
     a and c would be replica2's); each counts on the other's a whole pod of
@@ -365,23 +365,11 @@ def test_another_replicas_rollout_pod_counts_in_its_replica_sets_spread_here(fak
         fake_api.close_watches()
 
 
-def _zoned_board(replica: str) -> FixedBoard:
-    """Nodes a, b, c in zones of their own, a the quietest; zones kept even."""
-    loads = {"a": 0.0, "b": 1e6, "c": 2e6}
-    zones = {name: {"labels": {ZONE_LABEL: f"zone-{name}"}} for name in loads}
-    return FixedBoard(loads, replica=replica, steering={"zoneMaxSkew": 1}, **zones)
-
-
-def _first(board: FixedBoard) -> str:
-    decided = board.steerer.decide(pod(annotations={EXPECTED_BANDWIDTH: "1k"}), {}, dry_run=True)
-    return decided.preferences[0].node
-
-
 def test_a_bound_pod_counts_in_its_spread_until_it_terminates(fake_api, kubeconfig):
     """Past its measurement a bound pod still counts in its workload's
     spread, on every replica (another replica's pod too old to book is
-    placed as the watch shows it), until it terminates or is deleted."""
-    board = _zoned_board("replica1")
+    placed as the watch shows it), until it terminates, finishes or is deleted."""
+    board = zoned_board("replica1")
     mine = _watch(fake_api, kubeconfig, board, "replica1")
     try:
         names = []
@@ -396,14 +384,14 @@ def test_a_bound_pod_counts_in_its_spread_until_it_terminates(fake_api, kubeconf
         # Measured long since: no booking left, but the zones a and b hold one.
         assert board.measure_at(MEASURED_AT + 3600) is not None
         assert _inflight(board.steerer) == {}
-        assert _first(board) == "c"
+        assert first_choice(board) == "c"
         # A replica started now places them too (too old to book).
-        theirs_board = _zoned_board("replica2")
+        theirs_board = zoned_board("replica2")
         assert theirs_board.measure_at(MEASURED_AT + 3600) is not None
         theirs = _watch(fake_api, kubeconfig, theirs_board, "replica2", horizon=150.0)
         try:
             assert theirs.counts()["placed"] == 2 and theirs.ignored()["too-old"] == 2
-            assert _first(theirs_board) == "c"
+            assert first_choice(theirs_board) == "c"
             # p1 terminating (kube-scheduler's spread skips it): zone a holds
             # none again, on both replicas; its deletion then changes nothing.
             p1 = fake_api.get(PODS, "p1")
@@ -411,13 +399,16 @@ def test_a_bound_pod_counts_in_its_spread_until_it_terminates(fake_api, kubeconf
             p1["metadata"]["deletionTimestamp"] = "2020-01-01T01:00:00Z"
             fake_api.put(p1)
             wait_for(lambda: mine.counts()["gone"] == 1 and theirs.counts()["gone"] == 1)
-            assert _first(board) == "a" and _first(theirs_board) == "a"
+            assert first_choice(board) == "a" and first_choice(theirs_board) == "a"
             fake_api.delete(PODS, "p1")
+            # p2 finished (kube-scheduler lists no Succeeded pod): b holds none.
             p2 = fake_api.get(PODS, "p2")
             assert p2 is not None
-            fake_api.delete(PODS, "p2")
+            p2["status"] = {"phase": "Succeeded"}
+            fake_api.put(p2)
             wait_for(lambda: mine.counts()["gone"] == 2 and theirs.counts()["gone"] == 2)
-            assert _first(board) == "a"
+            assert first_choice(board) == "a"
+            fake_api.delete(PODS, "p2")
         finally:
             theirs.stop()
     finally:
@@ -426,7 +417,7 @@ def test_a_bound_pod_counts_in_its_spread_until_it_terminates(fake_api, kubeconf
 
 
 def test_a_list_after_a_dropped_watch_forgets_the_pods_deleted_meanwhile(fake_api, kubeconfig):
-    board = _zoned_board("replica1")
+    board = zoned_board("replica1")
     watch = _watch(fake_api, kubeconfig, board, "replica1")
     steered, decision = _steer(board.steerer, "p1", bandwidth=1000)
     steered["spec"]["nodeName"] = decision.preferences[0].node
@@ -436,10 +427,10 @@ def test_a_list_after_a_dropped_watch_forgets_the_pods_deleted_meanwhile(fake_ap
     fake_api.close_watches()
     fake_api.delete(PODS, "p1")  # while no watch runs
     assert board.measure_at(MEASURED_AT + 3600) is not None
-    assert _first(board) == "b"  # zone a still holds p1 here
+    assert first_choice(board) == "b"  # zone a still holds p1 here
     relisted = _watch(fake_api, kubeconfig, board, "replica1")
     try:
-        assert _first(board) == "a"
+        assert first_choice(board) == "a"
     finally:
         relisted.stop()
         fake_api.close_watches()

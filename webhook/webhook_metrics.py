@@ -119,6 +119,16 @@ class WebhookMetrics:
                 lambda: _labelled(watch.ignored()),
             )
         )
+        unsteered = serving.unsteered
+        if unsteered is not None:
+            add(
+                Gauge(
+                    "nettraffic_unsteered_pods_counted",
+                    "Bound pods no replica steered (those that ran before the install, "
+                    "say) that their workloads' spread counts now.",
+                    lambda: float(unsteered.placed),
+                )
+            )
         add(
             Gauge(
                 "nettraffic_binding_watch_delay_seconds",

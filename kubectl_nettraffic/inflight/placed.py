@@ -8,9 +8,11 @@ scaled up again and again drifted past its zone skew: each burst kept the
 skew over the pods in flight, none over the ones before. So every booked
 pod has a record here, by its booking key, from its admission (on its
 first preference) through its binding (moved to its node) until the
-binding watch sees it terminating or deleted (kube/binding_watch.py;
-kube-scheduler's spread skips a terminating pod too); another replica's
-pods are recorded as the watch shows them, also those too old to book.
+binding watch sees it terminating, finished or deleted (kube/binding_watch.py;
+kube-scheduler's spread counts none of those, kube/watch_lines.py); another
+replica's pods are recorded as the watch shows them, also those too old to
+book; and the pods no replica steered (those that ran before the install,
+say) as their own watch shows them bound (kube/unsteered_pods.py).
 """
 
 from collections.abc import Callable, Mapping
@@ -26,24 +28,34 @@ class PlacedPods:
     def __init__(self) -> None:
         # key -> (workload, template or None, node)
         self._pods: dict[int, tuple[Workload, Workload | None, str]] = {}
+        self._unsteered: set[int] = set()  # keys of pods no replica steered
         self.workloads = WorkloadCounts()
         self.templates = WorkloadCounts()
 
     def __contains__(self, key: int) -> bool:
         return key in self._pods
 
-    def place(self, key: int, workload: Workload, template: Workload | None, node: str) -> None:
+    def place(
+        self,
+        key: int,
+        workload: Workload,
+        template: Workload | None,
+        node: str,
+        steered: bool = True,
+    ) -> None:
         """The pod booked as ``key`` is on ``node`` (its first preference, or
-        where it was bound)."""
+        where it was bound); ``steered`` False: a pod no replica steered."""
         self.remove(key)
         self._pods[key] = (workload, template, node)
+        if not steered:
+            self._unsteered.add(key)
         self._count(workload, template, node, 1)
 
     def move(self, key: int, node: str) -> None:
         """The pod booked as ``key`` was bound to ``node``."""
         placed = self._pods.get(key)
         if placed is not None and placed[2] != node:
-            self.place(key, placed[0], placed[1], node)
+            self.place(key, placed[0], placed[1], node, key not in self._unsteered)
 
     def remove(self, key: int) -> bool:
         """The pod booked as ``key`` is gone (deleted, or will never run);
@@ -51,12 +63,14 @@ class PlacedPods:
         placed = self._pods.pop(key, None)
         if placed is not None:
             self._count(*placed, -1)
+            self._unsteered.discard(key)
         return placed is not None
 
     def keep_only(self, kept: Callable[[int], bool]) -> None:
-        """Forget every pod whose key is not ``kept`` (after a fresh list:
-        the deletions a dropped watch missed)."""
-        for key in [key for key in self._pods if not kept(key)]:
+        """Forget every steered pod whose key is not ``kept`` (after a fresh
+        list of the steered pods: the deletions a dropped watch missed)."""
+        unsteered = self._unsteered
+        for key in [key for key in self._pods if key not in unsteered and not kept(key)]:
             self.remove(key)
 
     def set_zones(self, zone_of: Mapping[str, str]) -> None:

@@ -373,20 +373,30 @@ class InflightState:
             self._bookings.placed.place(key, workload, template, node)
             return key
 
+    def place_unsteered(self, node: str, workload: Workload, template: Workload | None) -> int:
+        """Record a pod no replica steered, bound to ``node`` (its workload's
+        spread counts it; the steered pods' lists leave it be); returns its
+        key here, for ``gone``."""
+        with self._lock:
+            key = next(self._keys)
+            self._bookings.placed.place(key, workload, template, node, steered=False)
+            return key
+
     def is_placed(self, key: int) -> bool:
         """Whether the pod booked or recorded as ``key`` is counted as placed."""
         with self._lock:
             return key in self._bookings.placed
 
     def gone(self, key: int) -> bool:
-        """The pod booked or recorded as ``key`` is terminating or deleted
+        """The pod booked or recorded as ``key`` is terminating, finished or deleted
         after its binding: its place goes. False when it had none."""
         with self._lock:
             return self._bookings.placed.remove(key)
 
     def keep_placed(self, keys: set[int]) -> None:
-        """After a fresh list: forget the placed pods neither in ``keys`` (the
-        listed ones) nor still in flight (admitted, maybe not created yet)."""
+        """After a fresh list of the steered pods: forget the steered pods
+        placed that are neither in ``keys`` (the listed ones) nor still in
+        flight (admitted, maybe not created yet)."""
         with self._lock:
             bookings = self._bookings
             bookings.placed.keep_only(lambda key: key in keys or bookings.is_pending(key))

@@ -12,9 +12,9 @@ we, from a watch:
 - bound (``spec.nodeName`` set): the booking moves to that node, once;
 - deleted, or Failed/Succeeded, before it was bound: the booking is dropped;
 - not seen bound yet: the first preference keeps it, as without the watch;
-- terminating or deleted after its binding: its place goes
+- terminating, finished or deleted after its binding: its place goes
   (inflight/placed.py: each steered pod's node, counted by its workload's
-  spread until it terminates, as kube-scheduler's spread counts it).
+  spread until it ends, as kube-scheduler's spread counts it; watch_lines.py).
 
 The Steerer labels each pod it books with its replica id
 (``nettraffic.io/steered-by``, random per process) and annotates the
@@ -57,12 +57,10 @@ from kubectl_nettraffic.kube.pods import (
     STEERED_BY,
 )
 from kubectl_nettraffic.kube.reflector import Reflector
+from kubectl_nettraffic.kube.watch_lines import FINISHED, ended, ends_raw, raw_value
 from kubectl_nettraffic.kube.workloads import Workload, pod_template, pod_workload
 
 log = logging.getLogger(__name__)
-
-# Phases after which a pod never runs again; unbound in one, it never will.
-_FINISHED = ("Failed", "Succeeded")
 
 
 class BookingKeeper(Protocol):
@@ -99,26 +97,10 @@ def booking_key(pod: Mapping[str, Any]) -> int:
     return 0
 
 
-# The booking annotation as it appears in a watch event's JSON (Go's encoder,
-# like Python's, writes the key's "/" unescaped). Inside another annotation's
-# value (kubectl's last-applied-configuration) its quotes are escaped: no match.
+# The booking annotation and the replica label as they appear in a watch
+# event's JSON (watch_lines.py).
 _BOOKING_IN_JSON = b'"' + BOOKING.encode() + b'":"'
 _STEERED_BY_IN_JSON = b'"' + STEERED_BY.encode() + b'":"'
-# A deletion's event, whose type the encoder writes first (metav1.WatchEvent's
-# first field, apimachinery pkg/apis/meta/v1/watch.go); a terminating
-# pod's (kube-scheduler's spread counts it no more: podtopologyspread's
-# countPodsMatchSelector skips a pod with a deletionTimestamp).
-_DELETED_IN_JSON = b'"type":"DELETED"'
-_TERMINATING_IN_JSON = b'"deletionTimestamp":"'
-
-
-def _raw_value(line: bytes, marker: bytes) -> bytes:
-    """The string value after ``marker`` in a raw JSON line; b"" when absent."""
-    at = line.find(marker)
-    if at < 0:
-        return b""
-    start = at + len(marker)
-    return line[start : line.find(b'"', start)]
 
 
 def _replica_of(pod: Mapping[str, Any]) -> str | None:
@@ -190,7 +172,7 @@ class BindingWatch(Reflector):
         # outcome -> bookings: moved (bound elsewhere), kept (bound to the
         # first preference), dropped (went unbound), seen (another replica's
         # pod, booked here), placed (another replica's pod too old to book,
-        # counted by its spread), gone (terminating or deleted after its binding).
+        # counted by its spread), gone (terminating, finished or deleted after its binding).
         self._counts = {"moved": 0, "kept": 0, "dropped": 0, "seen": 0, "placed": 0, "gone": 0}
         # reason -> events that changed nothing: no-booking (the pod's
         # booking is not pending here: moved or dropped already, so its later
@@ -232,11 +214,11 @@ class BindingWatch(Reflector):
         event's resourceVersion is not recorded: a watch resumed after one
         gets it again, or a 410 and a list, either way harmless.
         """
-        digits = _raw_value(line, _BOOKING_IN_JSON)
-        if _DELETED_IN_JSON in line[:32] or _TERMINATING_IN_JSON in line:
+        digits = raw_value(line, _BOOKING_IN_JSON)
+        if ends_raw(line):
             pass  # its place goes: a few events per pod
         elif digits.isdigit() and len(digits) < 19:
-            replica = _raw_value(line, _STEERED_BY_IN_JSON)
+            replica = raw_value(line, _STEERED_BY_IN_JSON)
             if replica == self._replica_raw:
                 if not self.keeper.is_pending(int(digits)):
                     self._ignore("no-booking")
@@ -284,8 +266,8 @@ class BindingWatch(Reflector):
         key = booking_key(pod)
         if not key:
             return
-        if _bound_node(pod) and (pod.get("metadata") or {}).get("deletionTimestamp"):
-            self._remove(pod)  # terminating: its spread counts it no more
+        if _bound_node(pod) and ended(pod):
+            self._remove(pod)  # terminating or finished: its spread counts it no more
             return
         replica = _replica_of(pod)
         if replica != self.replica:
@@ -295,14 +277,14 @@ class BindingWatch(Reflector):
         node = _bound_node(pod)
         if node:
             self._settled(self.keeper.rebook(key, node))
-        elif (pod.get("status") or {}).get("phase") in _FINISHED:
+        elif (pod.get("status") or {}).get("phase") in FINISHED:
             self._settled("dropped" if self.keeper.release(key) else None)
 
     def _upsert_seen(self, replica: str, their_key: int, pod: Mapping[str, Any]) -> None:
         self._upserts += 1
         if self._upserts % 10_000 == 0:
             self._forget_measured()
-        finished = (pod.get("status") or {}).get("phase") in _FINISHED
+        finished = (pod.get("status") or {}).get("phase") in FINISHED
         node = _bound_node(pod)
         seen = self._seen.get((replica, their_key))
         if seen is None:

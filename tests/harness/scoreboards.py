@@ -7,9 +7,11 @@ from types import SimpleNamespace
 from typing import Any, cast
 
 from harness.fakeapi import node
+from harness.reviews import pod
 from kubectl_nettraffic.config import Settings, settings_from_mapping
 from kubectl_nettraffic.inflight.state import InflightState
-from kubectl_nettraffic.kube.nodes import Node, node_from_json
+from kubectl_nettraffic.kube.nodes import ZONE_LABEL, Node, node_from_json
+from kubectl_nettraffic.kube.pods import EXPECTED_BANDWIDTH
 from kubectl_nettraffic.learning.learner import BandwidthLearning
 from kubectl_nettraffic.measuring.measurement import Measurer, Snapshot
 from kubectl_nettraffic.measuring.scoreboard import Scoreboard
@@ -102,6 +104,19 @@ class FixedBoard:
 def fixed_board(loads: dict[str, float], **nodes_kwargs: Any) -> FixedBoard:
     """A refreshed board over nodes named by ``loads`` (extra node() arguments by name)."""
     return FixedBoard(loads, **nodes_kwargs)
+
+
+def zoned_board(replica: str) -> FixedBoard:
+    """Nodes a, b, c in zones of their own, a the quietest; zones kept even."""
+    loads = {"a": 0.0, "b": 1e6, "c": 2e6}
+    zones = {name: {"labels": {ZONE_LABEL: f"zone-{name}"}} for name in loads}
+    return FixedBoard(loads, replica=replica, steering={"zoneMaxSkew": 1}, **zones)
+
+
+def first_choice(board: FixedBoard) -> str:
+    """The node a light pod of harness.reviews' workload would be steered to first."""
+    decided = board.steerer.decide(pod(annotations={EXPECTED_BANDWIDTH: "1k"}), {}, dry_run=True)
+    return str(decided.preferences[0].node)
 
 
 def adopted(inflight: InflightState) -> Snapshot:
