@@ -1,5 +1,6 @@
 """What following bindings costs: the BindingWatch of one replica while the
-webhook's replicas steer 1,000 pods/s between them.
+webhook's replicas steer 1,000 pods/s between them; and the watch of the
+pods no replica steered (UnsteeredPods) reading 1,000 such pods/s.
 
 The fake API server of harness/fakeapi.py, in another process (plain HTTP
 on 127.0.0.1), stores the pods as they change and streams the watch events
@@ -41,6 +42,7 @@ from kubectl_nettraffic.kube.binding_watch import BindingWatch
 from kubectl_nettraffic.kube.client import api_client
 from kubectl_nettraffic.kube.nodes import node_from_json
 from kubectl_nettraffic.kube.pods import BOOKING, STEERED_BY
+from kubectl_nettraffic.kube.unsteered_pods import UnsteeredPods
 from kubectl_nettraffic.measuring.measurement import Measurer
 from kubectl_nettraffic.serving import serving_parts
 
@@ -51,14 +53,20 @@ BATCH = 0.01  # events are written in 10 ms batches
 
 def _pod(index: int, replica: str = REPLICA_ID) -> dict[str, Any]:
     """A Deployment's pod as the API server stores it, unbound: the admitted
-    pod (harness/reviews.py) as the webhook steered it, plus what the
-    API server adds (uid, managedFields, the service-account token volume)."""
+    pod (harness/reviews.py) as the webhook steered it (``replica`` "": as
+    none did), plus what the API server adds (uid, managedFields, the
+    service-account token volume)."""
     stamp = "2026-11-23T10:00:00Z"
     preferred = ("node-00001", "node-00002", "node-00003")
+    labels = {"app": "web", "pod-template-hash": "7d9c4b6f5"}
+    if replica:
+        labels[STEERED_BY] = replica
     pod = pod_object(
         generate_name="web-7d9c4b6f5-",
-        labels={"app": "web", "pod-template-hash": "7d9c4b6f5", STEERED_BY: replica},
-        annotations={
+        labels=labels,
+        annotations=None
+        if not replica
+        else {
             "nettraffic.io/preferred-nodes": ",".join(preferred),
             "nettraffic.io/scored-at": stamp,
             "nettraffic.io/source": "prometheus",
@@ -224,7 +232,10 @@ def _lifecycle(index: int, replica: str = REPLICA_ID) -> list[bytes]:
 
 
 def _replica_of(index: int, replicas: int) -> str:
-    """The replica that steered pod ``index``: the admissions go round them."""
+    """The replica that steered pod ``index``: the admissions go round them
+    ("": ``replicas`` 0, none did)."""
+    if not replicas:
+        return ""
     return REPLICA_ID if index % replicas == 0 else f"peer{index % replicas:06d}"
 
 
@@ -234,20 +245,22 @@ def _key(index: int, replicas: int) -> int:
     return index // replicas + 1 if index % replicas == 0 else index + 1
 
 
-NAME, KEY, CREATED = b"@NAME@", b"@KEY@", b"@CREATED@"
+NAME, KEY, CREATED, UID = b"@NAME@", b"@KEY@", b"@CREATED@", b"@UID@"
 
 
 def _templates(replicas: int) -> list[list[bytes]]:
-    """A kept and a moved pod of each replica, each state as JSON with the
-    pod's name, booking key and creation time left as placeholders."""
+    """A kept and a moved pod of each replica (of no replica: ``replicas``
+    0), each state as JSON with the pod's name, uid, booking key and
+    creation time left as placeholders."""
     templates = []
-    for index in range(2 * replicas):
+    for index in range(2 * max(replicas, 1)):
         states = []
         for encoded in _lifecycle(index, _replica_of(index, replicas)):
             state = json.loads(encoded)["object"]
             metadata = state["metadata"]
-            metadata["name"] = NAME.decode()
-            metadata["annotations"][BOOKING] = KEY.decode()
+            metadata["name"], metadata["uid"] = NAME.decode(), UID.decode()
+            if replicas:
+                metadata["annotations"][BOOKING] = KEY.decode()
             metadata["creationTimestamp"] = CREATED.decode()
             metadata.pop("resourceVersion", None)
             states.append(json.dumps(state, separators=(",", ":")).encode())
@@ -274,9 +287,11 @@ def _serve(
         created = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()).encode()
         for index in range(sent, due):
             name = b"web-7d9c4b6f5-%06d" % index
-            key = b"%d" % _key(index, replicas)
+            uid = b"6f1c2a44-0000-4000-8000-%012d" % index
+            key = b"%d" % _key(index, replicas) if replicas else b""
             for state in templates[index % len(templates)]:
                 filled = state.replace(NAME, name).replace(KEY, key).replace(CREATED, created)
+                filled = filled.replace(UID, uid)
                 api.put(json.loads(filled), owned=True)
         sent = due
         time.sleep(BATCH)
@@ -320,13 +335,20 @@ def run(rate: int, seconds: int, workdir: str, replicas: int = 1) -> dict[str, f
         inflight = serving.inflight
         now = time.time()
         total = rate * seconds
-        for _ in range(0, total, replicas):  # what this replica's admissions booked
+        for _ in range(0, total if replicas else 0, max(replicas, 1)):  # its admissions' bookings
             with inflight.admission(snapshot) as admission:
                 admission.book("node-00001", 2**20, now, admission.new_key())
         horizon = settings.steering.pod_startup + settings.prometheus.window
-        watch = BindingWatch(api_client(kubeconfig), inflight, REPLICA_ID, horizon)
+        api = api_client(kubeconfig)
+        watch: BindingWatch | UnsteeredPods
+        if replicas:
+            watch = BindingWatch(api, inflight, REPLICA_ID, horizon)
+        else:
+            watch = UnsteeredPods(api, inflight)
 
         def settled() -> int:
+            if isinstance(watch, UnsteeredPods):
+                return watch.placed
             counts = watch.counts()
             return counts["moved"] + counts["kept"]
 
@@ -338,18 +360,18 @@ def run(rate: int, seconds: int, workdir: str, replicas: int = 1) -> dict[str, f
             time.sleep(0.01)
         wall, cpu = time.monotonic() - wall_before, time.process_time() - cpu_before
         watch.stop()
-        counts = watch.counts()
+        counts = watch.counts() if isinstance(watch, BindingWatch) else {}
         if settled() < total:
-            raise SystemExit(f"the watch settled {settled()} of {total} bookings")
+            raise SystemExit(f"the watch settled {settled()} of {total} pods")
         return {
             "pods": total,
             "events": total * len(_lifecycle(0)),
             "event_bytes": sum(len(e) for e in _lifecycle(0)) / len(_lifecycle(0)),
             "wall": wall,
             "cpu": cpu,
-            "moved": counts["moved"],
-            "kept": counts["kept"],
-            "seen": counts["seen"],
+            "moved": counts.get("moved", 0),
+            "kept": counts.get("kept", 0),
+            "seen": counts.get("seen", 0),
             "watch_delay": inflight.watch_delay,
         }
     finally:
@@ -366,10 +388,10 @@ def main(argv: list[str] | None = None) -> int:
     # The watch's re-list when the fake server stops is not news here.
     logging.getLogger("kubectl_nettraffic.kube.reflector").setLevel(logging.ERROR)
     results = {}
-    for replicas in (1, 2, 3):
+    for replicas in (1, 2, 3, 0):
         with tempfile.TemporaryDirectory() as workdir:
             results[replicas] = run(RATE, SECONDS, workdir, replicas)
-    one = results[1]
+    one, unsteered = results[1], results.pop(0)
     events_per_pod = one["events"] / one["pods"]
     rows = [
         f"Steered pods: {RATE:,}/s for {SECONDS} s ({one['pods']:,.0f}; half of them bound "
@@ -387,6 +409,18 @@ def main(argv: list[str] | None = None) -> int:
             f"| {result['wall']:.1f} s | {result['cpu'] / result['wall']:.0%} of one core "
             f"| {result['cpu'] / result['pods'] * 1e6:.0f} µs | {result['watch_delay']:.2f} s |"
         )
+    rows += [
+        "",
+        f"Pods no replica steered (the same pods without our label and annotations, "
+        f"{RATE:,}/s for {SECONDS} s), as the watch of unsteered pods reads them "
+        "(kube/unsteered_pods.py): each counted in its workload's spread once bound.",
+        "",
+        "| pods | all counted after | CPU of its watch | per pod |",
+        "|---|---|---|---|",
+        f"| {unsteered['pods']:,.0f} | {unsteered['wall']:.1f} s "
+        f"| {unsteered['cpu'] / unsteered['wall']:.0%} of one core "
+        f"| {unsteered['cpu'] / unsteered['pods'] * 1e6:.0f} µs |",
+    ]
     table = "\n".join(rows)
     print(table)
     if not args.no_write:

@@ -136,10 +136,11 @@ class Simulation:
         self.index = {name: i for i, name in enumerate(self.names)}
         self.now = 0.0
         self.source = MeasuredTraffic(self.background, self.links, self.names, lambda: self.now)
+        self.zones = np.array([f"zone-{zone}" for zone in self.state.zone])
         # The zones the scheduler model spreads over (ClusterState.zone), on the Nodes.
         nodes = [
-            node_from_json(node(name, labels={ZONE_LABEL: f"zone-{zone}"}))
-            for name, zone in zip(self.names, self.state.zone, strict=True)
+            node_from_json(node(name, labels={ZONE_LABEL: zone}))
+            for name, zone in zip(self.names, self.zones, strict=True)
         ]
         self.settings = settings = settings_from_mapping(
             {
@@ -408,7 +409,7 @@ class Simulation:
         if decision.patch is not None:
             admitted = stored = jsonpatch.apply_patch(admitted, decision.patch)
         # What kube-scheduler reads: the pod as the API server stores it.
-        preferred, weights = scheduled_terms(admitted, self.index, self.tier_codes)
+        preferred, weights = scheduled_terms(admitted, self.index, self.tier_codes, self.zones)
         return Steered(preferred, weights, decision.booking_key, stored, admitted_by)
 
     def _oracle(self, workload: str, known: float) -> int | None:

@@ -12,6 +12,7 @@ import numpy as np
 
 from bench.placement_scenarios import Scenario
 from bench.scheduler_model import ClusterState
+from kubectl_nettraffic.kube.nodes import ZONE_COPY_LABEL
 from kubectl_nettraffic.kube.workloads import Workload
 from kubectl_nettraffic.learning.pod_sample import PodSample
 from kubectl_nettraffic.learning.pod_traffic import PodTrafficReport
@@ -35,18 +36,20 @@ class Placed:
 
 
 def scheduled_terms(
-    pod: dict[str, Any], index: dict[str, int], tier_codes: np.ndarray
+    pod: dict[str, Any], index: dict[str, int], tier_codes: np.ndarray, zones: np.ndarray
 ) -> tuple[dict[int, int], np.ndarray]:
     """What kube-scheduler's NodeAffinity reads from the pod as admitted
     (the webhook's patch applied): each node's weight from the one-node
     terms, and from the terms on the traffic-tier label as the nodes carry
-    it now (``tier_codes``: 0 for none, else 1 + its place in TIERS)."""
+    it now (``tier_codes``: 0 for none, else 1 + its place in TIERS), with
+    the zones they leave out (``zones``: each node's zone, which its zone
+    copy holds once it has a tier: the writer PATCHes both at once)."""
     affinity = (pod.get("spec") or {}).get("affinity") or {}
     terms = (affinity.get("nodeAffinity") or {}).get(
         "preferredDuringSchedulingIgnoredDuringExecution"
     ) or []
     preferred: dict[int, int] = {}
-    by_code = np.zeros(len(TIERS) + 1, dtype=np.int64)
+    weights = np.zeros(len(tier_codes), dtype=np.int64)
     for term in terms:
         weight, preference = int(term["weight"]), term["preference"]
         fields = preference.get("matchFields") or []
@@ -55,13 +58,17 @@ def scheduled_terms(
             assert fields[0]["operator"] == "In", term
             for name in fields[0]["values"]:
                 preferred[index[name]] = preferred.get(index[name], 0) + weight
-        elif len(expressions) == 1 and not fields and expressions[0]["key"] == TIER_LABEL:
-            assert expressions[0]["operator"] == "In", term
-            for tier in expressions[0]["values"]:
-                by_code[1 + TIERS.index(tier)] += weight
+        elif expressions and not fields and expressions[0]["key"] == TIER_LABEL:
+            tiers, *outside = expressions
+            assert tiers["operator"] == "In", term
+            matches = np.isin(tier_codes, [1 + TIERS.index(tier) for tier in tiers["values"]])
+            for zone in outside:  # a node without a tier has no zone copy: no match anyway
+                assert zone["key"] == ZONE_COPY_LABEL and zone["operator"] == "NotIn", term
+                matches &= ~np.isin(zones, zone["values"])
+            weights += weight * matches
         else:
             raise ValueError(f"the scheduler model reads no such term: {term}")
-    return preferred, by_code[tier_codes]
+    return preferred, weights
 
 
 class MeasuredTraffic:

@@ -252,9 +252,9 @@ def test_cleanup_removes_every_tier_label(fake_api, kubeconfig, cluster):
     assert fake_api.get(NODES, "other")["metadata"]["labels"]["team"] == "x"
 
 
-def test_with_a_flow_source_each_node_s_zone_is_copied_and_cleaned_up(fake_api, kubeconfig):
+def test_each_node_s_zone_is_copied_and_cleaned_up(fake_api, kubeconfig):
     """nettraffic.io/zone: written beside the tier where it changes, one
-    PATCH per node; taken off when copying stops, and by the cleanup."""
+    PATCH per node; taken off by the cleanup."""
     loads = {f"z{i}": float(i) * 1e6 for i in range(4)}
     zones = {"z0": "a", "z1": "a", "z2": "b"}  # z3 has no zone label
     for name in loads:
@@ -262,7 +262,7 @@ def test_with_a_flow_source_each_node_s_zone_is_copied_and_cleaned_up(fake_api, 
         fake_api.put(node(name, labels=labels))
     clock = Clock()
     election = _election(kubeconfig, "a", clock)
-    copying = TierLabeller(api_client(kubeconfig), election, 0.05, 1000, copy_zones=True)
+    copying = TierLabeller(api_client(kubeconfig), election, 0.05, 1000)
     assert election.try_acquire_or_renew()
     board = fixed_board(loads, **{n: {"labels": {ZONE_LABEL: z}} for n, z in zones.items()})
     assert copying.label(_with_labels(board, fake_api)) == 4  # one PATCH a node
@@ -275,13 +275,6 @@ def test_with_a_flow_source_each_node_s_zone_is_copied_and_cleaned_up(fake_api, 
     }
     assert all(v.get(TIER_LABEL) for v in labels.values())
     assert copying.label(_with_labels(board, fake_api)) == 0  # nothing changed
-    # The flow source is gone: the copies come off, the tiers stay.
-    stopped = TierLabeller(api_client(kubeconfig), election, 0.05, 1000)
-    assert stopped.label(_with_labels(board, fake_api)) == 3
-    after = {n: fake_api.get(NODES, n)["metadata"].get("labels") or {} for n in loads}
-    assert not any(ZONE_COPY_LABEL in v for v in after.values())
-    assert all(v.get(TIER_LABEL) for v in after.values())
-    copying.label(_with_labels(board, fake_api))
     assert sorted(remove_tier_labels(api_client(kubeconfig))) == sorted(loads)
     cleaned = {n: fake_api.get(NODES, n)["metadata"].get("labels") or {} for n in loads}
     assert all(TIER_LABEL not in v and ZONE_COPY_LABEL not in v for v in cleaned.values())

@@ -6,12 +6,14 @@ from dataclasses import replace
 import jsonpatch
 
 from harness.reviews import pod
-from kubectl_nettraffic.kube.pods import PREFERRED
+from kubectl_nettraffic.kube.nodes import ZONE_COPY_LABEL, ZONE_LABEL
+from kubectl_nettraffic.kube.pods import EXPECTED_BANDWIDTH, PREFERRED
 from kubectl_nettraffic.scoring.node_scores import NodeScore
 from kubectl_nettraffic.scoring.placement import Preference
 from kubectl_nettraffic.scoring.tiers import TIER_LABEL, TIER_WEIGHTS, assign_tiers, tier_changes
 from kubectl_nettraffic.steering.affinity_patch import affinity_patch
 from kubectl_nettraffic.steering.patch_check import apply_and_check
+from tests.harness.scoreboards import FixedBoard
 
 BASE = NodeScore("x", 0, 0, 0, None, None, None, None, 0.0, 0.0, True, True, None)
 
@@ -81,3 +83,48 @@ def test_steered_pods_prefer_the_quiet_tiers_once():
     again = affinity_patch(steered, [Preference("n2", 100, 80.0)], {}, tier_terms=True)
     added = [op["value"] for op in again if op["path"].endswith(f"{PREFERRED}/-")]
     assert len(added) == 1 and "matchFields" in added[0]["preference"]
+
+
+def _tier_terms(patch, admitted=None):
+    patched = apply_and_check(admitted or pod(), patch)
+    terms = patched["spec"]["affinity"]["nodeAffinity"][PREFERRED]
+    return [t for t in terms if "matchExpressions" in t["preference"]]
+
+
+def test_tier_terms_leave_out_the_zones_the_spread_bars():
+    """Each tier term, also outside the barred zones on the zone copy; the
+    op texts are still what the generic encoder writes."""
+    barred = frozenset({"zone-b", "zone-a"})
+    preferences = [Preference("n1", 100, 90.0)]
+    patch = affinity_patch(pod(), preferences, {}, tier_terms=True, barred_zones=barred)
+    terms = _tier_terms(patch)
+    assert {t["preference"]["matchExpressions"][0]["values"][0]: t["weight"] for t in terms} == (
+        TIER_WEIGHTS
+    )
+    outside = {"key": ZONE_COPY_LABEL, "operator": "NotIn", "values": ["zone-a", "zone-b"]}
+    assert all(t["preference"]["matchExpressions"][1:] == [outside] for t in terms)
+    assert [op.json for op in patch] == [json.dumps(op, separators=(",", ":")) for op in patch]
+    # None barred: the shared terms, on the tier label alone.
+    unbarred = _tier_terms(affinity_patch(pod(), preferences, {}, tier_terms=True))
+    assert all(len(t["preference"]["matchExpressions"]) == 1 for t in unbarred)
+
+
+def test_a_workload_s_next_pod_s_tier_terms_leave_out_the_zones_it_holds():
+    """Under a zone spread that fills every zone first, each pod's tier terms
+    leave out the zones its workload's earlier pods took."""
+    loads = {f"{zone}{i}": 1e9 * (i == 2) for zone in "abc" for i in (1, 2)}
+    zones = {name: {"labels": {ZONE_LABEL: f"zone-{name[0]}"}} for name in loads}
+    board = FixedBoard(loads, steering={"zoneMaxSkew": 1}, **zones)  # a2, b2, c2 hot
+    outside = []
+    for _ in range(3):
+        admitted = pod(annotations={EXPECTED_BANDWIDTH: "100Mi"})
+        decision = board.steerer.decide(admitted, {}, False)
+        assert decision.patch is not None
+        zones = [
+            expression["values"]
+            for term in _tier_terms(decision.patch, admitted)
+            for expression in term["preference"]["matchExpressions"]
+            if expression["key"] == ZONE_COPY_LABEL
+        ]
+        outside.append(zones[0] if zones else [])
+    assert outside == [[], ["zone-a"], ["zone-a", "zone-b"]]

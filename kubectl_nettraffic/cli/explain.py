@@ -57,7 +57,9 @@ def _tier(tiers: dict[str, str | None] | None, node: str) -> str:
     return (tiers or {}).get(node) or "-"
 
 
-def _label_terms(spec: dict[str, Any], key: str) -> list[tuple[int, list[str]]]:
+def _label_terms(
+    spec: dict[str, Any], key: str, operator: str = "In"
+) -> list[tuple[int, list[str]]]:
     """(weight, values) of the pod's preferred terms on the node label ``key``."""
     terms = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(PREFERRED) or []
     return [
@@ -65,7 +67,7 @@ def _label_terms(spec: dict[str, Any], key: str) -> list[tuple[int, list[str]]]:
         for term in terms
         if isinstance(term, dict)
         for expression in (term.get("preference") or {}).get("matchExpressions") or []
-        if expression.get("key") == key
+        if expression.get("key") == key and expression.get("operator") == operator
     ]
 
 
@@ -172,6 +174,14 @@ def explain_text(
         tiers = _tiers_line(spec)
         if tiers:
             lines.append(tiers)
+            outside = sorted(
+                {z for _, zones in _label_terms(spec, ZONE_COPY_LABEL, "NotIn") for z in zones}
+            )
+            if outside:
+                lines.append(
+                    f"            outside zone {', '.join(outside)}, which its workload's "
+                    f"spread keeps it out of ({ZONE_COPY_LABEL})"
+                )
         landed = spec.get("nodeName")
         if not landed:
             lines.append("Landed on:  not scheduled yet")

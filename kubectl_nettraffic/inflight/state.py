@@ -40,6 +40,9 @@ class Choice(NamedTuple):
     ranked: list[Ranked]  # (score for the pod, position, score), best first
     relaxed: bool  # the workload's spread left no node the pod fits: chosen without it
     full: frozenset[str]  # chosen nodes that hold as many of its pods as its spread lets them
+    # The zones its spread kept the choice out of (none when relaxed): its
+    # tier terms leave them out too.
+    barred: frozenset[str] = frozenset()
 
 
 class Admission:
@@ -136,7 +139,8 @@ class Admission:
             if ranked:
                 filled = kept.full if kept is not None else lambda _: False
                 full = frozenset(s.name for _, _, s in ranked if filled(s.name))
-                return Choice(ranked, barring and spread_kept is None, full)
+                barred = spread_kept.barred_zones if spread_kept is not None else frozenset()
+                return Choice(ranked, barring and spread_kept is None, full, barred)
         return Choice([], False, frozenset())
 
     def _with_tainted(

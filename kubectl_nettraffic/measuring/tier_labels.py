@@ -6,10 +6,10 @@ LeaseElection says this replica leads. Each pass compares the tiers the
 snapshot's ranking gives (with hysteresis, against the labels the nodes
 carry now) with those labels, and PATCHes the nodes that differ:
 a JSON merge patch of ``metadata.labels`` with that one key, nothing else.
-With a flow source (``peers.source``) it also copies each node's
-``topology.kubernetes.io/zone`` to ``nettraffic.io/zone`` (kube/nodes.py),
-which a pod's term on its peers' zone selects; without one, it takes the
-copies off.
+It also copies each node's ``topology.kubernetes.io/zone`` to
+``nettraffic.io/zone`` (kube/nodes.py), which a pod's term on its peers'
+zone selects, and which the tier terms of a pod whose spread bars zones
+leave out (steering/affinity_patch.py).
 
 Writes are paced (``writes_per_second``): the first labelling of a large
 cluster spreads over a few minutes instead of a burst of thousands of
@@ -95,13 +95,11 @@ class TierLabeller:
         writes_per_second: float,
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
-        copy_zones: bool = False,
         default_pod_bandwidth: float = 0.0,
     ) -> None:
         self._api = api
         # The typical pod the tiers rank for until a cluster-wide figure is learned.
         self.default_pod_bandwidth = default_pod_bandwidth
-        self.copy_zones = copy_zones
         self._wall = wall_clock
         self.election = election
         self.margin = margin
@@ -173,11 +171,11 @@ class TierLabeller:
         return tier_changes(assigned, current)
 
     def zone_changes(self, snapshot: Snapshot) -> dict[str, str | None]:
-        """The zone copy writes: each node's zone when copying, else none."""
+        """The zone copy writes: each node's zone where its copy differs."""
         current = self._current(snapshot, ZONE_COPY_LABEL)
         changes: dict[str, str | None] = {}
         for name, node in snapshot.nodes.items():
-            wanted = (node.labels.get(ZONE_LABEL) or None) if self.copy_zones else None
+            wanted = node.labels.get(ZONE_LABEL) or None
             if current.get(name) != wanted:
                 changes[name] = wanted
         return changes
@@ -295,7 +293,6 @@ def tier_labeller(settings: Settings, api: ApiClient) -> TierLabeller:
         election,
         config.hysteresis,
         config.writes_per_second,
-        copy_zones=settings.peers.source != "none",
         default_pod_bandwidth=settings.steering.default_pod_bandwidth,
     )
 

@@ -9,6 +9,7 @@ patch; the admission answer is written the same way (webhook/admission.py).
 
 import json
 from collections.abc import Mapping, Sequence
+from functools import lru_cache
 from json.encoder import encode_basestring_ascii
 from typing import Any
 
@@ -39,7 +40,7 @@ def _steered_nodes(affinity: Mapping[str, Any]) -> set[str]:
 
 
 # The preferred terms on the traffic-tier label, the same for every pod: built once.
-_TIER_TERMS = [
+_TIER_TERMS: list[dict[str, Any]] = [
     {
         "weight": weight,
         "preference": {
@@ -61,9 +62,30 @@ _TIER_TEXTS = [json.dumps(term, separators=(",", ":")) for term in _TIER_TERMS]
 QUIET_TIERS = sorted(TIER_WEIGHTS)  # every tier with a weight: all but the busiest
 QUIET_WEIGHT = 10
 _QUIET = {"key": TIER_LABEL, "operator": "In", "values": QUIET_TIERS}
-_QUIET_TERM = {"weight": QUIET_WEIGHT, "preference": {"matchExpressions": [_QUIET]}}
+_QUIET_TERM: dict[str, Any] = {"weight": QUIET_WEIGHT, "preference": {"matchExpressions": [_QUIET]}}
 _QUIET_TEXT = json.dumps(_QUIET_TERM, separators=(",", ":"))
 _QUIET_EXPRESSION_TEXT = json.dumps(_QUIET, separators=(",", ":"))
+
+
+@lru_cache(maxsize=64)
+def _tier_terms(quiet: bool, barred: frozenset[str]) -> tuple[list[dict[str, Any]], list[str]]:
+    """The tier terms (``quiet``: the quiet term alone), each also outside
+    the ``barred`` zones (on the zone copy): a workload's spread keeps its
+    node terms out of those zones, and quiet nodes there matched the tier
+    terms, so kube-scheduler put pods in them all the same. A node without
+    the zone copy matches NotIn, as before it is written. Few zone sets
+    recur: built once each."""
+    if not barred:
+        return ([_QUIET_TERM], [_QUIET_TEXT]) if quiet else (_TIER_TERMS, _TIER_TEXTS)
+    outside = {"key": ZONE_COPY_LABEL, "operator": "NotIn", "values": sorted(barred)}
+    terms = [
+        {
+            "weight": term["weight"],
+            "preference": {"matchExpressions": [*term["preference"]["matchExpressions"], outside]},
+        }
+        for term in ([_QUIET_TERM] if quiet else _TIER_TERMS)
+    ]
+    return terms, [json.dumps(term, separators=(",", ":")) for term in terms]
 
 
 class AddOp(dict[str, Any]):
@@ -129,11 +151,12 @@ def affinity_patch(
     labels: Mapping[str, str] | None = None,
     tier_terms: bool = False,
     zone_term: tuple[str, int] | None = None,
+    barred_zones: frozenset[str] = frozenset(),
 ) -> JsonPatch:
     """JSON patch appending our terms to whatever affinity the pod has;
     ``zone_term``: (zone, weight) of a term on the peers' zone (with
     ``tier_terms``, on its quiet tiers, and the quiet tiers instead of the
-    tier terms)."""
+    tier terms); ``barred_zones``: zones the tier terms leave out."""
     # isinstance(..., dict), not Mapping: the pod is decoded JSON, and the
     # abstract check costs several times more on every admission.
     affinity = (pod.get("spec") or {}).get("affinity")
@@ -157,8 +180,9 @@ def affinity_patch(
             )
     quiet_zone = tier_terms and zone_term is not None
     if tier_terms and TIER_LABEL not in already:
-        terms.extend([_QUIET_TERM] if quiet_zone else _TIER_TERMS)
-        texts.extend([_QUIET_TEXT] if quiet_zone else _TIER_TEXTS)
+        tiered, tiered_texts = _tier_terms(quiet_zone, barred_zones)
+        terms.extend(tiered)
+        texts.extend(tiered_texts)
     if zone_term is not None and ZONE_COPY_LABEL not in already:
         zone, weight = zone_term
         expressions: list[dict[str, Any]] = [

@@ -215,7 +215,7 @@ class Steerer:
             pull = self._plans_of(conversations, snapshot).pod_pull(
                 workload, bandwidth, unseen, in_flight, None if template is None else template.name
             )
-        ranked, relaxed, full = admission.choose(
+        ranked, relaxed, full, barred = admission.choose(
             pod,
             self.selector,
             steering.preferred_nodes,
@@ -259,11 +259,11 @@ class Steerer:
         if key and replica:
             annotations[BOOKING] = str(key)
             labels = {STEERED_BY: replica}
-        # The tier terms match quiet nodes in every zone, also those the
-        # spread keeps the node terms out of: left in, they keep pods off hot
-        # links where kube-scheduler samples none of the node terms.
+        # The tier terms keep pods off hot links where kube-scheduler samples
+        # none of the node terms; outside the zones the spread kept the node
+        # terms out of (on the zone copy the tier labeller writes).
         tiers = steering.traffic_tiers and bool(terms)
-        patch = affinity_patch(pod, terms, annotations, labels, tiers, zone_term)
+        patch = affinity_patch(pod, terms, annotations, labels, tiers, zone_term, barred)
         try:
             apply_and_check(pod, patch)
         except PatchCheckFailed as error:

@@ -16,6 +16,7 @@ import yaml
 from harness.fakeapi import FakeKubeAPI, node, node_metrics
 from harness.reviews import pod
 from harness.webhook import WebhookProcess
+from kubectl_nettraffic.kube.pods import PREFERRED
 from tests.e2e.conftest import MIXED_RATES, node_file, webhook_config
 
 KUBECTL = shutil.which("kubectl")
@@ -207,6 +208,10 @@ def test_explain_a_steered_pod(cluster, webhook):
     answer = webhook.post("/mutate", review(original, dry_run=True)).json()["response"]
     steered = jsonpatch.apply_patch(original, json.loads(base64.b64decode(answer["patch"])))
     steered["spec"]["nodeName"] = "q2"
+    # As the webhook writes them where the workload's spread bars a zone.
+    outside = {"key": "nettraffic.io/zone", "operator": "NotIn", "values": ["zone-x"]}
+    for term in steered["spec"]["affinity"]["nodeAffinity"][PREFERRED]:
+        term["preference"].get("matchExpressions", []).append(outside)
     cluster.put(steered, plural="pods")
     result = kubectl(cluster, "explain", "web-1", "-n", "default", "--source", "webhook")
     assert result.returncode == 0, result.stderr
@@ -220,6 +225,8 @@ def test_explain_a_steered_pod(cluster, webhook):
         "Tiers:      also prefers quiet nodes by their nettraffic.io/traffic-tier label"
         in result.stdout
     )
+    assert "outside zone zone-x, which its workload's spread keeps it out of" in result.stdout
+    assert "and zone" not in result.stdout  # a NotIn is no zone the pod is pulled to
 
 
 def test_explain_a_skipped_pod(cluster):
