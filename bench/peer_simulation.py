@@ -230,12 +230,12 @@ class RollOut:
         ]
         self.steered = strategy in ("nettraffic", "peers")
         self.settings = settings = _settings(strategy == "peers", pull_points)
-        # Each node's zone, and its copy as the tier label writer writes it with
-        # a flow source (measuring/tier_labels.py).
+        # Each node's zone, and its copy as the tier label writer writes it
+        # (measuring/tier_labels.py; it runs where pods are steered).
         self.zone_labels = [
             {
                 ZONE_LABEL: f"zone-{z}",
-                **({ZONE_COPY_LABEL: f"zone-{z}"} if strategy == "peers" else {}),
+                **({ZONE_COPY_LABEL: f"zone-{z}"} if self.steered else {}),
             }
             for z in cluster.zone
         ]
@@ -432,8 +432,9 @@ def node_affinity_terms(
 ) -> tuple[dict[int, int], np.ndarray]:
     """What kube-scheduler's NodeAffinity scores from the patched pod's
     preferred terms: one-node terms by node index, and per node the weights
-    of the label terms (``In`` expressions) it matches
-    (nodeaffinity/node_affinity.go, Score)."""
+    of the label terms it matches (nodeaffinity/node_affinity.go, Score;
+    ``In`` and ``NotIn`` as apimachinery pkg/labels/selector.go's
+    Requirement.Matches reads them: NotIn matches a node without the label)."""
     preferred: dict[int, int] = {}
     weights = np.zeros(len(node_labels), dtype=np.int64)
     affinity = (pod["spec"].get("affinity") or {}).get("nodeAffinity") or {}
@@ -446,6 +447,14 @@ def node_affinity_terms(
         expressions = preference.get("matchExpressions") or []
         if expressions:
             for node, labels in enumerate(node_labels):
-                if all(labels.get(e["key"]) in e["values"] for e in expressions):
+                if all(_matches(labels, e) for e in expressions):
                     weights[node] += term["weight"]
     return preferred, weights
+
+
+def _matches(labels: dict[str, str], expression: dict[str, Any]) -> bool:
+    """One node selector requirement, as Requirement.Matches reads it."""
+    found = labels.get(expression["key"]) in expression["values"]
+    if expression["operator"] not in ("In", "NotIn"):
+        raise ValueError(f"the scheduler model reads no such operator: {expression}")
+    return found if expression["operator"] == "In" else not found

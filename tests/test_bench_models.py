@@ -317,3 +317,35 @@ def test_a_workload_s_spread_and_the_verdict_against_kube_scheduler_alone():
     assert not spread_kept(ours, alone, calm=False)  # web lost a zone (db is too small to count)
     assert spread_kept(SpreadSummary(1.0, 0.0, 1.4, 0.0), alone, calm=True)
     assert not spread_kept(SpreadSummary(1.1, 0.0, 1.0, 0.0), alone, calm=True)  # skew 0.6 over
+
+
+def test_both_node_affinity_models_read_a_not_in_as_the_api_does():
+    """A tier term outside a zone: kube-scheduler's NodeAffinity counts it on
+    a node of that tier in another zone, or without the zone label (NotIn
+    matches then: apimachinery pkg/labels/selector.go, Requirement.Matches)."""
+    from bench.peer_simulation import node_affinity_terms
+    from bench.simulated_cluster import scheduled_terms
+    from harness.reviews import pod
+    from kubectl_nettraffic.kube.nodes import ZONE_COPY_LABEL
+    from kubectl_nettraffic.kube.pods import PREFERRED
+    from kubectl_nettraffic.scoring.tiers import TIER_LABEL
+
+    term = {
+        "weight": 60,
+        "preference": {
+            "matchExpressions": [
+                {"key": TIER_LABEL, "operator": "In", "values": ["1"]},
+                {"key": ZONE_COPY_LABEL, "operator": "NotIn", "values": ["zone-a"]},
+            ]
+        },
+    }
+    admitted = pod(spec={"affinity": {"nodeAffinity": {PREFERRED: [term]}}})
+    labels = [
+        {TIER_LABEL: "1", ZONE_COPY_LABEL: "zone-a"},
+        {TIER_LABEL: "1", ZONE_COPY_LABEL: "zone-b"},
+        {TIER_LABEL: "1"},
+        {TIER_LABEL: "2", ZONE_COPY_LABEL: "zone-b"},
+    ]
+    assert list(node_affinity_terms(admitted, labels)[1]) == [0, 60, 60, 0]
+    codes, zones = np.array([1, 1, 2]), np.array(["zone-a", "zone-b", "zone-b"])
+    assert list(scheduled_terms(admitted, {}, codes, zones)[1]) == [0, 60, 0]
