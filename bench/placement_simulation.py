@@ -450,9 +450,8 @@ class Simulation:
                 self.order += 1
                 name = f"{workload}-{burst.template}-{self.order:05d}"
                 steered.admitted["metadata"]["name"] = name
-                watches: Sequence[Reflector] = self.watches
                 self._stream(
-                    steered.admitted, times, self.names[chosen], steered.admitted_by, watches
+                    steered.admitted, times, self.names[chosen], steered.admitted_by, self.watches
                 )
             elif acting in STEERED and chosen is not None:
                 # Admitted without a booking: the watches of unsteered pods see it.

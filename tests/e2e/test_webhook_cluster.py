@@ -112,7 +112,20 @@ def test_a_steered_pod_s_booking_follows_its_binding(cluster_webhook):
     assert 0.045 <= delay <= 0.05 + 0.1 * (time.time() - admitted)
     assert replica and len(replica) == 10
     watches = [r for r in api.requests if r.path == "/api/v1/pods" and r.query.get("watch")]
-    assert watches and watches[0].query["labelSelector"] == ["nettraffic.io/steered-by"]
+    selectors = {r.query["labelSelector"][0] for r in watches}
+    assert selectors == {"nettraffic.io/steered-by", "!nettraffic.io/steered-by"}
+    # A pod it never steered (one that ran before the install), once bound,
+    # counts in its workload's spread: the second watch.
+    legacy = pod(name="web-0")
+    legacy["spec"]["nodeName"] = bound
+    api.put(legacy)
+
+    def counted() -> str:
+        metrics = webhook.session.get(webhook.url + "/metrics").text
+        found = re.search(r"^nettraffic_unsteered_pods_counted (\S+)$", metrics, re.M)
+        return found[1] if found else ""
+
+    wait_for(lambda: counted() == "1", timeout=15)
 
 
 def test_the_leader_labels_nodes_by_tier_and_pods_prefer_the_quiet_tiers(cluster_webhook):
