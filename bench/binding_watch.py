@@ -335,7 +335,9 @@ def run(rate: int, seconds: int, workdir: str, replicas: int = 1) -> dict[str, f
         inflight = serving.inflight
         now = time.time()
         total = rate * seconds
-        for _ in range(0, total if replicas else 0, max(replicas, 1)):  # its admissions' bookings
+        # What this replica's admissions booked (none for pods no replica steered).
+        own = len(range(0, total, replicas)) if replicas else 0
+        for _ in range(own):
             with inflight.admission(snapshot) as admission:
                 admission.book("node-00001", 2**20, now, admission.new_key())
         horizon = settings.steering.pod_startup + settings.prometheus.window

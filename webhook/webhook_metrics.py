@@ -100,8 +100,8 @@ class WebhookMetrics:
                 "Bookings of steered pods settled by the binding watch: moved to "
                 "the node bound, kept (bound where booked), dropped (gone unbound), "
                 "seen (another replica's pod, booked here), placed (another replica's "
-                "pod too old to book, counted by its spread), gone (terminating or "
-                "deleted after its binding).",
+                "pod too old to book, counted by its spread), gone (terminating, "
+                "finished or deleted after its binding).",
                 "counter",
                 ("outcome",),
                 lambda: _labelled(watch.counts()),

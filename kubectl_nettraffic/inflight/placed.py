@@ -16,9 +16,17 @@ say) as their own watch shows them bound (kube/unsteered_pods.py).
 """
 
 from collections.abc import Callable, Mapping
+from typing import NamedTuple
 
 from kubectl_nettraffic.inflight.workload_counts import WorkloadCounts
 from kubectl_nettraffic.kube.workloads import Workload
+
+
+class _Placed(NamedTuple):
+    workload: Workload
+    template: Workload | None  # its ReplicaSet, for the pods one owns
+    node: str
+    steered: bool  # False: a pod no replica steered (kube/unsteered_pods.py)
 
 
 class PlacedPods:
@@ -26,9 +34,7 @@ class PlacedPods:
     for the pods a ReplicaSet owns), per node and per zone."""
 
     def __init__(self) -> None:
-        # key -> (workload, template or None, node)
-        self._pods: dict[int, tuple[Workload, Workload | None, str]] = {}
-        self._unsteered: set[int] = set()  # keys of pods no replica steered
+        self._pods: dict[int, _Placed] = {}
         self.workloads = WorkloadCounts()
         self.templates = WorkloadCounts()
 
@@ -46,31 +52,27 @@ class PlacedPods:
         """The pod booked as ``key`` is on ``node`` (its first preference, or
         where it was bound); ``steered`` False: a pod no replica steered."""
         self.remove(key)
-        self._pods[key] = (workload, template, node)
-        if not steered:
-            self._unsteered.add(key)
+        self._pods[key] = _Placed(workload, template, node, steered)
         self._count(workload, template, node, 1)
 
     def move(self, key: int, node: str) -> None:
         """The pod booked as ``key`` was bound to ``node``."""
         placed = self._pods.get(key)
-        if placed is not None and placed[2] != node:
-            self.place(key, placed[0], placed[1], node, key not in self._unsteered)
+        if placed is not None and placed.node != node:
+            self.place(key, placed.workload, placed.template, node, placed.steered)
 
     def remove(self, key: int) -> bool:
         """The pod booked as ``key`` is gone (deleted, or will never run);
         False when it was not here."""
         placed = self._pods.pop(key, None)
         if placed is not None:
-            self._count(*placed, -1)
-            self._unsteered.discard(key)
+            self._count(placed.workload, placed.template, placed.node, -1)
         return placed is not None
 
     def keep_only(self, kept: Callable[[int], bool]) -> None:
         """Forget every steered pod whose key is not ``kept`` (after a fresh
         list of the steered pods: the deletions a dropped watch missed)."""
-        unsteered = self._unsteered
-        for key in [key for key in self._pods if key not in unsteered and not kept(key)]:
+        for key in [key for key, placed in self._pods.items() if placed.steered and not kept(key)]:
             self.remove(key)
 
     def set_zones(self, zone_of: Mapping[str, str]) -> None:

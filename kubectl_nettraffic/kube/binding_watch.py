@@ -57,7 +57,7 @@ from kubectl_nettraffic.kube.pods import (
     STEERED_BY,
 )
 from kubectl_nettraffic.kube.reflector import Reflector
-from kubectl_nettraffic.kube.watch_lines import FINISHED, ended, ends_raw, raw_value
+from kubectl_nettraffic.kube.watch_lines import bound_node, ended, ends_raw, finished, raw_value
 from kubectl_nettraffic.kube.workloads import Workload, pod_template, pod_workload
 
 log = logging.getLogger(__name__)
@@ -108,11 +108,6 @@ def _replica_of(pod: Mapping[str, Any]) -> str | None:
     labels = (pod.get("metadata") or {}).get("labels") or {}
     replica = labels.get(STEERED_BY) if isinstance(labels, dict) else None
     return str(replica) if replica is not None else None
-
-
-def _bound_node(pod: Mapping[str, Any]) -> str:
-    node = (pod.get("spec") or {}).get("nodeName")
-    return node if isinstance(node, str) else ""
 
 
 class SeenBooking(NamedTuple):
@@ -266,7 +261,7 @@ class BindingWatch(Reflector):
         key = booking_key(pod)
         if not key:
             return
-        if _bound_node(pod) and ended(pod):
+        if bound_node(pod) and ended(pod):
             self._remove(pod)  # terminating or finished: its spread counts it no more
             return
         replica = _replica_of(pod)
@@ -274,21 +269,21 @@ class BindingWatch(Reflector):
             self._upsert_seen(str(replica), key, pod)
             return
         self.keeper.shown(key, self._clock())
-        node = _bound_node(pod)
+        node = bound_node(pod)
         if node:
             self._settled(self.keeper.rebook(key, node))
-        elif (pod.get("status") or {}).get("phase") in FINISHED:
+        elif finished(pod):
             self._settled("dropped" if self.keeper.release(key) else None)
 
     def _upsert_seen(self, replica: str, their_key: int, pod: Mapping[str, Any]) -> None:
         self._upserts += 1
         if self._upserts % 10_000 == 0:
             self._forget_measured()
-        finished = (pod.get("status") or {}).get("phase") in FINISHED
-        node = _bound_node(pod)
+        has_finished = finished(pod)
+        node = bound_node(pod)
         seen = self._seen.get((replica, their_key))
         if seen is None:
-            booking = None if finished else _seen_booking(pod)
+            booking = None if has_finished else _seen_booking(pod)
             if booking is None:
                 self._ignore("unusable")
                 return
@@ -313,7 +308,7 @@ class BindingWatch(Reflector):
             seen = (ours, booking.created)
         if node:
             self._settled(self.keeper.rebook(seen[0], node))
-        elif finished:
+        elif has_finished:
             self._settled("dropped" if self.keeper.release(seen[0]) else None)
 
     def _remove(self, pod: Mapping[str, Any]) -> None:
@@ -326,7 +321,7 @@ class BindingWatch(Reflector):
             key = seen[0] if seen is not None else 0
         if not key:
             return
-        if _bound_node(pod):
+        if bound_node(pod):
             if self.keeper.gone(key):
                 self._count("gone")
         elif self.keeper.release(key):

@@ -23,7 +23,7 @@ from typing import Any, Protocol
 from kubectl_nettraffic.kube.client import ApiClient
 from kubectl_nettraffic.kube.pods import STEERED_BY
 from kubectl_nettraffic.kube.reflector import Reflector
-from kubectl_nettraffic.kube.watch_lines import ended, ends_raw, raw_value
+from kubectl_nettraffic.kube.watch_lines import bound_node, ended, ends_raw, raw_value
 from kubectl_nettraffic.kube.workloads import Workload, pod_template, pod_workload
 
 # ObjectMeta's uid comes before any ownerReference's: the first is the pod's.
@@ -72,13 +72,12 @@ class UnsteeredPods(Reflector):
             self._upsert(pod)
 
     def _upsert(self, pod: Mapping[str, Any]) -> None:
-        uid = _uid(pod)
-        node = (pod.get("spec") or {}).get("nodeName")
+        uid, node = _uid(pod), bound_node(pod)
         if not uid:
             return
         if ended(pod):
             self._forget(uid)
-        elif uid not in self._keys and isinstance(node, str) and node:
+        elif uid not in self._keys and node:
             workload, key = pod_workload(pod), 0
             if workload is not None:
                 key = self.keeper.place_unsteered(node, workload, pod_template(pod))

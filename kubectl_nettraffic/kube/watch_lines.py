@@ -18,7 +18,10 @@ FINISHED = ("Failed", "Succeeded")
 
 DELETED_IN_JSON = b'"type":"DELETED"'  # look in the line's first 32 bytes
 # A pod turning terminating or finished: kube-scheduler counts it no more.
-ENDING_IN_JSON = (b'"deletionTimestamp":"', b'"phase":"Succeeded"', b'"phase":"Failed"')
+ENDING_IN_JSON = (
+    b'"deletionTimestamp":"',
+    *(b'"phase":"%s"' % phase.encode() for phase in FINISHED),
+)
 
 
 def raw_value(line: bytes, marker: bytes) -> bytes:
@@ -35,12 +38,21 @@ def ends_raw(line: bytes) -> bool:
     return DELETED_IN_JSON in line[:32] or any(marker in line for marker in ENDING_IN_JSON)
 
 
+def bound_node(pod: Mapping[str, Any]) -> str:
+    """The node the pod is bound to; "" while unbound."""
+    node = (pod.get("spec") or {}).get("nodeName")
+    return node if isinstance(node, str) else ""
+
+
+def finished(pod: Mapping[str, Any]) -> bool:
+    """Succeeded or Failed: it never runs again."""
+    return (pod.get("status") or {}).get("phase") in FINISHED
+
+
 def ended(pod: Mapping[str, Any]) -> bool:
     """Terminating or finished: kube-scheduler's spread counts it no more. Its
     PodTopologySpread skips a pod with a deletionTimestamp
     (podtopologyspread/common.go, ``countPodsMatchSelector``) and its pod
     informer lists no Succeeded or Failed pod (pkg/scheduler/scheduler.go,
     ``newPodInformer``'s field selector)."""
-    if (pod.get("metadata") or {}).get("deletionTimestamp"):
-        return True
-    return (pod.get("status") or {}).get("phase") in FINISHED
+    return bool((pod.get("metadata") or {}).get("deletionTimestamp")) or finished(pod)
