@@ -46,7 +46,7 @@ from harness.fakeapi import node as node_object
 from harness.reviews import pod as pod_object
 from kubectl_nettraffic.config import Settings, settings_from_mapping
 from kubectl_nettraffic.kube.binding_watch import BindingWatch
-from kubectl_nettraffic.kube.nodes import ZONE_COPY_LABEL, ZONE_LABEL, node_from_json
+from kubectl_nettraffic.kube.nodes import ZONE_COPY_LABEL, ZONE_LABEL, Node, node_from_json
 from kubectl_nettraffic.kube.pods import PREFERRED
 from kubectl_nettraffic.kube.service_routing import NODE, ZONE, ServiceRouting
 from kubectl_nettraffic.kube.workloads import Workload
@@ -239,10 +239,6 @@ class RollOut:
             }
             for z in cluster.zone
         ]
-        node_objects = [
-            node_from_json(node_object(name, labels=labels))
-            for name, labels in zip(names, self.zone_labels, strict=True)
-        ]
         self.learning = None
         if self.steered:
             self.learning = BandwidthLearning(
@@ -259,7 +255,7 @@ class RollOut:
         source: Any = _Fetch(self._traffic)  # what PrometheusSource.fetch answers
         self.measurer = Measurer(
             settings,
-            lambda: node_objects,
+            self._nodes,
             source,
             None,
             clock=lambda: self.now,
@@ -278,6 +274,13 @@ class RollOut:
         # leader writes them at each refresh; the scheduler model weighs each
         # node by the terms of the patched pod it matches.
         self.tiers: dict[str, str] = {}
+
+    def _nodes(self) -> list[Node]:
+        """The Nodes as the node list reads them: with the labels written so far."""
+        return [
+            node_from_json(node_object(name, labels=labels))
+            for name, labels in zip(self.names, self.zone_labels, strict=True)
+        ]
 
     def _pod_rates(self) -> PodTrafficReport:
         cluster, graph, names = self.cluster, self.cluster.graph, self.names

@@ -10,7 +10,7 @@ import math
 import statistics
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import jsonpatch
@@ -20,14 +20,7 @@ from bench.control_plane import PodTimes, scale_up, watch_latency
 from bench.placement_scenarios import Scenario
 from bench.pod_events import event_line, unsteered_pod
 from bench.scheduler_model import MAX_SKEW_ZONE, KubeScheduler, zone_skew_allows
-from bench.simulated_cluster import (
-    TIERS,
-    WINDOW,
-    MeasuredTraffic,
-    Placed,
-    draw_cluster,
-    scheduled_terms,
-)
+from bench.simulated_cluster import WINDOW, MeasuredTraffic, Placed, draw_cluster, scheduled_terms
 from bench.simulated_pod_traffic import SimulatedPodTraffic
 from bench.workload_spread import WorkloadSpread, workload_spreads
 from harness.fakeapi import node
@@ -41,7 +34,8 @@ from kubectl_nettraffic.kube.workloads import Workload
 from kubectl_nettraffic.learning.learner import BandwidthLearning
 from kubectl_nettraffic.measuring.measurement import Measurer
 from kubectl_nettraffic.measuring.tier_labels import snapshot_tiers
-from kubectl_nettraffic.scoring.tiers import tier_changes
+from kubectl_nettraffic.scoring.tier_weights import TIER_NAMES
+from kubectl_nettraffic.scoring.tiers import TIER_LABEL, tier_changes
 from kubectl_nettraffic.serving import serving_parts
 
 REFRESH = 15.0
@@ -68,9 +62,8 @@ class Run:
     on_preferred: int = 0  # ... of which landed on a preferred node
     on_first: int = 0  # ... of which landed on the first preferred node
     burst_max: list[int] = field(default_factory=list)  # per burst: most pods on one node
-    burst_first_max: list[int] = field(
-        default_factory=list
-    )  # per burst: most first preferences on one node
+    # per burst: most first preferences on one node
+    burst_first_max: list[int] = field(default_factory=list)
     burst_sizes: list[int] = field(default_factory=list)
     # The steering replicas' measured watch delay (replica_share.WatchDelay), after each burst.
     watch_delays: list[float] = field(default_factory=list)
@@ -138,7 +131,7 @@ class Simulation:
         self.source = MeasuredTraffic(self.background, self.links, self.names, lambda: self.now)
         self.zones = np.array([f"zone-{zone}" for zone in self.state.zone])
         # The zones the scheduler model spreads over (ClusterState.zone), on the Nodes.
-        nodes = [
+        self.nodes = [
             node_from_json(node(name, labels={ZONE_LABEL: zone}))
             for name, zone in zip(self.names, self.zones, strict=True)
         ]
@@ -157,7 +150,7 @@ class Simulation:
         self.learning = self._learning() if scenario.learning else None
         self.measurer = Measurer(
             settings,
-            lambda: nodes,
+            lambda: self.nodes,  # with the tier labels as written
             self.source,  # type: ignore[arg-type]
             None,
             clock=lambda: self.now,
@@ -255,7 +248,10 @@ class Simulation:
                 self.written.pop(name, None)
             else:
                 self.written[name] = tier
-            self.tier_codes[self.index[name]] = 0 if tier is None else 1 + TIERS.index(tier)
+            i = self.index[name]
+            self.tier_codes[i] = 0 if tier is None else 1 + TIER_NAMES.index(tier)
+            tiered = {TIER_LABEL: tier} if tier is not None else {}
+            self.nodes[i] = replace(self.nodes[i], labels={ZONE_LABEL: self.zones[i], **tiered})
             if self.first_labelling:
                 self.first_labelling -= 1
             else:

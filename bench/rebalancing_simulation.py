@@ -15,13 +15,14 @@ from dataclasses import dataclass, field
 import jsonpatch
 import numpy as np
 
+from bench.peer_simulation import node_affinity_terms
 from bench.placement_scenarios import LINK
 from bench.scheduler_model import ClusterState, KubeScheduler
 from bench.simulated_pod_traffic import SimulatedPodTraffic
 from harness.fakeapi import node
 from harness.reviews import pod as pod_object
 from kubectl_nettraffic.config import settings_from_mapping
-from kubectl_nettraffic.kube.nodes import node_from_json
+from kubectl_nettraffic.kube.nodes import Node, node_from_json
 from kubectl_nettraffic.kube.pods import PREFER_NO_EVICTION
 from kubectl_nettraffic.kube.workloads import Workload
 from kubectl_nettraffic.learning.learner import BandwidthLearning
@@ -37,7 +38,7 @@ from kubectl_nettraffic.rebalancing.low_node_utilization import (
     victims,
 )
 from kubectl_nettraffic.scoring.readings import NodeTraffic
-from kubectl_nettraffic.scoring.tiers import TIER_WEIGHTS
+from kubectl_nettraffic.scoring.tiers import TIER_LABEL
 from kubectl_nettraffic.serving import serving_parts
 from kubectl_nettraffic.sources.prometheus import TrafficReport
 from kubectl_nettraffic.steering.pod_bandwidth import light_for_every_link
@@ -218,17 +219,17 @@ class DriftRun:
                 settings.learning.young_workload_age,
             ),
         )
-        node_objects = [node_from_json(node(name)) for name in self.names]
+        # Each node's labels: the traffic tier, as the leader writes it at each refresh.
+        self.node_labels: list[dict[str, str]] = [{} for _ in self.names]
         source = self.source
         self.measurer = Measurer(
-            settings, lambda: node_objects, source, None,  # type: ignore[arg-type]
+            settings, self._nodes, source, None,  # type: ignore[arg-type]
             clock=lambda: source.now, learning=self.learning,
         )  # fmt: skip
         self.serving = serving_parts(settings, clock=lambda: source.now)
         self.scheduler = KubeScheduler(self.state, np.random.default_rng(seed + 20_000))
         self.result = LoopRun()
         self.tiers: dict[str, str] = {}
-        self.label_weights = np.zeros(n, dtype=np.int64)
         self.replaced = 0
 
     def _place_before(self, rng: np.random.Generator, light_share: float) -> None:
@@ -299,13 +300,20 @@ class DriftRun:
         snapshot = board.snapshot
         if snapshot is not None:
             # The traffic-tier labels as the leader writes them at each refresh
-            # (steering.trafficTiers, on by default), and the weight each node
-            # gets from a pod's tier terms.
+            # (steering.trafficTiers, on by default).
             bandwidth = self.settings.steering.default_pod_bandwidth
             self.tiers = snapshot_tiers(snapshot, self.tiers, bandwidth)
-            self.label_weights = np.array(
-                [TIER_WEIGHTS.get(self.tiers.get(name, ""), 0) for name in self.names]
-            )
+            for name, labels in zip(self.names, self.node_labels, strict=True):
+                labels.pop(TIER_LABEL, None)
+                if name in self.tiers:
+                    labels[TIER_LABEL] = self.tiers[name]
+
+    def _nodes(self) -> list[Node]:
+        """The Nodes as the node list reads them: with the labels written so far."""
+        return [
+            node_from_json(node(name, labels=labels))
+            for name, labels in zip(self.names, self.node_labels, strict=True)
+        ]
 
     def _cycle(self, policy: LoopPolicy, now: float) -> None:
         """One descheduling cycle: the plugin's classification and victims."""
@@ -348,18 +356,17 @@ class DriftRun:
         names, loop = self.names, self.loop
         self.replaced += 1
         preferred: dict[int, int] = {}
-        marked, booking = False, 0
+        weights, marked, booking = None, False, 0
         steered = loop is not None and loop.webhook
         if steered:
             admitted = pod_object(
                 generate_name=f"{workload}-{self.replaced:06x}-", labels={"app": workload}
             )
             decision = self.serving.steerer.decide(admitted, None, dry_run=False)
-            preferred = {names.index(p.node): p.weight for p in decision.preferences}
             patched = jsonpatch.apply_patch(admitted, decision.patch or [])
+            preferred, weights = node_affinity_terms(patched, self.node_labels)
             marked = PREFER_NO_EVICTION in patched["metadata"].get("annotations", {})
             booking = decision.booking_key
-        weights = self.label_weights if steered else None
         chosen = self.scheduler.schedule(workload, POD_CPU, POD_MEMORY, preferred, weights)
         if chosen is None:
             return

@@ -17,13 +17,11 @@ from kubectl_nettraffic.kube.workloads import Workload
 from kubectl_nettraffic.learning.pod_sample import PodSample
 from kubectl_nettraffic.learning.pod_traffic import PodTrafficReport
 from kubectl_nettraffic.scoring.readings import NodeTraffic
+from kubectl_nettraffic.scoring.tier_weights import TIER_NAMES
 from kubectl_nettraffic.scoring.tiers import TIER_LABEL
-from kubectl_nettraffic.scoring.tiers import TIERS as TIER_COUNT
 from kubectl_nettraffic.sources.prometheus import TrafficReport
 
 WINDOW = 120.0  # prometheus.window
-# The tier label's values, coded 1.. in this order (0: no label).
-TIERS = tuple(str(tier) for tier in range(1, TIER_COUNT + 1))
 
 
 @dataclass
@@ -41,7 +39,7 @@ def scheduled_terms(
     """What kube-scheduler's NodeAffinity reads from the pod as admitted
     (the webhook's patch applied): each node's weight from the one-node
     terms, and from the terms on the traffic-tier label as the nodes carry
-    it now (``tier_codes``: 0 for none, else 1 + its place in TIERS), with
+    it now (``tier_codes``: 0 for none, else 1 + its place in TIER_NAMES), with
     the zones they leave out (``zones``: each node's zone, which its zone
     copy holds once it has a tier: the writer PATCHes both at once)."""
     affinity = (pod.get("spec") or {}).get("affinity") or {}
@@ -61,7 +59,7 @@ def scheduled_terms(
         elif expressions and not fields and expressions[0]["key"] == TIER_LABEL:
             tiers, *outside = expressions
             assert tiers["operator"] == "In", term
-            matches = np.isin(tier_codes, [1 + TIERS.index(tier) for tier in tiers["values"]])
+            matches = np.isin(tier_codes, [1 + TIER_NAMES.index(tier) for tier in tiers["values"]])
             for zone in outside:  # a node without a tier has no zone copy: no match anyway
                 assert zone["key"] == ZONE_COPY_LABEL and zone["operator"] == "NotIn", term
                 matches &= ~np.isin(zones, zone["values"])

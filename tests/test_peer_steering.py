@@ -277,8 +277,11 @@ def test_top_workloads_computes_the_peers_itself_with_the_prometheus_source(prom
 def test_a_term_on_the_peers_zone_once_the_nodes_carry_its_copy(prometheus):
     learning = _learned(prometheus)
     settings = _settings(prometheus.url)
+    # Each node in a tier of its own, as the label writer ranks them (n1 quietest).
+    tiers = {name: str(rank) for rank, name in enumerate(LOADS, start=1)}
     nodes = {
-        name: {"labels": {ZONE_LABEL: zone, ZONE_COPY_LABEL: zone}} for name, zone in ZONES.items()
+        name: {"labels": {ZONE_LABEL: zone, ZONE_COPY_LABEL: zone, TIER_LABEL: tiers[name]}}
+        for name, zone in ZONES.items()
     }
     board = FixedBoard(LOADS, learning=learning, settings=settings, **nodes)
     decision = board.steerer.decide(_web_pod(), {}, dry_run=False)
@@ -307,12 +310,16 @@ def test_a_term_on_the_peers_zone_once_the_nodes_carry_its_copy(prometheus):
     text = explain_text(patched, None, "-", ("default-scheduler",))
     assert f"and zone zone-b (weight {term['weight']})" in text
     assert "outside the busiest tier (nettraffic.io/traffic-tier 1, 2, 3)" in text
-    # Without the copies (the label writer has not run): no zone term, and
-    # the tier terms as for any pod.
-    plain = _board(prometheus).steerer.decide(_web_pod(), {}, dry_run=False)
+    # Without the copies: no zone term, and the tier terms as for any pod.
+    for labels in nodes.values():
+        del labels["labels"][ZONE_COPY_LABEL]
+    uncopied = FixedBoard(LOADS, learning=learning, settings=settings, **nodes)
+    plain = uncopied.steerer.decide(_web_pod(), {}, dry_run=False)
     assert ZONE_COPY_LABEL not in str(plain.patch)
-    assert '"values":["1"]' in (plain.patch_json() or "")
-    assert "1 most, then 2 and 3" in explain_text(
+    assert '"weight":100,"preference":{"matchExpressions":[{"key":"nettraffic.io/traffic-tier"' in (
+        plain.patch_json() or ""
+    )
+    assert f"by what their {TIER_LABEL} saves it (1 at 100;" in explain_text(
         jsonpatch.apply_patch(_web_pod(), plain.patch), None, "-", ("default-scheduler",)
     )
 

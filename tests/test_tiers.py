@@ -10,7 +10,7 @@ from kubectl_nettraffic.kube.nodes import ZONE_COPY_LABEL, ZONE_LABEL
 from kubectl_nettraffic.kube.pods import EXPECTED_BANDWIDTH, PREFERRED
 from kubectl_nettraffic.scoring.node_scores import NodeScore
 from kubectl_nettraffic.scoring.placement import Preference
-from kubectl_nettraffic.scoring.tiers import TIER_LABEL, TIER_WEIGHTS, assign_tiers, tier_changes
+from kubectl_nettraffic.scoring.tiers import TIER_LABEL, assign_tiers, tier_changes
 from kubectl_nettraffic.steering.affinity_patch import affinity_patch
 from kubectl_nettraffic.steering.patch_check import apply_and_check
 from tests.harness.scoreboards import FixedBoard
@@ -60,29 +60,26 @@ def test_only_changed_labels_are_written_and_unranked_nodes_lose_theirs():
     assert tier_changes(assigned, current) == {"b": "2", "c": None}
 
 
-def test_steered_pods_prefer_the_quiet_tiers_once():
+QUIET_AND_BUSY = ((100, ("1", "2")), (70, ("3",)))
+
+
+def test_the_tier_terms_are_added_once_a_term_per_weight():
     preferences = [Preference("n1", 100, 90.0)]
-    patch = affinity_patch(pod(), preferences, {}, tier_terms=True)
-    patched = apply_and_check(pod(), patch)
-    terms = patched["spec"]["affinity"]["nodeAffinity"][PREFERRED]
-    tiers = {
-        t["preference"]["matchExpressions"][0]["values"][0]: t["weight"]
-        for t in terms
-        if "matchExpressions" in t["preference"]
-    }
-    assert tiers == TIER_WEIGHTS and "4" not in tiers
-    assert all(
-        t["preference"]["matchExpressions"][0]["key"] == TIER_LABEL
-        for t in terms
-        if "matchExpressions" in t["preference"]
-    )
+    patch = affinity_patch(pod(), preferences, {}, tier_terms=QUIET_AND_BUSY)
+    terms = _tier_terms(patch)
+    assert [(t["weight"], t["preference"]["matchExpressions"]) for t in terms] == [
+        (100, [{"key": TIER_LABEL, "operator": "In", "values": ["1", "2"]}]),
+        (70, [{"key": TIER_LABEL, "operator": "In", "values": ["3"]}]),
+    ]
     # The op texts are what the generic encoder writes.
     assert [op.json for op in patch] == [json.dumps(op, separators=(",", ":")) for op in patch]
     # A pod that has them already does not get them twice.
     steered = jsonpatch.apply_patch(pod(), patch)
-    again = affinity_patch(steered, [Preference("n2", 100, 80.0)], {}, tier_terms=True)
+    again = affinity_patch(steered, [Preference("n2", 100, 80.0)], {}, tier_terms=QUIET_AND_BUSY)
     added = [op["value"] for op in again if op["path"].endswith(f"{PREFERRED}/-")]
     assert len(added) == 1 and "matchFields" in added[0]["preference"]
+    # None asked: none added.
+    assert _tier_terms(affinity_patch(pod(), preferences, {})) == []
 
 
 def _tier_terms(patch, admitted=None):
@@ -96,16 +93,14 @@ def test_tier_terms_leave_out_the_zones_the_spread_bars():
     op texts are still what the generic encoder writes."""
     barred = frozenset({"zone-b", "zone-a"})
     preferences = [Preference("n1", 100, 90.0)]
-    patch = affinity_patch(pod(), preferences, {}, tier_terms=True, barred_zones=barred)
+    patch = affinity_patch(pod(), preferences, {}, tier_terms=QUIET_AND_BUSY, barred_zones=barred)
     terms = _tier_terms(patch)
-    assert {t["preference"]["matchExpressions"][0]["values"][0]: t["weight"] for t in terms} == (
-        TIER_WEIGHTS
-    )
+    assert [t["weight"] for t in terms] == [100, 70]
     outside = {"key": ZONE_COPY_LABEL, "operator": "NotIn", "values": ["zone-a", "zone-b"]}
     assert all(t["preference"]["matchExpressions"][1:] == [outside] for t in terms)
     assert [op.json for op in patch] == [json.dumps(op, separators=(",", ":")) for op in patch]
     # None barred: the shared terms, on the tier label alone.
-    unbarred = _tier_terms(affinity_patch(pod(), preferences, {}, tier_terms=True))
+    unbarred = _tier_terms(affinity_patch(pod(), preferences, {}, tier_terms=QUIET_AND_BUSY))
     assert all(len(t["preference"]["matchExpressions"]) == 1 for t in unbarred)
 
 
@@ -113,8 +108,11 @@ def test_a_workload_s_next_pod_s_tier_terms_leave_out_the_zones_it_holds():
     """Under a zone spread that fills every zone first, each pod's tier terms
     leave out the zones its workload's earlier pods took."""
     loads = {f"{zone}{i}": 1e9 * (i == 2) for zone in "abc" for i in (1, 2)}
-    zones = {name: {"labels": {ZONE_LABEL: f"zone-{name[0]}"}} for name in loads}
-    board = FixedBoard(loads, steering={"zoneMaxSkew": 1}, **zones)  # a2, b2, c2 hot
+    zones = {  # a2, b2, c2 hot, in the busiest tier
+        name: {"labels": {ZONE_LABEL: f"zone-{name[0]}", TIER_LABEL: "1" if i == "1" else "4"}}
+        for name, i in ((name, name[1]) for name in loads)
+    }
+    board = FixedBoard(loads, steering={"zoneMaxSkew": 1}, **zones)
     outside = []
     for _ in range(3):
         admitted = pod(annotations={EXPECTED_BANDWIDTH: "100Mi"})

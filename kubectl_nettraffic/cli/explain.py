@@ -72,20 +72,21 @@ def _label_terms(
 
 
 def _tiers_line(spec: dict[str, Any]) -> str | None:
-    """What the pod's terms on the traffic-tier label ask for, if any: each
-    quiet tier by its weight, or (a pod its peers pull to a zone) any tier
+    """What the pod's terms on the traffic-tier label ask for, if any: the
+    tiers by their weights, or (a pod its peers pull to a zone) any tier
     but the busiest."""
-    values = [tiers for _, tiers in _label_terms(spec, TIER_LABEL)]
-    if not values:
+    terms = _label_terms(spec, TIER_LABEL)
+    if not terms:
         return None
-    if any(len(tiers) == 1 for tiers in values):
+    if _label_terms(spec, ZONE_COPY_LABEL):
         return (
-            f"Tiers:      also prefers quiet nodes by their {TIER_LABEL} label "
-            "(1 most, then 2 and 3), wherever the scheduler looks"
+            f"Tiers:      also prefers nodes outside the busiest tier ({TIER_LABEL} "
+            f"{', '.join(terms[0][1])}), in its peers' zone most, wherever the scheduler looks"
         )
+    weights = "; ".join(f"{', '.join(tiers)} at {weight}" for weight, tiers in terms)
     return (
-        f"Tiers:      also prefers nodes outside the busiest tier ({TIER_LABEL} "
-        f"{', '.join(values[0])}), in its peers' zone most, wherever the scheduler looks"
+        f"Tiers:      also prefers nodes by what their {TIER_LABEL} saves it "
+        f"({weights}), wherever the scheduler looks"
     )
 
 

@@ -36,6 +36,7 @@ from kubectl_nettraffic.scoring.savings import (
     cost,
     weight,
 )
+from kubectl_nettraffic.scoring.tier_weights import NO_TIERS, TierCosts, TierTerms
 
 # Score points a node loses for one pod's choice alone (never negative).
 Handicap = Callable[[NodeScore], float]
@@ -68,9 +69,17 @@ class Preference(NamedTuple):  # a tuple: several are made on every admission
     score: float
 
 
+class Weighed(NamedTuple):
+    """A pod's terms: its chosen nodes, weighed, and its tier terms."""
+
+    preferences: list[Preference]
+    tier_terms: TierTerms
+
+
 def weighed(
     ranked: Sequence[tuple[float, int, NodeScore]],
     field: FieldCost,
+    tiers: TierCosts | None,
     bandwidth: float,
     busy_above: float,
     pulled: Mapping[str, float] | None = None,
@@ -78,11 +87,14 @@ def weighed(
     size_unknown: bool = False,
     full: frozenset[str] = frozenset(),
     full_yields: bool = False,
-) -> list[Preference]:
-    """The chosen nodes, best first, each weighed by its rank and by what it
-    saves the pod (scoring/savings.py): the field's cost less the node's,
-    both as measured (what is booked since moves the choice, not the
-    weights), plus the points its peers pull it by (``pulled``, node ->
+) -> Weighed:
+    """The pod's tier terms, where the ``tiers`` (None: steering.trafficTiers
+    off) differ in what they save it (scoring/tier_weights.py), and the
+    chosen nodes, best first, each weighed by its rank and by what it saves
+    the pod (scoring/savings.py): what kube-scheduler's pick without the
+    node terms costs it (the cheapest tier's mean under tier terms, else
+    the ``field``'s) less the node's cost, both as measured (what is booked
+    since moves the choice, not the weights), plus the points its peers pull it by (``pulled``, node ->
     points); 0: no term. In full, whatever the saving, where the pod's
     size is unknown (``size_unknown``: booked at the default; its zones are
     then kept even in a calm cluster, scoring/spread.py's ``balanced``) or
@@ -93,7 +105,9 @@ def weighed(
     spread (``full_yields``) it does where its link alone saves the pod
     MIN_SAVING: the defaults are kube-scheduler's soft score, which a hot
     link avoided outweighs and a peer or an unknown size does not."""
-    field_cost = field.mean(bandwidth)
+    tiered = tiers.choice(bandwidth) if tiers is not None else NO_TIERS
+    # Under tier terms kube-scheduler picks among the cheapest tiers.
+    field_cost = field.mean(bandwidth) if tiered.cost is None else tiered.cost
     preferences = []
     most = 400  # four times the first's weight
     top = ranked[0][0] if ranked else 0.0
@@ -114,4 +128,4 @@ def weighed(
         preferences.append(
             Preference(score.name, 0 if kept_off else weight(saving, graded), effective)
         )
-    return preferences
+    return Weighed(preferences, tiered.terms)

@@ -16,7 +16,8 @@ from typing import Any
 from kubectl_nettraffic.kube.nodes import ZONE_COPY_LABEL
 from kubectl_nettraffic.kube.pods import PREFERRED, JsonPatch, Pod
 from kubectl_nettraffic.scoring.placement import Preference
-from kubectl_nettraffic.scoring.tiers import TIER_LABEL, TIER_WEIGHTS
+from kubectl_nettraffic.scoring.tier_weights import TIER_NAMES, TierTerms
+from kubectl_nettraffic.scoring.tiers import TIER_LABEL
 
 
 def _escape(key: str) -> str:
@@ -39,51 +40,45 @@ def _steered_nodes(affinity: Mapping[str, Any]) -> set[str]:
     return found
 
 
-# The preferred terms on the traffic-tier label, the same for every pod: built once.
-_TIER_TERMS: list[dict[str, Any]] = [
-    {
-        "weight": weight,
-        "preference": {
-            "matchExpressions": [{"key": TIER_LABEL, "operator": "In", "values": [tier]}]
-        },
-    }
-    for tier, weight in TIER_WEIGHTS.items()
-]
-_TIER_TEXTS = [json.dumps(term, separators=(",", ":")) for term in _TIER_TERMS]
-
 # A pod its peers pull to a zone prefers, instead of the tier terms, that
 # zone's nodes outside the busiest tier, and any node outside it a little
-# (QUIET_WEIGHT). The tier terms (60 / 40 / 20) rank quietness across every
-# zone, on the same scale as the zone term's weight (its share of the
-# pod's bytes to peers), so kube-scheduler's choice among a sample's nodes
-# undid the zone's pull (docs/design/peers.md, "The terms of a pod with
-# peers"); leaving the busiest tier out of both keeps the pod off the hot
-# links wherever it lands.
-QUIET_TIERS = sorted(TIER_WEIGHTS)  # every tier with a weight: all but the busiest
+# (QUIET_WEIGHT). The tier terms rank the tiers by what they save the pod,
+# on the same scale as the zone term's weight (its share of the pod's
+# bytes to peers), so kube-scheduler's choice among a sample's nodes undid
+# the zone's pull (docs/design/peers.md, "The terms of a pod with peers");
+# leaving the busiest tier out of both keeps the pod off the hot links
+# wherever it lands.
+QUIET_TIERS = TIER_NAMES[:-1]  # all but the busiest
 QUIET_WEIGHT = 10
-_QUIET = {"key": TIER_LABEL, "operator": "In", "values": QUIET_TIERS}
-_QUIET_TERM: dict[str, Any] = {"weight": QUIET_WEIGHT, "preference": {"matchExpressions": [_QUIET]}}
-_QUIET_TEXT = json.dumps(_QUIET_TERM, separators=(",", ":"))
+_QUIET = {"key": TIER_LABEL, "operator": "In", "values": list(QUIET_TIERS)}
 _QUIET_EXPRESSION_TEXT = json.dumps(_QUIET, separators=(",", ":"))
 
 
-@lru_cache(maxsize=64)
-def _tier_terms(quiet: bool, barred: frozenset[str]) -> tuple[list[dict[str, Any]], list[str]]:
-    """The tier terms (``quiet``: the quiet term alone), each also outside
-    the ``barred`` zones (on the zone copy): a workload's spread keeps its
-    node terms out of those zones, and quiet nodes there matched the tier
-    terms, so kube-scheduler put pods in them all the same. A node without
-    the zone copy matches NotIn, as before it is written. Few zone sets
-    recur: built once each."""
-    if not barred:
-        return ([_QUIET_TERM], [_QUIET_TEXT]) if quiet else (_TIER_TERMS, _TIER_TEXTS)
-    outside = {"key": ZONE_COPY_LABEL, "operator": "NotIn", "values": sorted(barred)}
+@lru_cache(maxsize=256)
+def _tier_terms(
+    tiers: TierTerms, quiet: bool, barred: frozenset[str]
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """The terms on the traffic-tier label (``quiet``: the quiet term
+    alone), each also outside the ``barred`` zones (on the zone copy): a
+    workload's spread keeps its node terms out of those zones, and quiet
+    nodes there matched the tier terms, so kube-scheduler put pods in them
+    all the same. A node without the zone copy matches NotIn, as before it
+    is written. Few weights and zone sets recur: built once each."""
+    chosen = ((QUIET_WEIGHT, QUIET_TIERS),) if quiet else tiers
+    outside = (
+        [{"key": ZONE_COPY_LABEL, "operator": "NotIn", "values": sorted(barred)}] if barred else []
+    )
     terms = [
         {
-            "weight": term["weight"],
-            "preference": {"matchExpressions": [*term["preference"]["matchExpressions"], outside]},
+            "weight": weight,
+            "preference": {
+                "matchExpressions": [
+                    {"key": TIER_LABEL, "operator": "In", "values": list(names)},
+                    *outside,
+                ]
+            },
         }
-        for term in ([_QUIET_TERM] if quiet else _TIER_TERMS)
+        for weight, names in chosen
     ]
     return terms, [json.dumps(term, separators=(",", ":")) for term in terms]
 
@@ -149,14 +144,15 @@ def affinity_patch(
     preferences: Sequence[Preference],
     annotations: Mapping[str, str],
     labels: Mapping[str, str] | None = None,
-    tier_terms: bool = False,
+    tier_terms: TierTerms = (),
     zone_term: tuple[str, int] | None = None,
     barred_zones: frozenset[str] = frozenset(),
 ) -> JsonPatch:
     """JSON patch appending our terms to whatever affinity the pod has;
-    ``zone_term``: (zone, weight) of a term on the peers' zone (with
-    ``tier_terms``, on its quiet tiers, and the quiet tiers instead of the
-    tier terms); ``barred_zones``: zones the tier terms leave out."""
+    ``tier_terms``: (weight, tiers) of each term on the traffic-tier label;
+    ``zone_term``: (zone, weight) of a term on the peers' zone (with tier
+    terms, on its quiet tiers, and the quiet tiers instead of the tier
+    terms); ``barred_zones``: zones the tier terms leave out."""
     # isinstance(..., dict), not Mapping: the pod is decoded JSON, and the
     # abstract check costs several times more on every admission.
     affinity = (pod.get("spec") or {}).get("affinity")
@@ -178,9 +174,9 @@ def affinity_patch(
                 f'{{"weight":{p.weight!r},"preference":{{"matchFields":[{{"key":"metadata.name",'
                 f'"operator":"In","values":[{json_string(p.node)}]}}]}}}}'
             )
-    quiet_zone = tier_terms and zone_term is not None
+    quiet_zone = bool(tier_terms) and zone_term is not None
     if tier_terms and TIER_LABEL not in already:
-        tiered, tiered_texts = _tier_terms(quiet_zone, barred_zones)
+        tiered, tiered_texts = _tier_terms(tier_terms, quiet_zone, barred_zones)
         terms.extend(tiered)
         texts.extend(tiered_texts)
     if zone_term is not None and ZONE_COPY_LABEL not in already:

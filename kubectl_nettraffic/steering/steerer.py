@@ -35,9 +35,10 @@ from kubectl_nettraffic.labels import parse_selector
 from kubectl_nettraffic.learning.conversations import Conversations
 from kubectl_nettraffic.measuring.measurement import Snapshot
 from kubectl_nettraffic.measuring.scoreboard import Scoreboard
-from kubectl_nettraffic.scoring.placement import Preference, Ranked, weighed
+from kubectl_nettraffic.scoring.placement import Preference, Ranked, Weighed, weighed
 from kubectl_nettraffic.scoring.savings import MIN_SAVING, FieldCost
 from kubectl_nettraffic.scoring.spread import SpreadRules
+from kubectl_nettraffic.scoring.tier_weights import TierCosts
 from kubectl_nettraffic.steering.affinity_patch import affinity_patch, annotation_ops, patch_text
 from kubectl_nettraffic.steering.patch_check import PatchCheckFailed, apply_and_check
 from kubectl_nettraffic.steering.peer_pull import PodPull, PullPlans
@@ -73,6 +74,7 @@ class PerSnapshot(NamedTuple):
     scored_at: str  # its time, RFC 3339
     slowest_link: float  # the slowest eligible link, bytes/s; 0: none known
     field: FieldCost  # what a pod costs the candidates kube-scheduler would pick from
+    tiers: TierCosts  # ... per traffic tier, as the nodes carry their labels
     # No link busy enough to cost a pod of the default size a point on
     # average: a pod of unknown size keeps its zones even (SpreadRules.balanced).
     calm: bool
@@ -123,6 +125,7 @@ class Steerer:
                 rfc3339(snapshot.generated_at),
                 min(speeds) if speeds else 0.0,
                 field,
+                TierCosts(snapshot.candidates, snapshot.nodes, steering.busy_above),
                 field.mean(steering.default_pod_bandwidth) < MIN_SAVING,
             )
         return derived
@@ -231,11 +234,14 @@ class Steerer:
             return self._no_candidate(pod, warnings)
         if relaxed:
             self.notes["spread-relaxed"] += 1
-        preferences = self._weighed(
-            ranked, derived, bandwidth, pull, burst, unlearned, full, spread.defaults
+        # Under tier terms kube-scheduler picks among the cheapest tiers, so
+        # a node saves only what it saves over those.
+        tiers = derived.tiers if steering.traffic_tiers else None
+        preferences, tier_terms = self._weighed(
+            ranked, derived, tiers, bandwidth, pull, burst, unlearned, full, spread.defaults
         )
         terms = [p for p in preferences if p.weight]
-        if not terms:
+        if not terms and not tier_terms:
             self.notes["no-gain"] += 1
         names = [p.node for p in preferences]
         annotations = {
@@ -262,8 +268,7 @@ class Steerer:
         # The tier terms keep pods off hot links where kube-scheduler samples
         # none of the node terms; outside the zones the spread kept the node
         # terms out of (on the zone copy the tier labeller writes).
-        tiers = steering.traffic_tiers and bool(terms)
-        patch = affinity_patch(pod, terms, annotations, labels, tiers, zone_term, barred)
+        patch = affinity_patch(pod, terms, annotations, labels, tier_terms, zone_term, barred)
         try:
             apply_and_check(pod, patch)
         except PatchCheckFailed as error:
@@ -290,19 +295,21 @@ class Steerer:
         self,
         ranked: list[Ranked],
         derived: PerSnapshot,
+        tiers: TierCosts | None,
         bandwidth: float,
         pull: PodPull | None,
         burst: int,
         size_unknown: bool,
         full: frozenset[str],
         full_yields: bool,
-    ) -> list[Preference]:
-        """The chosen nodes' terms (scoring/placement.py's ``weighed``); a
-        node its workload's spread has filled gets none, but for its link
-        under the cluster's default spread (``full_yields``)."""
+    ) -> Weighed:
+        """The chosen nodes' terms and the tier terms (scoring/placement.py's
+        ``weighed``); a node its workload's spread has filled gets none, but
+        for its link under the cluster's default spread (``full_yields``)."""
         return weighed(
             ranked,
             derived.field,
+            tiers,
             bandwidth,
             self.settings.steering.busy_above,
             None if pull is None else pull.pulled,

@@ -1,0 +1,81 @@
+"""The traffic-tier terms of one pod: each tier weighs what its nodes save
+the pod, so tiers that cost alike weigh alike.
+
+The tiers rank every node with data by quietness (scoring/tiers.py), but
+below ``steering.busyAbove`` a quieter link saves a pod nothing
+(scoring/savings.py). Weights graded by rank alone (60 / 40 / 20) ranked a
+calm cluster's nodes by noise, and put that noise above kube-scheduler's
+own spread and resource plugins on every steered pod. So a tier's cost to
+a pod is the mean over its candidates (kube-scheduler picks among any of
+them alike, as it does over the whole field: ``FieldCost``); the cheapest
+tier weighs 100 and another 10 less per point it costs more
+(``weight``: nothing from FULL_SAVING points on). Tiers of one weight share
+a term. Where every tier weighs 100 the tiers save the pod nothing and it
+gets no tier term at all.
+
+kube-scheduler scales the weights a node matches to the best node's
+(NodeAffinity's NormalizeScore), so a tier that costs 3 points more loses
+30 of the 100 its nodes would score, against 100 in full for a tier with
+a hot link in it.
+"""
+
+from collections.abc import Iterable, Mapping
+from typing import NamedTuple
+
+from kubectl_nettraffic.kube.nodes import Node
+from kubectl_nettraffic.scoring.node_scores import NodeScore
+from kubectl_nettraffic.scoring.savings import FULL_SAVING, FieldCost, weight
+from kubectl_nettraffic.scoring.tiers import TIER_LABEL, TIERS
+
+TIER_NAMES = tuple(str(tier) for tier in range(1, TIERS + 1))
+
+# (weight, the tiers that weigh it), heaviest first: a term each.
+TierTerms = tuple[tuple[int, tuple[str, ...]], ...]
+
+
+class TierChoice(NamedTuple):
+    """A pod's tier terms, and what kube-scheduler's pick costs it under them."""
+
+    terms: TierTerms  # none: the tiers save the pod nothing
+    # The cheapest tier's mean cost, where terms go (the pick is made
+    # among the heaviest-weighted tiers); else None.
+    cost: float | None
+
+
+NO_TIERS = TierChoice((), None)
+
+
+class TierCosts:
+    """Per tier, the cost of its candidates to a pod of any size, as the
+    nodes carry their tier labels (one snapshot's: the labels the last node
+    list read, up to a refresh behind the writer)."""
+
+    __slots__ = ("_fields",)
+
+    def __init__(
+        self, candidates: Iterable[NodeScore], nodes: Mapping[str, Node], busy_above: float
+    ) -> None:
+        members: dict[str, list[NodeScore]] = {}
+        for score in candidates:
+            node = nodes.get(score.name)
+            tier = node.labels.get(TIER_LABEL) if node is not None else None
+            if tier in TIER_NAMES:
+                members.setdefault(tier, []).append(score)
+        self._fields = {
+            tier: FieldCost(scores, busy_above) for tier, scores in sorted(members.items())
+        }
+
+    def choice(self, bandwidth: float) -> TierChoice:
+        """The tier terms of a pod of ``bandwidth`` bytes/s."""
+        costs = {tier: field.mean(bandwidth) for tier, field in self._fields.items()}
+        if not costs:
+            return NO_TIERS
+        best = min(costs.values())
+        by_weight: dict[int, list[str]] = {}
+        for tier, cost in costs.items():
+            by_weight.setdefault(weight(FULL_SAVING - (cost - best)), []).append(tier)
+        by_weight.pop(0, None)  # a tier that saves nothing next to the best: no term
+        if len(by_weight) == 1 and len(by_weight[100]) == len(costs):
+            return NO_TIERS
+        terms = tuple((w, tuple(tiers)) for w, tiers in sorted(by_weight.items(), reverse=True))
+        return TierChoice(terms, best)

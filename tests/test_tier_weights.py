@@ -1,0 +1,96 @@
+"""The tier terms weigh what each tier saves a pod: tiers alike weigh alike,
+a calm cluster's pods get none, and a node saves only what it saves over
+the tiers kube-scheduler then picks among."""
+
+from dataclasses import replace
+
+from harness.fakeapi import node
+from harness.reviews import pod
+from kubectl_nettraffic.kube.nodes import node_from_json
+from kubectl_nettraffic.kube.pods import EXPECTED_BANDWIDTH, PREFERRED
+from kubectl_nettraffic.scoring.node_scores import NodeScore
+from kubectl_nettraffic.scoring.tier_weights import TierCosts
+from kubectl_nettraffic.scoring.tiers import TIER_LABEL
+from kubectl_nettraffic.steering.patch_check import apply_and_check
+from tests.harness.scoreboards import FixedBoard
+
+GBIT = 1.25e8  # bytes/s
+BASE = NodeScore("x", 0, 0, 0, 10 * GBIT, 0.0, None, None, 100.0, 0.0, True, True, None)
+
+
+def _costs(utilisation: dict[str, float], tiers: dict[str, str]) -> TierCosts:
+    """Nodes on 10 Gbit/s links at ``utilisation``, labelled ``tiers``."""
+    scores = [replace(BASE, name=name, link_utilization=u) for name, u in utilisation.items()]
+    nodes = {
+        name: node_from_json(node(name, labels={TIER_LABEL: tier} if tier else {}))
+        for name, tier in tiers.items()
+    }
+    return TierCosts(scores, nodes, busy_above=0.5)
+
+
+def test_tiers_that_cost_nothing_give_no_terms():
+    calm = _costs(
+        {"a": 0.05, "b": 0.2, "c": 0.3, "d": 0.45}, {"a": "1", "b": "2", "c": "3", "d": "4"}
+    )
+    assert calm.choice(1e6) == ((), None)
+    # No node carries a tier yet (before the first labelling): none either.
+    assert _costs({"a": 0.05, "b": 0.9}, {"a": "", "b": ""}).choice(1e6) == ((), None)
+
+
+def test_each_tier_weighs_what_it_costs_over_the_cheapest():
+    # Tier 4 holds a link at 90%: 80 points; tier 3 one at 53%: 6 points; the
+    # mean over each tier's two nodes.
+    utilisation = {"a": 0.1, "b": 0.2, "c": 0.1, "d": 0.3, "e": 0.1, "f": 0.53, "g": 0.1, "h": 0.9}
+    tiers = dict(zip(utilisation, "11223344", strict=True))
+    choice = _costs(utilisation, tiers).choice(0.0)
+    assert choice.terms == ((100, ("1", "2")), (70, ("3",)))  # 3 points more: 30 off; 40: none
+    assert choice.cost == 0.0
+    # A pod whose own bytes (6% of a link) take the tier-1 links past half
+    # full (0.45 -> 0.51: 2 points) and not the tier-2 ones (0.42 -> 0.48):
+    # tier 2 is then the cheapest for it.
+    heavy = _costs(
+        {"a": 0.45, "b": 0.45, "c": 0.42, "d": 0.42}, dict(zip("abcd", "1122", strict=True))
+    )
+    assert heavy.choice(0.06 * 10 * GBIT) == (((100, ("2",)), (80, ("1",))), 0.0)
+    assert heavy.choice(0.0) == ((), None)  # a pod that sends nothing: alike
+
+
+def _terms(decision, admitted):
+    patched = apply_and_check(admitted, decision.patch)
+    return (patched["spec"].get("affinity") or {}).get("nodeAffinity", {}).get(PREFERRED, [])
+
+
+def test_a_calm_cluster_s_pods_get_no_term_and_a_hot_tier_only_its_own():
+    tiers = {"q1": "1", "q2": "2", "q3": "3", "h": "4"}
+    labelled = {name: {"labels": {TIER_LABEL: tier}} for name, tier in tiers.items()}
+    admitted = pod(annotations={EXPECTED_BANDWIDTH: "1Mi"})
+    calm = FixedBoard({"q1": 1e8, "q2": 2e8, "q3": 3e8, "h": 4e8}, link_speed=10 * GBIT, **labelled)
+    decision = calm.steerer.decide(admitted, {}, False)
+    assert _terms(decision, pod(annotations={EXPECTED_BANDWIDTH: "1Mi"})) == []
+    assert calm.steerer.notes["no-gain"] == 1
+    # One hot node, in the busiest tier: the quiet tiers are preferred alike,
+    # and no quiet node saves a point over them, so no node is named.
+    hot = FixedBoard(
+        {"q1": 1e8, "q2": 2e8, "q3": 3e8, "h": 2.2e9}, link_speed=10 * GBIT, **labelled
+    )
+    terms = _terms(hot.steerer.decide(admitted, {}, False), admitted)
+    assert [(t["weight"], t["preference"]) for t in terms] == [
+        (
+            100,
+            {
+                "matchExpressions": [
+                    {"key": TIER_LABEL, "operator": "In", "values": ["1", "2", "3"]}
+                ]
+            },
+        )
+    ]
+    # Without the tier terms (steering.trafficTiers off) the quiet nodes save
+    # what the hot one costs over them all, and are named.
+    off = FixedBoard(
+        {"q1": 1e8, "q2": 2e8, "q3": 3e8, "h": 2.2e9},
+        link_speed=10 * GBIT,
+        steering={"trafficTiers": False},
+        **labelled,
+    )
+    named = _terms(off.steerer.decide(admitted, {}, False), admitted)
+    assert named and all("matchFields" in t["preference"] for t in named)
