@@ -316,10 +316,10 @@ def test_a_term_on_the_peers_zone_once_the_nodes_carry_its_copy(prometheus):
     uncopied = FixedBoard(LOADS, learning=learning, settings=settings, **nodes)
     plain = uncopied.steerer.decide(_web_pod(), {}, dry_run=False)
     assert ZONE_COPY_LABEL not in str(plain.patch)
-    assert '"weight":100,"preference":{"matchExpressions":[{"key":"nettraffic.io/traffic-tier"' in (
+    assert '"weight":60,"preference":{"matchExpressions":[{"key":"nettraffic.io/traffic-tier"' in (
         plain.patch_json() or ""
     )
-    assert f"by what their {TIER_LABEL} saves it (1 at 100;" in explain_text(
+    assert f"by what their {TIER_LABEL} saves it (1 at 60;" in explain_text(
         jsonpatch.apply_patch(_web_pod(), plain.patch), None, "-", ("default-scheduler",)
     )
 

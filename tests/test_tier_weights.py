@@ -43,7 +43,7 @@ def test_each_tier_weighs_what_it_costs_over_the_cheapest():
     utilisation = {"a": 0.1, "b": 0.2, "c": 0.1, "d": 0.3, "e": 0.1, "f": 0.53, "g": 0.1, "h": 0.9}
     tiers = dict(zip(utilisation, "11223344", strict=True))
     choice = _costs(utilisation, tiers).choice(0.0)
-    assert choice.terms == ((100, ("1", "2")), (70, ("3",)))  # 3 points more: 30 off; 40: none
+    assert choice.terms == ((60, ("1", "2")), (42, ("3",)))  # 3 points more: 30% off; 40: none
     assert choice.cost == 0.0
     # A pod whose own bytes (6% of a link) take the tier-1 links past half
     # full (0.45 -> 0.51: 2 points) and not the tier-2 ones (0.42 -> 0.48):
@@ -51,7 +51,7 @@ def test_each_tier_weighs_what_it_costs_over_the_cheapest():
     heavy = _costs(
         {"a": 0.45, "b": 0.45, "c": 0.42, "d": 0.42}, dict(zip("abcd", "1122", strict=True))
     )
-    assert heavy.choice(0.06 * 10 * GBIT) == (((100, ("2",)), (80, ("1",))), 0.0)
+    assert heavy.choice(0.06 * 10 * GBIT) == (((60, ("2",)), (48, ("1",))), 0.0)
     assert heavy.choice(0.0) == ((), None)  # a pod that sends nothing: alike
 
 
@@ -76,13 +76,23 @@ def test_a_calm_cluster_s_pods_get_no_term_and_a_hot_tier_only_its_own():
     terms = _terms(hot.steerer.decide(admitted, {}, False), admitted)
     assert [(t["weight"], t["preference"]) for t in terms] == [
         (
-            100,
+            60,
             {
                 "matchExpressions": [
                     {"key": TIER_LABEL, "operator": "In", "values": ["1", "2", "3"]}
                 ]
             },
         )
+    ]
+    # A pod of unknown size is steered in full: its node named, the tiers by rank.
+    unknown = pod()
+    terms = _terms(hot.steerer.decide(unknown, {}, False), unknown)
+    assert "matchFields" in terms[0]["preference"] and terms[0]["weight"] == 100
+    tiered = [t for t in terms if "matchExpressions" in t["preference"]]
+    assert [(t["weight"], t["preference"]["matchExpressions"][0]["values"]) for t in tiered] == [
+        (60, ["1"]),
+        (40, ["2"]),
+        (20, ["3"]),
     ]
     # Without the tier terms (steering.trafficTiers off) the quiet nodes save
     # what the hot one costs over them all, and are named.

@@ -36,7 +36,7 @@ from kubectl_nettraffic.scoring.savings import (
     cost,
     weight,
 )
-from kubectl_nettraffic.scoring.tier_weights import NO_TIERS, TierCosts, TierTerms
+from kubectl_nettraffic.scoring.tier_weights import BY_RANK, NO_TIERS, TierCosts, TierTerms
 
 # Score points a node loses for one pod's choice alone (never negative).
 Handicap = Callable[[NodeScore], float]
@@ -87,9 +87,12 @@ def weighed(
     size_unknown: bool = False,
     full: frozenset[str] = frozenset(),
     full_yields: bool = False,
+    own_size: bool = True,
 ) -> Weighed:
     """The pod's tier terms, where the ``tiers`` (None: steering.trafficTiers
-    off) differ in what they save it (scoring/tier_weights.py), and the
+    off) differ in what they save it (scoring/tier_weights.py; by rank
+    where its burst is heavy or its size is not its own, ``own_size``: the
+    cluster-wide figure or the default), and the
     chosen nodes, best first, each weighed by its rank and by what it saves
     the pod (scoring/savings.py): what kube-scheduler's pick without the
     node terms costs it (the cheapest tier's mean under tier terms, else
@@ -105,8 +108,13 @@ def weighed(
     spread (``full_yields``) it does where its link alone saves the pod
     MIN_SAVING: the defaults are kube-scheduler's soft score, which a hot
     link avoided outweighs and a peer or an unknown size does not."""
-    tiered = tiers.choice(bandwidth) if tiers is not None else NO_TIERS
-    # Under tier terms kube-scheduler picks among the cheapest tiers.
+    if tiers is None:
+        tiered = NO_TIERS
+    elif ranked and (not own_size or burst_share(ranked[0][2], bandwidth, burst) >= HEAVY_BURST):
+        tiered = BY_RANK  # its own size unknown, or its burst heavy: the quiet tiers by rank
+    else:
+        tiered = tiers.choice(bandwidth)
+    # Under tier terms by cost kube-scheduler picks among the cheapest tiers.
     field_cost = field.mean(bandwidth) if tiered.cost is None else tiered.cost
     preferences = []
     most = 400  # four times the first's weight

@@ -36,7 +36,7 @@ is learned a calm cluster's first light burst and a heavy one look alike.
 kube-scheduler scales preferred-term weights to the best node's
 (NodeAffinity's NormalizeScore), so a pod's node terms alone steer it as
 hard at weight 1 as at 100; what a small saving softens is the node terms
-against the tier terms (60 / 40 / 20 on every quiet node), and so against
+against the tier terms (scoring/tier_weights.py), and so against
 kube-scheduler's spread and resource plugins among the quiet nodes.
 """
 

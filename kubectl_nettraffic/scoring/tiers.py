@@ -8,8 +8,8 @@ on a node *label* matches in every sample. So each eligible node with data
 is put in one of ``TIERS`` tiers by its rank among them (tier 1: the
 quietest quarter, by the score the webhook ranks with, for the cluster's
 typical pod: ``tier_ranking``), written as the
-label ``nettraffic.io/traffic-tier``, and every steered pod also prefers
-the quieter tiers (``TIER_WEIGHTS``).
+label ``nettraffic.io/traffic-tier``, and a steered pod also prefers the
+tiers that cost it least (scoring/tier_weights.py).
 
 Ranks, not score thresholds: scores are relative (traffic mode divides by
 the busiest node), and quarters give every sample a spread of tiers
@@ -25,11 +25,6 @@ from kubectl_nettraffic.scoring.node_scores import NodeScore
 
 TIER_LABEL = "nettraffic.io/traffic-tier"
 TIERS = 4
-# Preferred-term weight per tier. The busiest tier gets none. Against the
-# per-node terms (100 for the best node): a preferred node in tier 1 scores
-# 100 + 60, any other tier-1 node 60, so within a sample the named nodes still
-# come first, then the quiet tiers in order.
-TIER_WEIGHTS = {"1": 60, "2": 40, "3": 20}
 # 0.05: a node must move 5% of the ranking past its tier's edge to change
 # tier; at 5,000 nodes that is 250 places.
 DEFAULT_MARGIN = 0.05

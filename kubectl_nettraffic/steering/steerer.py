@@ -46,6 +46,8 @@ from kubectl_nettraffic.steering.pod_bandwidth import expected_bandwidth, light_
 from kubectl_nettraffic.units import rfc3339
 
 log = logging.getLogger(__name__)
+# Where a pod's own size comes from (else the cluster-wide figure or the default).
+OWN_SIZE = ("annotation", "workload")
 
 
 def _scores_text(preferences: Sequence[Preference]) -> str:
@@ -238,7 +240,16 @@ class Steerer:
         # a node saves only what it saves over those.
         tiers = derived.tiers if steering.traffic_tiers else None
         preferences, tier_terms = self._weighed(
-            ranked, derived, tiers, bandwidth, pull, burst, unlearned, full, spread.defaults
+            ranked,
+            derived,
+            tiers,
+            bandwidth,
+            pull,
+            burst,
+            unlearned,
+            full,
+            spread.defaults,
+            bandwidth_source in OWN_SIZE,
         )
         terms = [p for p in preferences if p.weight]
         if not terms and not tier_terms:
@@ -302,6 +313,7 @@ class Steerer:
         size_unknown: bool,
         full: frozenset[str],
         full_yields: bool,
+        own_size: bool,
     ) -> Weighed:
         """The chosen nodes' terms and the tier terms (scoring/placement.py's
         ``weighed``); a node its workload's spread has filled gets none, but
@@ -317,6 +329,7 @@ class Steerer:
             size_unknown=size_unknown,
             full=full,
             full_yields=full_yields,
+            own_size=own_size,
         )
 
     def _plans_of(self, conversations: Conversations, snapshot: Snapshot) -> PullPlans:

@@ -221,9 +221,10 @@ def test_explain_a_steered_pod(cluster, webhook):
     # NODE, WEIGHT, SCORE THEN, SCORE NOW, TIER NOW
     assert q1_line.split()[0] == "q1" and q1_line.split()[1].isdigit()
     assert q1_line.split()[4] == "1"
+    # Of unknown size (nothing learned): the tiers by rank.
     assert (
-        "Tiers:      also prefers quiet nodes by their nettraffic.io/traffic-tier label"
-        in result.stdout
+        "Tiers:      also prefers nodes by what their nettraffic.io/traffic-tier saves it"
+        " (1 at 60; 2 at 40; 3 at 20)" in result.stdout
     )
     assert "outside zone zone-x, which its workload's spread keeps it out of" in result.stdout
     assert "and zone" not in result.stdout  # a NotIn is no zone the pod is pulled to

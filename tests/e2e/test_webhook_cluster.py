@@ -164,7 +164,8 @@ def test_the_leader_labels_nodes_by_tier_and_pods_prefer_the_quiet_tiers(cluster
     ]
     assert len(patches) == 3
     assert all(set(r.body["metadata"]["labels"]) == {"nettraffic.io/traffic-tier"} for r in patches)
-    # A steered pod also prefers the quiet tiers.
+    # A steered pod of unknown size (nothing learned, no annotation) is
+    # steered in full: it also prefers the quiet tiers by rank.
     _, patched = _preferred(webhook, pod())
     terms = patched["spec"]["affinity"]["nodeAffinity"][
         "preferredDuringSchedulingIgnoredDuringExecution"
