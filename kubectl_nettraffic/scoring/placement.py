@@ -90,15 +90,15 @@ def weighed(
     own_size: bool = True,
 ) -> Weighed:
     """The pod's tier terms, where the ``tiers`` (None: steering.trafficTiers
-    off) differ in what they save it (scoring/tier_weights.py; by rank
-    where its burst is heavy or its size is not its own, ``own_size``: the
-    cluster-wide figure or the default), and the
+    off) differ in what they cost it (scoring/tier_weights.py; by rank
+    where its burst is heavy or its size is not its own, ``own_size``
+    False: booked at the cluster-wide figure or the default), and the
     chosen nodes, best first, each weighed by its rank and by what it saves
     the pod (scoring/savings.py): what kube-scheduler's pick without the
-    node terms costs it (the cheapest tier's mean under tier terms, else
-    the ``field``'s) less the node's cost, both as measured (what is booked
-    since moves the choice, not the weights), plus the points its peers pull it by (``pulled``, node ->
-    points); 0: no term. In full, whatever the saving, where the pod's
+    node terms costs it (the cheapest tier's mean under tier terms by cost,
+    else the ``field``'s) less the node's cost, both as measured (what is
+    booked since moves the choice, not the weights), plus the points its
+    peers pull it by (``pulled``, node -> points); 0: no term. In full, whatever the saving, where the pod's
     size is unknown (``size_unknown``: booked at the default; its zones are
     then kept even in a calm cluster, scoring/spread.py's ``balanced``) or
     its burst (``burst``: its workload's pods in flight, this one included) fills
