@@ -9,7 +9,9 @@ from harness.reviews import pod
 from kubectl_nettraffic.kube.nodes import node_from_json
 from kubectl_nettraffic.kube.pods import EXPECTED_BANDWIDTH, PREFERRED
 from kubectl_nettraffic.scoring.node_scores import NodeScore
-from kubectl_nettraffic.scoring.tier_weights import TierCosts
+from kubectl_nettraffic.scoring.placement import weighed
+from kubectl_nettraffic.scoring.savings import FieldCost
+from kubectl_nettraffic.scoring.tier_weights import BY_RANK, TierCosts
 from kubectl_nettraffic.scoring.tiers import TIER_LABEL
 from kubectl_nettraffic.steering.patch_check import apply_and_check
 from tests.harness.scoreboards import FixedBoard
@@ -104,3 +106,20 @@ def test_a_calm_cluster_s_pods_get_no_term_and_a_hot_tier_only_its_own():
     )
     named = _terms(off.steerer.decide(admitted, {}, False), admitted)
     assert named and all("matchFields" in t["preference"] for t in named)
+
+
+def test_tiers_by_rank_go_only_with_a_node_term():
+    """A pod booked at another's size (the cluster-wide figure) prefers the
+    tiers by rank, but only where a node saves it something: in a calm
+    cluster it gets no term at all, as kube-scheduler alone would place it."""
+    utilisation = {"a": 0.05, "b": 0.1, "c": 0.2, "d": 0.3}
+    tiers = _costs(utilisation, dict(zip(utilisation, "1234", strict=True)))
+    scores = [replace(BASE, name=name, link_utilization=u) for name, u in utilisation.items()]
+    ranked = [(100.0 - i, i, score) for i, score in enumerate(scores)]
+    field = FieldCost(scores, 0.5)
+    calm = weighed(ranked[:3], field, tiers, 1e6, 0.5, own_size=False)
+    assert not any(p.weight for p in calm.preferences) and calm.tier_terms == ()
+    # A hot node among them: the others save what it costs, and get the tiers by rank.
+    scores[3] = replace(scores[3], link_utilization=0.95)
+    hot = weighed(ranked[:3], FieldCost(scores, 0.5), tiers, 1e6, 0.5, own_size=False)
+    assert hot.preferences[0].weight and hot.tier_terms == BY_RANK.terms

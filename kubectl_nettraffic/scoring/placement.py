@@ -136,4 +136,6 @@ def weighed(
         preferences.append(
             Preference(score.name, 0 if kept_off else weight(saving, graded), effective)
         )
+    if tiered is BY_RANK and not any(p.weight for p in preferences):
+        tiered = NO_TIERS  # by rank they go with node terms alone, as the pod is steered
     return Weighed(preferences, tiered.terms)
