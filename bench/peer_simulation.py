@@ -38,16 +38,15 @@ from typing import Any
 import jsonpatch
 import numpy as np
 
+from bench.labelled_nodes import labelled_nodes
 from bench.peer_cluster import LINK, SAME_NODE, SAME_ZONE, SPREAD, ZONES, Cluster, Graph, draw_graph
-from bench.scheduler_model import ClusterState, KubeScheduler
+from bench.scheduler_model import ClusterState, KubeScheduler, node_affinity_terms
 from bench.simulated_pod_traffic import SimulatedPodTraffic
 from bench.workload_spread import ZONE_KEEPING_PODS, SpreadSummary, spreads_of
-from harness.fakeapi import node as node_object
 from harness.reviews import pod as pod_object
 from kubectl_nettraffic.config import Settings, settings_from_mapping
 from kubectl_nettraffic.kube.binding_watch import BindingWatch
-from kubectl_nettraffic.kube.nodes import ZONE_COPY_LABEL, ZONE_LABEL, Node, node_from_json
-from kubectl_nettraffic.kube.pods import PREFERRED
+from kubectl_nettraffic.kube.nodes import ZONE_COPY_LABEL, ZONE_LABEL
 from kubectl_nettraffic.kube.service_routing import NODE, ZONE, ServiceRouting
 from kubectl_nettraffic.kube.workloads import Workload
 from kubectl_nettraffic.learning.learner import BandwidthLearning
@@ -255,7 +254,7 @@ class RollOut:
         source: Any = _Fetch(self._traffic)  # what PrometheusSource.fetch answers
         self.measurer = Measurer(
             settings,
-            self._nodes,
+            lambda: labelled_nodes(self.names, self.zone_labels),
             source,
             None,
             clock=lambda: self.now,
@@ -274,13 +273,6 @@ class RollOut:
         # leader writes them at each refresh; the scheduler model weighs each
         # node by the terms of the patched pod it matches.
         self.tiers: dict[str, str] = {}
-
-    def _nodes(self) -> list[Node]:
-        """The Nodes as the node list reads them: with the labels written so far."""
-        return [
-            node_from_json(node_object(name, labels=labels))
-            for name, labels in zip(self.names, self.zone_labels, strict=True)
-        ]
 
     def _pod_rates(self) -> PodTrafficReport:
         cluster, graph, names = self.cluster, self.cluster.graph, self.names
@@ -428,36 +420,3 @@ def spread_of(zone: np.ndarray, counts: np.ndarray, names: list[str]) -> dict[st
 class _Fetch:
     def __init__(self, fetch: Callable[[object], TrafficReport]) -> None:
         self.fetch = fetch
-
-
-def node_affinity_terms(
-    pod: dict[str, Any], node_labels: list[dict[str, str]]
-) -> tuple[dict[int, int], np.ndarray]:
-    """What kube-scheduler's NodeAffinity scores from the patched pod's
-    preferred terms: one-node terms by node index, and per node the weights
-    of the label terms it matches (nodeaffinity/node_affinity.go, Score;
-    ``In`` and ``NotIn`` as apimachinery pkg/labels/selector.go's
-    Requirement.Matches reads them: NotIn matches a node without the label)."""
-    preferred: dict[int, int] = {}
-    weights = np.zeros(len(node_labels), dtype=np.int64)
-    affinity = (pod["spec"].get("affinity") or {}).get("nodeAffinity") or {}
-    for term in affinity.get(PREFERRED) or []:
-        preference = term["preference"]
-        for field_ in preference.get("matchFields") or []:
-            for name in field_["values"]:
-                node = int(name.removeprefix("node-"))
-                preferred[node] = preferred.get(node, 0) + term["weight"]
-        expressions = preference.get("matchExpressions") or []
-        if expressions:
-            for node, labels in enumerate(node_labels):
-                if all(_matches(labels, e) for e in expressions):
-                    weights[node] += term["weight"]
-    return preferred, weights
-
-
-def _matches(labels: dict[str, str], expression: dict[str, Any]) -> bool:
-    """One node selector requirement, as Requirement.Matches reads it."""
-    found = labels.get(expression["key"]) in expression["values"]
-    if expression["operator"] not in ("In", "NotIn"):
-        raise ValueError(f"the scheduler model reads no such operator: {expression}")
-    return found if expression["operator"] == "In" else not found

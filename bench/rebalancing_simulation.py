@@ -15,14 +15,12 @@ from dataclasses import dataclass, field
 import jsonpatch
 import numpy as np
 
-from bench.peer_simulation import node_affinity_terms
+from bench.labelled_nodes import labelled_nodes
 from bench.placement_scenarios import LINK
-from bench.scheduler_model import ClusterState, KubeScheduler
+from bench.scheduler_model import ClusterState, KubeScheduler, node_affinity_terms
 from bench.simulated_pod_traffic import SimulatedPodTraffic
-from harness.fakeapi import node
 from harness.reviews import pod as pod_object
 from kubectl_nettraffic.config import settings_from_mapping
-from kubectl_nettraffic.kube.nodes import Node, node_from_json
 from kubectl_nettraffic.kube.pods import PREFER_NO_EVICTION
 from kubectl_nettraffic.kube.workloads import Workload
 from kubectl_nettraffic.learning.learner import BandwidthLearning
@@ -223,7 +221,7 @@ class DriftRun:
         self.node_labels: list[dict[str, str]] = [{} for _ in self.names]
         source = self.source
         self.measurer = Measurer(
-            settings, self._nodes, source, None,  # type: ignore[arg-type]
+            settings, lambda: labelled_nodes(self.names, self.node_labels), source, None,  # type: ignore[arg-type]
             clock=lambda: source.now, learning=self.learning,
         )  # fmt: skip
         self.serving = serving_parts(settings, clock=lambda: source.now)
@@ -307,13 +305,6 @@ class DriftRun:
                 labels.pop(TIER_LABEL, None)
                 if name in self.tiers:
                     labels[TIER_LABEL] = self.tiers[name]
-
-    def _nodes(self) -> list[Node]:
-        """The Nodes as the node list reads them: with the labels written so far."""
-        return [
-            node_from_json(node(name, labels=labels))
-            for name, labels in zip(self.names, self.node_labels, strict=True)
-        ]
 
     def _cycle(self, policy: LoopPolicy, now: float) -> None:
         """One descheduling cycle: the plugin's classification and victims."""

@@ -63,8 +63,11 @@ node, no volumes, no nominated nodes, no extenders.
 
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
+
+from kubectl_nettraffic.kube.pods import PREFERRED
 
 MIN_FEASIBLE_NODES_TO_FIND = 100
 MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
@@ -300,3 +303,36 @@ class KubeScheduler:
             chosen = int(self.rng.choice(best))
         self.state.bind(chosen, workload, cpu, memory)
         return chosen
+
+
+def node_affinity_terms(
+    pod: dict[str, Any], node_labels: list[dict[str, str]]
+) -> tuple[dict[int, int], np.ndarray]:
+    """What kube-scheduler's NodeAffinity scores from the patched pod's
+    preferred terms: one-node terms by node index, and per node the weights
+    of the label terms it matches (nodeaffinity/node_affinity.go, Score;
+    ``In`` and ``NotIn`` as apimachinery pkg/labels/selector.go's
+    Requirement.Matches reads them: NotIn matches a node without the label)."""
+    preferred: dict[int, int] = {}
+    weights = np.zeros(len(node_labels), dtype=np.int64)
+    affinity = (pod["spec"].get("affinity") or {}).get("nodeAffinity") or {}
+    for term in affinity.get(PREFERRED) or []:
+        preference = term["preference"]
+        for field_ in preference.get("matchFields") or []:
+            for name in field_["values"]:
+                node = int(name.removeprefix("node-"))
+                preferred[node] = preferred.get(node, 0) + term["weight"]
+        expressions = preference.get("matchExpressions") or []
+        if expressions:
+            for node, labels in enumerate(node_labels):
+                if all(_matches(labels, e) for e in expressions):
+                    weights[node] += term["weight"]
+    return preferred, weights
+
+
+def _matches(labels: dict[str, str], expression: dict[str, Any]) -> bool:
+    """One node selector requirement, as Requirement.Matches reads it."""
+    found = labels.get(expression["key"]) in expression["values"]
+    if expression["operator"] not in ("In", "NotIn"):
+        raise ValueError(f"the scheduler model reads no such operator: {expression}")
+    return found if expression["operator"] == "In" else not found

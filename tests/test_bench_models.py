@@ -323,7 +323,7 @@ def test_both_node_affinity_models_read_a_not_in_as_the_api_does():
     """A tier term outside a zone: kube-scheduler's NodeAffinity counts it on
     a node of that tier in another zone, or without the zone label (NotIn
     matches then: apimachinery pkg/labels/selector.go, Requirement.Matches)."""
-    from bench.peer_simulation import node_affinity_terms
+    from bench.scheduler_model import node_affinity_terms
     from bench.simulated_cluster import scheduled_terms
     from harness.reviews import pod
     from kubectl_nettraffic.kube.nodes import ZONE_COPY_LABEL
