@@ -69,8 +69,8 @@ class WebhookMetrics:
         add(
             Reading(
                 "nettraffic_choice_notes_total",
-                "Pods steered otherwise than asked, by note: no-gain (no chosen node "
-                "saved the pod a point: no term), spread-relaxed (the workload's spread "
+                "Pods steered otherwise than asked, by note: no-gain (neither a chosen "
+                "node nor a tier saved the pod a point: no term), spread-relaxed (the workload's spread "
                 "left no node the pod fits), spread-unknown-key (a spread constraint "
                 "on a key left to kube-scheduler).",
                 "counter",

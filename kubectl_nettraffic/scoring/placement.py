@@ -98,8 +98,8 @@ def weighed(
     node terms costs it (the cheapest tier's mean under tier terms by cost,
     else the ``field``'s) less the node's cost, both as measured (what is
     booked since moves the choice, not the weights), plus the points its
-    peers pull it by (``pulled``, node -> points); 0: no term. In full, whatever the saving, where the pod's
-    size is unknown (``size_unknown``: booked at the default; its zones are
+    peers pull it by (``pulled``, node -> points); 0: no term. In full,
+    whatever the saving, where the pod's size is unknown (``size_unknown``: booked at the default; its zones are
     then kept even in a calm cluster, scoring/spread.py's ``balanced``) or
     its burst (``burst``: its workload's pods in flight, this one included) fills
     HEAVY_BURST of the node's link: kube-scheduler alone stacks a burst by

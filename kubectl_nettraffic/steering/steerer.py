@@ -76,7 +76,8 @@ class PerSnapshot(NamedTuple):
     scored_at: str  # its time, RFC 3339
     slowest_link: float  # the slowest eligible link, bytes/s; 0: none known
     field: FieldCost  # what a pod costs the candidates kube-scheduler would pick from
-    tiers: TierCosts  # ... per traffic tier, as the nodes carry their labels
+    # ... per traffic tier, as the nodes carry their labels; None: steering.trafficTiers off
+    tiers: TierCosts | None
     # No link busy enough to cost a pod of the default size a point on
     # average: a pod of unknown size keeps its zones even (SpreadRules.balanced).
     calm: bool
@@ -110,8 +111,9 @@ class Steerer:
         # none read yet); changed under the in-flight lock only.
         self._peers: PullPlans | None = None
         # Pods steered otherwise than asked, by note (exported on /metrics):
-        # no-gain (no node saved a point: no term), spread-relaxed (the
-        # spread left no node the pod fits), spread-unknown-key.
+        # no-gain (neither a node nor a tier saved a point: no term),
+        # spread-relaxed (the spread left no node the pod fits),
+        # spread-unknown-key.
         self.notes: Counter[str] = Counter()
 
     def _derived_of(self, snapshot: Snapshot) -> PerSnapshot:
@@ -127,7 +129,9 @@ class Steerer:
                 rfc3339(snapshot.generated_at),
                 min(speeds) if speeds else 0.0,
                 field,
-                TierCosts(snapshot.candidates, snapshot.nodes, steering.busy_above),
+                TierCosts(snapshot.candidates, snapshot.nodes, steering.busy_above)
+                if steering.traffic_tiers
+                else None,
                 field.mean(steering.default_pod_bandwidth) < MIN_SAVING,
             )
         return derived
@@ -236,13 +240,9 @@ class Steerer:
             return self._no_candidate(pod, warnings)
         if relaxed:
             self.notes["spread-relaxed"] += 1
-        # Under tier terms kube-scheduler picks among the cheapest tiers, so
-        # a node saves only what it saves over those.
-        tiers = derived.tiers if steering.traffic_tiers else None
         preferences, tier_terms = self._weighed(
             ranked,
             derived,
-            tiers,
             bandwidth,
             pull,
             burst,
@@ -306,7 +306,6 @@ class Steerer:
         self,
         ranked: list[Ranked],
         derived: PerSnapshot,
-        tiers: TierCosts | None,
         bandwidth: float,
         pull: PodPull | None,
         burst: int,
@@ -316,12 +315,14 @@ class Steerer:
         own_size: bool,
     ) -> Weighed:
         """The chosen nodes' terms and the tier terms (scoring/placement.py's
-        ``weighed``); a node its workload's spread has filled gets none, but
-        for its link under the cluster's default spread (``full_yields``)."""
+        ``weighed``: under tier terms kube-scheduler picks among the cheapest
+        tiers, so a node saves only what it saves over those); a node its
+        workload's spread has filled gets none, but for its link under the
+        cluster's default spread (``full_yields``)."""
         return weighed(
             ranked,
             derived.field,
-            tiers,
+            derived.tiers,
             bandwidth,
             self.settings.steering.busy_above,
             None if pull is None else pull.pulled,
