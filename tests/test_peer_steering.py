@@ -17,6 +17,7 @@ from kubectl_nettraffic.cli.top_pods import learned_figures, table, workload_row
 from kubectl_nettraffic.config import settings_from_mapping
 from kubectl_nettraffic.kube.nodes import ZONE_COPY_LABEL, ZONE_LABEL
 from kubectl_nettraffic.kube.pods import BOOKED_BANDWIDTH, PEER_PULL, PREFERRED
+from kubectl_nettraffic.kube.service_routing import ZONE, ServiceRouting
 from kubectl_nettraffic.kube.workloads import Workload
 from kubectl_nettraffic.learning.learner import BandwidthLearning
 from kubectl_nettraffic.learning.peer_traffic import PeerTrafficSource
@@ -79,7 +80,9 @@ def _settings(url: str, source: str = "istio", steering=None, **peers):
     )
 
 
-def _learned(prometheus, source: str = "istio", **peers) -> BandwidthLearning:
+def _learned(
+    prometheus, source: str = "istio", services: ServiceRouting | None = None, **peers
+) -> BandwidthLearning:
     settings = _settings(prometheus.url, source, **peers)
     prometheus_source = PrometheusSource(settings.prometheus, clock=lambda: END)
     with_peers = source != "none"
@@ -87,6 +90,7 @@ def _learned(prometheus, source: str = "istio", **peers) -> BandwidthLearning:
         settings,
         PodTrafficSource(prometheus_source, settings.learning, with_nodes=with_peers),
         peers=PeerTrafficSource(prometheus_source, settings.peers) if with_peers else None,
+        services=None if services is None else lambda: services,
     )
     learning.update()  # counts the pods
     learning.update()  # one slice: the whole cluster
@@ -95,8 +99,10 @@ def _learned(prometheus, source: str = "istio", **peers) -> BandwidthLearning:
     return learning
 
 
-def _board(prometheus, link_speed=None, source="istio", steering=None, **peers) -> FixedBoard:
-    learning = _learned(prometheus, source, **peers)
+def _board(
+    prometheus, link_speed=None, source="istio", steering=None, services=None, **peers
+) -> FixedBoard:
+    learning = _learned(prometheus, source, services, **peers)
     settings = _settings(prometheus.url, source, steering, **peers)
     nodes = {
         name: {"labels": {"topology.kubernetes.io/zone": zone}} for name, zone in ZONES.items()
@@ -154,9 +160,33 @@ def test_a_pod_is_pulled_to_its_peers_node_and_fan_in_spreads(prometheus):
             booked_alone = op["value"]
     assert ops["annotations"][BOOKED_BANDWIDTH] == booked_alone[BOOKED_BANDWIDTH]
     assert first.booking_key  # the binding watch can find it again
-    # The workload's spread: the next pod of the burst goes to zone-a,
-    # which holds none of the burst yet, whatever its peers pull.
-    assert board.steerer.decide(_web_pod(), {}, dry_run=False).preferences[0].node == "n1"
+
+
+def _firsts(board: FixedBoard, pods: int) -> list[str]:
+    """The first preference of each of a burst of web's pods."""
+    return [
+        board.steerer.decide(_web_pod(), {}, dry_run=False).preferences[0].node for _ in range(pods)
+    ]
+
+
+def test_a_pair_of_pods_shares_its_peers_zone_and_a_third_keeps_every_zone(prometheus):
+    # web runs two pods and api's Service spreads web's bytes evenly: its
+    # second pod joins its first in api's zone; its third goes to zone-a,
+    # which holds none of the burst, whatever its peers pull.
+    assert [ZONES[node] for node in _firsts(_board(prometheus), 3)] == [
+        "zone-b",
+        "zone-b",
+        "zone-a",
+    ]
+
+
+def test_under_zone_routing_a_pair_fills_the_empty_zones_first(prometheus):
+    # api's Service keeps each client in its zone (PreferSameZone): web's
+    # pods in zone-a would cross zones to api if api had a pod there, and
+    # the learner's places are a pass old: the empty zone first.
+    routed = ServiceRouting({("shop", p.pod): ZONE for p in PODS if p.pod.startswith("api")})
+    board = _board(prometheus, services=routed)
+    assert [ZONES[node] for node in _firsts(board, 2)] == ["zone-b", "zone-a"]
 
 
 def test_fan_in_spreads_a_workload_over_its_peers_nodes(prometheus):

@@ -67,6 +67,18 @@ def test_zones_past_the_skew_or_while_a_zone_is_empty_are_barred(pods_on, skew, 
     assert spread.zone_allows("b1") == ("b" not in barred)
 
 
+def test_a_pair_its_peers_pull_together_may_share_a_zone_but_not_a_third_pod():
+    zones = {"a", "b", "c"}
+    pair = Spread(SpreadRules(5, None), _places({"a1": 1}), ZONE_OF, zones, keeps_zones=False)
+    assert pair.barred_zones == set()
+    # The third pod of a workload that grew goes to an empty zone, as ever.
+    third = Spread(SpreadRules(5, None), _places({"a1": 2}), ZONE_OF, zones, keeps_zones=False)
+    assert third.barred_zones == {"a"}
+    # A zone constraint of the pod's own with maxSkew 1 is kept whatever its pull.
+    own = Spread(SpreadRules(1, None), _places({"a1": 1}), ZONE_OF, zones, keeps_zones=False)
+    assert own.barred_zones == {"a"}
+
+
 def test_a_node_holding_max_skew_pods_of_the_workload_is_full():
     spread = Spread(SpreadRules(None, 3), _places({"a1": 3, "a2": 2}), ZONE_OF, {"a", "b", "c"})
     assert spread.full("a1") and not spread.full("a2") and not spread.full("b1")

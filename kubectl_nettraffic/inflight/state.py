@@ -117,7 +117,8 @@ class Admission:
             )
             booked = (counts.per_node.get(group, {}), counts.per_zone.get(group, {}))
             fewest = counts.fewest(group, len(heaps.layout.candidates))
-            kept = Spread(spread, booked, heaps.zone_of, heaps.zones, fewest)
+            keeps_zones = pull is None or pull.keeps_zones
+            kept = Spread(spread, booked, heaps.zone_of, heaps.zones, fewest, keeps_zones)
         fits = pod_fits(pod) if has_node_constraints(pod) else None
         tolerations = (pod.get("spec") or {}).get("tolerations")
         barring = kept is not None and bool(kept.barred_zones)

@@ -34,6 +34,9 @@ from kubectl_nettraffic.scoring.spread import Spread
 class Pull(Protocol):
     """The points a pod's peers add to some nodes (steering/peer_pull.py's PodPull)."""
 
+    # False: its workload's second pod may join its first in a zone (scoring/spread.py).
+    keeps_zones: bool
+
     def points(self, score: NodeScore) -> float:
         """What the node gains: its zone's part and its own."""
         ...

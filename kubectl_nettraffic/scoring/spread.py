@@ -14,7 +14,12 @@ scoring/placement.py's ``weighed``):
   pod, would hold more than maxSkew pods of the workload over the zone
   with fewest; and while a zone with a candidate holds none, every zone
   that already holds one (kube-scheduler alone fills the empty zones
-  first: a workload of three pods gets one in each of three zones);
+  first: a workload of three pods gets one in each of three zones). Not
+  for the second pod of a workload its peers pull into one zone
+  (``keeps_zones`` False: steering/peer_pull.py's ``PodPull.keeps_zones``):
+  a workload of one or two pods has no zone to keep, and its default zone
+  constraint (maxSkew 5) holds two pods in one zone; its third pod is
+  barred as ever, so a workload that grows keeps every zone;
 - hostname (``kubernetes.io/hostname``): a node that, with this pod,
   would hold more than maxSkew pods of the workload over the candidate
   with fewest.
@@ -40,6 +45,8 @@ from dataclasses import dataclass
 from typing import Any
 
 ZONE_KEY = "topology.kubernetes.io/zone"
+# A workload of this many pods or more keeps a pod in every zone.
+ZONE_KEEPING_PODS = 3
 HOSTNAME_KEY = "kubernetes.io/hostname"
 TEMPLATE_KEY = "pod-template-hash"
 
@@ -107,10 +114,12 @@ class Spread:
         zone_of: Mapping[str, str],
         zones: Iterable[str],
         fewest_on_node: int = 0,
+        keeps_zones: bool = True,
     ) -> None:
         """The workload's pods ``booked``, per node and per zone; ``zones``:
         the zones with a candidate; ``fewest_on_node``: its pods on the
-        candidate with fewest."""
+        candidate with fewest; ``keeps_zones`` False: its second pod may
+        join its first in a zone (the module's docstring)."""
         self._zone_of = zone_of
         self._booked = booked[0]
         self.barred_zones: frozenset[str] = frozenset()
@@ -118,7 +127,10 @@ class Spread:
             per_zone = {z: booked[1].get(z, 0) for z in zones}
             if len(per_zone) > 1:
                 fewest = min(per_zone.values())
-                most = 0 if fewest == 0 else fewest + rules.zone - 1  # pods a zone may hold
+                # Its empty zones first, but for a pair its peers pull together.
+                fill_empty = keeps_zones or sum(booked[1].values()) >= ZONE_KEEPING_PODS - 1
+                # The pods a zone may hold before this one.
+                most = 0 if fewest == 0 and fill_empty else fewest + rules.zone - 1
                 self.barred_zones = frozenset(z for z, n in per_zone.items() if n > most)
         # The pods a node may hold before this one: maxSkew over the fewest.
         self._most_on_node = None if rules.hostname is None else rules.hostname + fewest_on_node

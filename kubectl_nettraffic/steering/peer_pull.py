@@ -48,6 +48,16 @@ exactly as without a flow source. Two guards, and a term:
   also prefers that zone (``zone_term``), weighted by the share of its
   bytes to peers that go there: the node terms name three nodes
   kube-scheduler may not sample; the zone term matches in any sample.
+
+And a pair kept together: a workload the learner saw run one or two pods,
+all of whose peers' Services spread its bytes evenly, may put its second
+pod in its first one's zone (``keeps_zones``: scoring/spread.py), where the
+pull leads it (else kube-scheduler fills the empty zones first, which split
+a pair of pods from the peers they share: half of the pair's bytes crossed
+zones). It has no zone to keep (ZONE_KEEPING_PODS), and a third pod goes
+to an empty zone as ever. Under PreferSameZone or PreferSameNode a server
+pod in each zone its clients run in is what keeps their bytes there, and
+the learner's places are a pass old: the empty zones stay first.
 """
 
 import math
@@ -59,6 +69,7 @@ from kubectl_nettraffic.kube.nodes import ZONE_COPY_LABEL, Node, zones_of
 from kubectl_nettraffic.kube.workloads import Workload
 from kubectl_nettraffic.learning.conversations import Conversations, peer_split
 from kubectl_nettraffic.scoring.node_scores import NodeScore
+from kubectl_nettraffic.scoring.spread import ZONE_KEEPING_PODS
 
 # The price per GB each way at which the zone pulls as much as the node.
 PRICE_UNIT = 0.01
@@ -80,6 +91,9 @@ class PullPlan:
     pods_on: Mapping[str, int]  # node -> the workload's pods there (the last pass)
     peers_on: Mapping[str, tuple[Workload, ...]]  # node -> its peers there, for explain
     by_local: tuple[str, ...]  # the nodes of ``local``, the most bytes first
+    # Whether its empty zones come first: it runs ZONE_KEEPING_PODS pods or
+    # more (or none seen), or a peer's Service routes by node or zone.
+    keeps_zones: bool = True
 
 
 def plan_for(
@@ -96,7 +110,8 @@ def plan_for(
     if not pairs:
         return None
     own = conversations.staying(workload, template)
-    pods = max(1, conversations.pods(workload))
+    seen = conversations.pods(workload)
+    pods = max(1, seen)
     local: dict[str, float] = {}
     in_zone: dict[str, float] = {}
     peers_on: dict[str, list[Workload]] = {}
@@ -116,6 +131,7 @@ def plan_for(
         return None
     most = math.ceil((pods + 1) / 2)
     room = {node: min(most, math.ceil((pods + 1) * b / to_peers)) for node, b in local.items()}
+    routed = any(conversations.route(workload, peer) is not None for peer, _ in pairs)
     return PullPlan(
         to_peers,
         local,
@@ -124,6 +140,7 @@ def plan_for(
         dict(own),
         {node: tuple(peers) for node, peers in peers_on.items()},
         tuple(sorted(local, key=lambda node: (-local[node], node))),
+        routed or not 0 < seen < ZONE_KEEPING_PODS,
     )
 
 
@@ -193,6 +210,7 @@ class PodPull:
         in_flight: Mapping[str, int],
     ) -> None:
         self._pull, self._plan = pull, plan
+        self.keeps_zones = plan.keeps_zones
         self._bandwidth, self._unseen, self._in_flight = bandwidth, unseen, in_flight
         settings = pull.settings
         self._weight = settings.cross_zone_price_per_gb / PRICE_UNIT
