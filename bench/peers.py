@@ -36,8 +36,10 @@ from bench.peer_simulation import (
     simulate,
 )
 from bench.report import bench_parser, drawn_seed, rerun_command, write_section
+from kubectl_nettraffic.config import PeerSettings
 from kubectl_nettraffic.measuring.scoreview import cross_zone_cost
 
+DEFAULT_PULL = PeerSettings().pull_points
 SCALES = (("50 nodes", 50, 1), ("500 nodes", 500, 4))
 # The bytes the optimum minimises and the gap is taken in, per routing;
 # the routings whose gap is judged (half of it closed in the median draw).
@@ -265,7 +267,7 @@ def variant(args: argparse.Namespace) -> tuple[str, str, str]:
     if args.pull_points is not None:
         points = f"{args.pull_points:g}"
         section, title = f"{section}-pull-{points}", f"{title}, peers.pullPoints {points}"
-        notes.append(f"Here (c) runs with `peers.pullPoints` {points} (default 20).")
+        notes.append(f"Here (c) runs with `peers.pullPoints` {points} (default {DEFAULT_PULL:g}).")
     return section, title, "\n\n".join(notes)
 
 
@@ -297,7 +299,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--pull-points",
         type=float,
-        help="peers.pullPoints for (c) (default: the product's default, 40)",
+        help=f"peers.pullPoints for (c) (default: the product's default, {DEFAULT_PULL:g})",
     )
     parser.add_argument(
         "--solver-seconds",
