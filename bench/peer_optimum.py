@@ -11,7 +11,10 @@ The rules:
   "Never past hot": the true load is at most this under spread routing);
   a node past HOT already takes none;
 - the fan-in cap: a node holds at most half of a workload's pods (one,
-  for a workload of three or fewer);
+  for a workload of three or fewer), and no more than the hostname
+  spread's maxSkew (3, the default constraint, which the product keeps;
+  every workload has fewer pods than there are nodes, so the node with
+  fewest holds none);
 - a workload of ZONE_KEEPING_PODS pods or more keeps a pod in every zone;
 - a workload's zones differ by at most the zone spread's maxSkew, where
   its pods carry one (the cluster's default, 5, which the product keeps).
@@ -45,7 +48,7 @@ from bench.peer_simulation import (
     draw,
     spread_of,
 )
-from bench.scheduler_model import MAX_SKEW_ZONE
+from bench.scheduler_model import MAX_SKEW_HOSTNAME, MAX_SKEW_ZONE
 from bench.workload_spread import ZONE_KEEPING_PODS
 
 
@@ -76,6 +79,7 @@ def solve(
     routing: str,
     seconds: float = 60.0,
     zone_max_skew: int | None = None,
+    hostname_max_skew: int | None = None,
 ) -> Optimum:
     """The placement of every pod of ``graph`` with the fewest bytes across
     zones (across nodes under PreferSameNode), and the solver's bound.
@@ -85,7 +89,7 @@ def solve(
     every placement), then spread over the nodes; where they cannot be, the
     whole program is solved with nodes. Across nodes, the whole program is
     solved, started from the best placement across zones."""
-    rules = _Rules(graph, background, zone, slots, zone_max_skew)
+    rules = _Rules(graph, background, zone, slots, zone_max_skew, hostname_max_skew)
     if routing == SAME_NODE:
         # Started from the zones best for PreferSameZone, each zone's pods
         # packed onto its first nodes, so that callers sit beside servers.
@@ -109,6 +113,12 @@ class _Rules:
     zone: np.ndarray
     slots: np.ndarray
     zone_max_skew: int | None
+    hostname_max_skew: int | None
+
+    def per_node(self, w: int) -> int:
+        """The most pods of workload ``w`` a node may hold."""
+        cap = fan_in_cap(self.graph.replicas[w])
+        return cap if self.hostname_max_skew is None else min(cap, self.hostname_max_skew)
 
     def __post_init__(self) -> None:
         graph = self.graph
@@ -146,7 +156,7 @@ class _Rules:
                 program.row(
                     {int(z_counts[w, z]): 1.0},
                     -np.inf,
-                    fan_in_cap(graph.replicas[w]) * float(takes.sum()),
+                    self.per_node(w) * float(takes.sum()),
                 )
         offset = self._objective(program, routing, z_counts, lambda w: graph.replicas[w])
         values, _, bound, optimal = program.solve(seconds)
@@ -173,7 +183,7 @@ class _Rules:
         for z in range(ZONES):
             nodes = sorted(np.flatnonzero(self.zone == z), key=lambda n: (-free[n], n))
             for w in sorted(range(self.workloads), key=lambda w: -graph.replicas[w]):
-                need, cap, half = int(by_zone[w, z]), fan_in_cap(graph.replicas[w]), self.halves[w]
+                need, cap, half = int(by_zone[w, z]), self.per_node(w), self.halves[w]
                 for n in nodes:
                     fits = int(room[n] // half) if half > 0 else need
                     take = min(need, cap, int(free[n]), fits)
@@ -187,9 +197,9 @@ class _Rules:
         return counts
 
     def by_node(self, routing: str, seconds: float, start: np.ndarray | None) -> Optimum:
-        program, graph = Program(), self.graph
+        program = Program()
         x, _ = self._nodes(program)
-        offset = self._objective(program, routing, x, lambda w: fan_in_cap(graph.replicas[w]))
+        offset = self._objective(program, routing, x, self.per_node)
         values, _, bound, optimal = program.solve(seconds, None if start is None else (x, start))
         counts = np.rint(values[x]).astype(int)
         return Optimum(counts, self.measure(counts, routing), bound + offset, optimal)
@@ -221,11 +231,11 @@ class _Rules:
 
     def _nodes(self, program: Program) -> tuple[np.ndarray, np.ndarray]:
         """Each workload's pods per node and per zone, under every rule."""
-        graph, zone = self.graph, self.zone
+        zone = self.zone
         z_counts = self._zone_counts(program)
         x = np.array(
             [
-                [program.column(fan_in_cap(graph.replicas[w])) for _ in range(len(zone))]
+                [program.column(self.per_node(w)) for _ in range(len(zone))]
                 for w in range(self.workloads)
             ]
         )
@@ -330,7 +340,10 @@ def optimum_outcome(
         POD_CPU,
         POD_MEMORY,
     )
-    best = solve(graph, background, state.zone, slots, routing, seconds, zone_max_skew)
+    # Every variant's pods carry a hostname constraint (the default's, or their own).
+    best = solve(
+        graph, background, state.zone, slots, routing, seconds, zone_max_skew, MAX_SKEW_HOSTNAME
+    )
     cluster = Cluster(graph, background, state.zone, best.counts.astype(float), routing=routing)
     inter, cross = cluster.pair_cut()
     utilisation = cluster.link_load() / LINK

@@ -88,7 +88,9 @@ topology spread constraints); (b) and (c) are the real Steerer, learner
 labels with their defaults. (d) is the optimum: every pod placed at once
 by an exact solver (HiGHS) under the rules the others meet or are judged
 by: pods fit, no link past 80% (each pod's bytes counted as if none stayed
-on its node), at most half of a workload's pods on a node, a pod in every
+on its node), at most half of a workload's pods on a node and no more than
+the hostname spread's maxSkew (3, the default constraint's or the pods'
+own, which the product keeps), a pod in every
 zone for a workload of 3 pods or more, and the pods' zone spread (maxSkew 5,
 the default constraint, which the product keeps; none when the pods spread
 per hostname only); it minimises the bytes across

@@ -39,8 +39,12 @@ def _halves() -> np.ndarray:
     )
 
 
-def _counts_of(replicas: int, zone_max_skew: int | None) -> Iterator[tuple[int, ...]]:
+def _counts_of(
+    replicas: int, zone_max_skew: int | None, hostname_max_skew: int | None
+) -> Iterator[tuple[int, ...]]:
     cap = fan_in_cap(replicas)
+    if hostname_max_skew is not None:
+        cap = min(cap, hostname_max_skew)
     for counts in itertools.product(range(cap + 1), repeat=len(ZONE)):
         per_zone = np.bincount(ZONE, weights=counts, minlength=3)
         if sum(counts) != replicas:
@@ -63,9 +67,11 @@ def _meets_rules(counts: np.ndarray) -> bool:
     return bool((counts.sum(axis=0) <= SLOTS).all() and (_halves() @ counts <= room + 1e-6).all())
 
 
-def _best_by_trying(routing: str, zone_max_skew: int | None) -> float:
+def _best_by_trying(
+    routing: str, zone_max_skew: int | None, hostname_max_skew: int | None
+) -> float:
     best = np.inf
-    choices = [list(_counts_of(r, zone_max_skew)) for r in GRAPH.replicas]
+    choices = [list(_counts_of(r, zone_max_skew, hostname_max_skew)) for r in GRAPH.replicas]
     for placement in itertools.product(*choices):
         counts = np.array(placement)
         if _meets_rules(counts):
@@ -73,18 +79,23 @@ def _best_by_trying(routing: str, zone_max_skew: int | None) -> float:
     return best
 
 
-@pytest.mark.parametrize("zone_max_skew", [None, 1])
+# (zone maxSkew, hostname maxSkew): none; a zone constraint; a hostname
+# one that holds the front end (5 pods, fan-in cap 2) to one pod a node.
+SPREADS = [(None, None), (1, None), (None, 1)]
+
+
+@pytest.mark.parametrize(("zone_max_skew", "hostname_max_skew"), SPREADS)
 @pytest.mark.parametrize("routing", ROUTINGS)
 def test_the_optimum_is_the_best_placement_under_the_rules(
-    routing: str, zone_max_skew: int | None
+    routing: str, zone_max_skew: int | None, hostname_max_skew: int | None
 ) -> None:
-    optimum = solve(GRAPH, BACKGROUND, ZONE, SLOTS, routing, 30, zone_max_skew)
+    optimum = solve(GRAPH, BACKGROUND, ZONE, SLOTS, routing, 30, zone_max_skew, hostname_max_skew)
     assert optimum.optimal
     assert _meets_rules(optimum.counts)
     assert (optimum.counts.sum(axis=1) == GRAPH.replicas).all()
     for w, replicas in enumerate(GRAPH.replicas):
-        assert optimum.counts[w].max() <= fan_in_cap(replicas)
-    best = _best_by_trying(routing, zone_max_skew)
+        assert optimum.counts[w].max() <= min(fan_in_cap(replicas), hostname_max_skew or replicas)
+    best = _best_by_trying(routing, zone_max_skew, hostname_max_skew)
     assert optimum.objective == pytest.approx(best, rel=1e-6, abs=1.0)
     assert optimum.objective == pytest.approx(_measure(optimum.counts, routing))
     assert optimum.bound <= optimum.objective * (1 + 1e-4) + 1.0
