@@ -11,7 +11,7 @@ import pytest
 from bench.peer_cluster import SAME_NODE, SAME_ZONE, SPREAD, Cluster, Graph
 from bench.peer_optimum import Optimum
 from bench.peer_simulation import Outcome
-from bench.peers import Draws, draw_verdicts, variant
+from bench.peers import Draws, draw_verdicts, missed_goals, variant
 
 
 def _cluster(counts: Sequence[Sequence[float]], routing: str, rate: float = 6.0) -> Cluster:
@@ -89,8 +89,10 @@ def test_a_draw_where_the_default_sends_nothing_across_zones_is_judged_not_divid
     met = draw_verdicts(draws(0.0))[0]
     # kube-scheduler with other ties sends none either: no noise.
     assert met["met"] is True and met["noise"] == 0.0
+    assert missed_goals(met) == []
     verdict = draw_verdicts(draws(1.0))[0]
     assert verdict["cross_c"] == float("inf") and verdict["met"] is False
+    assert missed_goals(verdict) == ["(c) above kube-scheduler's cross-zone bytes"]
 
 
 def test_each_variant_of_the_model_is_published_in_a_section_of_its_own() -> None:
