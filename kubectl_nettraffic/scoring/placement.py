@@ -99,10 +99,11 @@ def weighed(
     else the ``field``'s) less the node's cost, both as measured (what is
     booked since moves the choice, not the weights), plus the points its
     peers pull it by (``pulled``, node -> points); 0: no term. In full,
-    whatever the saving, where the pod's size is unknown (``size_unknown``: booked at the default; its zones are
-    then kept even in a calm cluster, scoring/spread.py's ``balanced``) or
-    its burst (``burst``: its workload's pods in flight, this one included) fills
-    HEAVY_BURST of the node's link: kube-scheduler alone stacks a burst by
+    whatever the saving, where the pod's size is unknown (``size_unknown``:
+    booked at the default; its zones are then kept even in a calm cluster,
+    scoring/spread.py's ``balanced``) or its burst (``burst``: its
+    workload's pods in flight, this one included) fills HEAVY_BURST of the
+    node's link: kube-scheduler alone stacks a burst by
     its own plugins, which the bookings spread. A node its workload's
     spread has filled (``full``) gets no term; under the cluster's default
     spread (``full_yields``) it does where its link alone saves the pod
