@@ -5,6 +5,7 @@ import jsonpatch
 import pytest
 
 from harness.reviews import pod
+from kubectl_nettraffic.inflight.placed import PlacedPods
 from kubectl_nettraffic.inflight.workload_counts import WorkloadCounts
 from kubectl_nettraffic.kube.nodes import ZONE_LABEL
 from kubectl_nettraffic.kube.pods import EXPECTED_BANDWIDTH, PREFERRED
@@ -264,3 +265,25 @@ def test_a_spread_that_leaves_no_node_the_pod_fits_is_relaxed():
     board = _board()
     assert [f[0] for f in _first_terms(board, admitted, 2)] == ["a", "a"]
     assert board.steerer.notes["spread-relaxed"] == 1
+
+
+def test_bindings_outside_the_zone_booked_widen_the_room_kept_for_unbound_pods():
+    placed = PlacedPods()
+    placed.set_zones({"a1": "a", "a2": "a", "b1": "b"})
+    web = Workload("default", "Deployment", "web")
+    template = Workload("default", "ReplicaSet", "web-1111")
+    for key in (1, 2, 3, 4):
+        placed.place(key, web, template, "a1", bound=False)
+    # No binding shown yet: one pod's room while any is unbound.
+    assert placed.skew_room(web) == placed.skew_room(template) == 1
+    placed.move(1, "a2")  # bound in the zone booked
+    placed.move(2, "b1")  # bound in another one
+    assert placed.off_zone_share == 0.5
+    # Two unbound, each outside its zone half the time, each adding two.
+    assert placed.skew_room(web) == 2
+    placed.move(3, "a1")
+    placed.move(4, "a1")
+    assert placed.off_zone_share == 0.25
+    assert placed.unbound == {} and placed.skew_room(web) == 0
+    # The pods counted where they were bound.
+    assert placed.workloads.per_zone[web] == {"a": 3, "b": 1}

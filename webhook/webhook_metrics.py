@@ -139,6 +139,16 @@ class WebhookMetrics:
             )
         )
         add(
+            Gauge(
+                "nettraffic_bindings_off_zone_ratio",
+                "Moving average, over about the last 200 bindings the watch showed, of "
+                "the share outside the zone the pod was booked in: while a workload's "
+                "pods are not shown bound, its zones are kept that much further within "
+                "their skew.",
+                lambda: inflight.off_zone_share,
+            )
+        )
+        add(
             Reading(
                 "nettraffic_declined_nodes_total",
                 "Nodes declined: a pod booked on them was bound elsewhere, so they "

@@ -169,7 +169,7 @@ class Bookings:
             return None
         self.in_flight.add(owners.workload, node, 1)
         if key:
-            self.placed.place(key, owners.workload, owners.template, node)
+            self.placed.place(key, owners.workload, owners.template, node, bound=False)
         return self._count(owners.workload, node, 1) if unlearned else None
 
     def set_zones(self, zone_of: Mapping[str, str]) -> None:

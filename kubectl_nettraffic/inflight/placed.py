@@ -13,6 +13,13 @@ kube-scheduler's spread counts none of those, kube/watch_lines.py); another
 replica's pods are recorded as the watch shows them, also those too old to
 book; and the pods no replica steered (those that ran before the install,
 say) as their own watch shows them bound (kube/unsteered_pods.py).
+
+A pod recorded at its admission is unbound until its binding shows: it may
+run in another zone than its first preference, as often as the bindings
+shown lately did (``off_zone_share``): kube-scheduler scores only a sample
+of a large cluster's nodes (percentageOfNodesToScore), and the sample may
+hold none of the pod's preferred nodes. So the spread keeps room for the
+pods that may have gone astray (``skew_room``; scoring/spread.py).
 """
 
 from collections.abc import Callable, Mapping
@@ -21,22 +28,39 @@ from typing import NamedTuple
 from kubectl_nettraffic.inflight.workload_counts import WorkloadCounts
 from kubectl_nettraffic.kube.workloads import Workload
 
+# The bindings the off-zone share averages: the last few bursts.
+BINDINGS_AVERAGED = 200
+
 
 class _Placed(NamedTuple):
     workload: Workload
     template: Workload | None  # its ReplicaSet, for the pods one owns
     node: str
     steered: bool  # False: a pod no replica steered (kube/unsteered_pods.py)
+    bound: bool  # False: on its first preference, its binding not shown yet
 
 
 class PlacedPods:
     """Pods per workload (``workloads``) and per template (``templates``,
-    for the pods a ReplicaSet owns), per node and per zone."""
+    for the pods a ReplicaSet owns), per node and per zone; per workload
+    and per template, the pods not shown bound yet (``unbound``); and of the
+    bindings shown lately, the share outside the zone booked."""
 
     def __init__(self) -> None:
         self._pods: dict[int, _Placed] = {}
         self.workloads = WorkloadCounts()
         self.templates = WorkloadCounts()
+        self.unbound: dict[Workload, int] = {}
+        self.off_zone_share = 0.0
+        self._bindings = 0  # shown so far, up to BINDINGS_AVERAGED
+
+    def skew_room(self, group: Workload) -> int:
+        """The zone skew to keep free for the pods of ``group`` (a workload
+        or a template) not shown bound yet: each that runs outside the zone
+        it was booked in may add two (one zone more, one less); as many as
+        the share of bindings outside their zone says, and one at least."""
+        unbound = self.unbound.get(group, 0)
+        return max(1, round(2 * unbound * self.off_zone_share)) if unbound else 0
 
     def __contains__(self, key: int) -> bool:
         return key in self._pods
@@ -48,25 +72,37 @@ class PlacedPods:
         template: Workload | None,
         node: str,
         steered: bool = True,
+        bound: bool = True,
     ) -> None:
-        """The pod booked as ``key`` is on ``node`` (its first preference, or
-        where it was bound); ``steered`` False: a pod no replica steered."""
+        """The pod booked as ``key`` is on ``node``: where it was bound, or
+        (``bound`` False) its first preference; ``steered`` False: a pod no
+        replica steered."""
         self.remove(key)
-        self._pods[key] = _Placed(workload, template, node, steered)
-        self._count(workload, template, node, 1)
+        placed = self._pods[key] = _Placed(workload, template, node, steered, bound)
+        self._count(placed, 1)
 
     def move(self, key: int, node: str) -> None:
         """The pod booked as ``key`` was bound to ``node``."""
         placed = self._pods.get(key)
-        if placed is not None and placed.node != node:
-            self.place(key, placed.workload, placed.template, node, placed.steered)
+        if placed is None or (placed.node == node and placed.bound):
+            return
+        if not placed.bound:
+            self._binding_shown(placed.node, node)
+        self.place(key, placed.workload, placed.template, node, placed.steered)
+
+    def _binding_shown(self, booked: str, bound: str) -> None:
+        zone_of = self.workloads.zone_of
+        off_zone = 1.0 if zone_of.get(booked) != zone_of.get(bound) else 0.0
+        # The mean of those shown while few, then a moving one.
+        self._bindings = min(self._bindings + 1, BINDINGS_AVERAGED)
+        self.off_zone_share += (off_zone - self.off_zone_share) / self._bindings
 
     def remove(self, key: int) -> bool:
         """The pod booked as ``key`` is gone (deleted, or will never run);
         False when it was not here."""
         placed = self._pods.pop(key, None)
         if placed is not None:
-            self._count(placed.workload, placed.template, placed.node, -1)
+            self._count(placed, -1)
         return placed is not None
 
     def keep_only(self, kept: Callable[[int], bool]) -> None:
@@ -79,7 +115,16 @@ class PlacedPods:
         self.workloads.set_zones(zone_of)
         self.templates.set_zones(zone_of)
 
-    def _count(self, workload: Workload, template: Workload | None, node: str, pods: int) -> None:
-        self.workloads.add(workload, node, pods)
-        if template is not None:
-            self.templates.add(template, node, pods)
+    def _count(self, placed: _Placed, pods: int) -> None:
+        self.workloads.add(placed.workload, placed.node, pods)
+        if placed.template is not None:
+            self.templates.add(placed.template, placed.node, pods)
+        if placed.bound:
+            return
+        for group in (placed.workload, placed.template):
+            if group is not None:
+                left = self.unbound.get(group, 0) + pods
+                if left > 0:
+                    self.unbound[group] = left
+                else:
+                    self.unbound.pop(group, None)

@@ -118,7 +118,8 @@ class Admission:
             booked = (counts.per_node.get(group, {}), counts.per_zone.get(group, {}))
             fewest = counts.fewest(group, len(heaps.layout.candidates))
             keeps_zones = pull is None or pull.keeps_zones
-            kept = Spread(spread, booked, heaps.zone_of, heaps.zones, fewest, keeps_zones)
+            room = placed.skew_room(group)
+            kept = Spread(spread, booked, heaps.zone_of, heaps.zones, fewest, keeps_zones, room)
         fits = pod_fits(pod) if has_node_constraints(pod) else None
         tolerations = (pod.get("spec") or {}).get("tolerations")
         barring = kept is not None and bool(kept.barred_zones)
@@ -345,6 +346,13 @@ class InflightState:
         with self._lock:
             self._bookings.time_unshown(self._clock())
             return self._bookings.watch_delay
+
+    @property
+    def off_zone_share(self) -> float:
+        """Of the bindings shown lately, the share outside the zone booked
+        (inflight/placed.py; exported)."""
+        with self._lock:
+            return self._bookings.placed.off_zone_share
 
     @property
     def declined_total(self) -> int:

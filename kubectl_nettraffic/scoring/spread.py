@@ -19,7 +19,10 @@ scoring/placement.py's ``weighed``):
   (``keeps_zones`` False: steering/peer_pull.py's ``PodPull.keeps_zones``):
   a workload of one or two pods has no zone to keep, and its default zone
   constraint (maxSkew 5) holds two pods in one zone; its third pod is
-  barred as ever, so a workload that grows keeps every zone;
+  barred as ever, so a workload that grows keeps every zone. While some of
+  the workload's pods are not shown bound, each may run in another zone
+  than its first preference, so the skew kept is maxSkew less the room
+  for those (``skew_room``: inflight/placed.py), and at least 1;
 - hostname (``kubernetes.io/hostname``): a node that, with this pod,
   would hold more than maxSkew pods of the workload over the candidate
   with fewest.
@@ -115,11 +118,14 @@ class Spread:
         zones: Iterable[str],
         fewest_on_node: int = 0,
         keeps_zones: bool = True,
+        skew_room: int = 0,
     ) -> None:
         """The workload's pods ``booked``, per node and per zone; ``zones``:
         the zones with a candidate; ``fewest_on_node``: its pods on the
         candidate with fewest; ``keeps_zones`` False: its second pod may
-        join its first in a zone (the module's docstring)."""
+        join its first in a zone (the module's docstring); ``skew_room``:
+        the zone skew kept free for its pods booked but not bound yet
+        (inflight/placed.py)."""
         self._zone_of = zone_of
         self._booked = booked[0]
         self.barred_zones: frozenset[str] = frozenset()
@@ -129,8 +135,10 @@ class Spread:
                 fewest = min(per_zone.values())
                 # Its empty zones first, but for a pair its peers pull together.
                 fill_empty = keeps_zones or sum(booked[1].values()) >= ZONE_KEEPING_PODS - 1
+                # maxSkew, less the room kept for its pods not shown bound.
+                skew = max(1, rules.zone - skew_room)
                 # The pods a zone may hold before this one.
-                most = 0 if fewest == 0 and fill_empty else fewest + rules.zone - 1
+                most = 0 if fewest == 0 and fill_empty else fewest + skew - 1
                 self.barred_zones = frozenset(z for z, n in per_zone.items() if n > most)
         # The pods a node may hold before this one: maxSkew over the fewest.
         self._most_on_node = None if rules.hostname is None else rules.hostname + fewest_on_node

@@ -13,15 +13,19 @@ import pytest
 from harness.fakeapi import FakeKubeAPI, node, node_metrics
 from harness.reviews import pod, review
 from harness.webhook import WebhookProcess
+from kubectl_nettraffic.kube.nodes import ZONE_LABEL
 from tests.conftest import wait_for
 from tests.e2e.conftest import MIXED_RATES
 
 
 @pytest.fixture
-def cluster_webhook(prometheus, tmp_path):
+def cluster_webhook(prometheus, tmp_path, request):
+    """The webhook over the fake API server; parametrized ``{"zones": True}``,
+    each node in a zone of its own."""
+    zones = getattr(request, "param", {}).get("zones", False)
     api = FakeKubeAPI()
     for name in MIXED_RATES:
-        api.put(node(name))
+        api.put(node(name, labels={ZONE_LABEL: f"zone-{name}"} if zones else None))
         api.put(node_metrics(name, "1", "2Gi"), plural="nodes")
     api.put({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}})
     api.put(
@@ -77,6 +81,7 @@ def test_nodes_namespaces_and_usage_come_from_the_api(cluster_webhook):
     assert any(r.query.get("watch") == ["true"] for r in api.requests if r.path == "/api/v1/nodes")
 
 
+@pytest.mark.parametrize("cluster_webhook", [{"zones": True}], indirect=True)
 def test_a_steered_pod_s_booking_follows_its_binding(cluster_webhook):
     api, webhook = cluster_webhook
     heavy = pod(annotations={"nettraffic.io/expected-bandwidth": "100Mi"})
@@ -103,8 +108,9 @@ def test_a_steered_pod_s_booking_follows_its_binding(cluster_webhook):
     assert 'nettraffic_bookings_followed_total{outcome="moved"} 1' in metrics
     # Its own pod: followed, not booked a second time as another replica's.
     assert 'nettraffic_bookings_followed_total{outcome="seen"} 0' in metrics
-    # The node it was booked on declined it.
+    # The node it was booked on declined it; it was bound in another zone.
     assert "\nnettraffic_declined_nodes_total 1\n" in metrics
+    assert "\nnettraffic_bindings_off_zone_ratio 1\n" in metrics
     # ... and timed: the watch's delay moved a tenth of the way from the
     # 50 ms assumed to what this pod took, at most the time since its admission.
     delay = float(re.search(r"^nettraffic_binding_watch_delay_seconds (\S+)$", metrics, re.M)[1])
