@@ -87,9 +87,10 @@ class PullPlan:
     to_peers: float  # bytes/s each pod sends to and receives from its peers
     local: Mapping[str, float]  # node -> of those, to peers on the node
     in_zone: Mapping[str, float]  # zone -> of those, to peers in the zone
+    zone_saved: Mapping[str, float]  # zone -> ``in_zone`` weighed by the price
     room: Mapping[str, int]  # node -> the workload's pods it may draw
     pods_on: Mapping[str, int]  # node -> the workload's pods there (the last pass)
-    peers_on: Mapping[str, tuple[Workload, ...]]  # node -> its peers there, for explain
+    peers_on: Mapping[str, str]  # node -> its peers there, joined by "+", for explain
     by_local: tuple[str, ...]  # the nodes of ``local``, the most bytes first
     # Whether its empty zones come first: it runs ZONE_KEEPING_PODS pods or
     # more (or none seen), or a peer's Service routes by node or zone.
@@ -101,9 +102,12 @@ def plan_for(
     conversations: Conversations,
     zone_of: Mapping[str, str],
     template: str | None = None,
+    zone_weight: float = 1.0,
 ) -> PullPlan | None:
     """The pull of ``workload``'s pods of ``template`` (their ReplicaSet;
-    None: they have none); None when it has no peer with a pod placed.
+    None: they have none), its bytes kept in a zone weighed by
+    ``zone_weight`` (the price over PRICE_UNIT); None when it has no peer
+    with a pod placed.
     Its pods already placed, for the fan-in and for sharing the clients
     near a server pod, are those that stay (``Conversations.staying``)."""
     pairs = conversations.peers.get(workload)
@@ -136,9 +140,10 @@ def plan_for(
         to_peers,
         local,
         in_zone,
+        {zone: zone_weight * b for zone, b in in_zone.items()},
         room,
         dict(own),
-        {node: tuple(peers) for node, peers in peers_on.items()},
+        {node: "+".join(str(peer) for peer in peers) for node, peers in peers_on.items()},
         tuple(sorted(local, key=lambda node: (-local[node], node))),
         routed or not 0 < seen < ZONE_KEEPING_PODS,
     )
@@ -170,7 +175,8 @@ class PullPlans:
             return None
         key = (workload, template)
         if key not in self.plans:
-            self.plans[key] = plan_for(workload, self.conversations, self.zone_of, template)
+            weight = self.settings.cross_zone_price_per_gb / PRICE_UNIT
+            self.plans[key] = plan_for(workload, self.conversations, self.zone_of, template, weight)
         return self.plans[key]
 
     def for_pod(
@@ -218,9 +224,9 @@ class PodPull:
         # Points per byte/s kept: the share of the pod's expected bytes.
         self._per_byte = settings.pull_points / max(bandwidth, plan.to_peers)
         self.zone_of = pull.zone_of
-        # zone -> the bytes kept in it, weighed by the price.
-        self._zone_saved = {zone: self._weight * b for zone, b in plan.in_zone.items()}
+        self._zone_saved = plan.zone_saved
         self.pulled: dict[str, float] = {}  # node -> points, for the nodes read
+        self._own: set[str] = set()  # of those, the nodes its peers there pull beyond their zone
 
     def local_bytes(self, node: str) -> float:
         """This pod's bytes that stay on ``node``: none once the node has its
@@ -254,8 +260,8 @@ class PodPull:
     def points(self, score: NodeScore) -> float:
         name = score.name
         saved = self._zone_saved.get(self.zone_of.get(name, ""), 0.0)
-        if name in self._plan.local:
-            saved += self._pulling_bytes(name)
+        own = self._pulling_bytes(name) if name in self._plan.local else 0.0
+        saved += own
         if saved <= 0:
             return 0.0
         speed, utilization = score.link_speed, score.link_utilization
@@ -265,6 +271,8 @@ class PodPull:
                 return 0.0
         points = self._per_byte * saved
         self.pulled[name] = points
+        if own:
+            self._own.add(name)
         return points
 
     def zone_term(self, first: str) -> tuple[str, int] | None:
@@ -288,12 +296,9 @@ class PodPull:
         """``node=points:why`` for each of ``nodes`` its peers pulled it
         toward, comma-separated; why is the peers on the node joined by
         ``+``, or ``zone`` when only the zone pulled."""
-        parts = []
-        for node in nodes:
-            points = self.pulled.get(node)
-            if not points:
-                continue
-            peers = self._plan.peers_on.get(node, ()) if self._pulling_bytes(node) else ()
-            why = "+".join(str(peer) for peer in peers) or "zone"
-            parts.append(f"{node}={points:.1f}:{why}")
-        return ",".join(parts)
+        pulled, own, peers_on = self.pulled, self._own, self._plan.peers_on
+        return ",".join(
+            f"{node}={pulled[node]:.1f}:{peers_on[node] if node in own else 'zone'}"
+            for node in nodes
+            if pulled.get(node)
+        )
