@@ -40,7 +40,12 @@ import numpy as np
 
 from bench.labelled_nodes import labelled_nodes
 from bench.peer_cluster import LINK, SAME_NODE, SAME_ZONE, SPREAD, ZONES, Cluster, Graph, draw_graph
-from bench.scheduler_model import ClusterState, KubeScheduler, node_affinity_terms
+from bench.scheduler_model import (
+    MAX_SKEW_HOSTNAME,
+    ClusterState,
+    KubeScheduler,
+    node_affinity_terms,
+)
 from bench.simulated_pod_traffic import SimulatedPodTraffic
 from bench.workload_spread import ZONE_KEEPING_PODS, SpreadSummary, spreads_of
 from harness.reviews import pod as pod_object
@@ -57,6 +62,7 @@ from kubectl_nettraffic.learning.schedule import PEERS
 from kubectl_nettraffic.measuring.measurement import Measurer
 from kubectl_nettraffic.measuring.tier_labels import snapshot_tiers
 from kubectl_nettraffic.scoring.readings import NodeTraffic
+from kubectl_nettraffic.scoring.spread import HOSTNAME_KEY, ZONE_KEY
 from kubectl_nettraffic.scoring.tiers import TIER_LABEL
 from kubectl_nettraffic.serving import serving_parts
 from kubectl_nettraffic.sources.prometheus import TrafficReport
@@ -228,6 +234,7 @@ class RollOut:
             for name, pods in zip(cluster.graph.names, cluster.pods, strict=True)
         ]
         self.steered = strategy in ("nettraffic", "peers")
+        self.constraints = own_constraints(scheduler)
         self.settings = settings = _settings(strategy == "peers", pull_points)
         # Each node's zone, and its copy as the tier label writer writes it
         # (measuring/tier_labels.py; it runs where pods are steered).
@@ -388,6 +395,11 @@ class RollOut:
             generate_name=f"{name}-{template}-",
             labels={"app": name, "pod-template-hash": template},
         )
+        if self.constraints is not None:
+            selector = {"matchLabels": {"app": name}}
+            admitted["spec"]["topologySpreadConstraints"] = [
+                {**constraint, "labelSelector": selector} for constraint in self.constraints
+            ]
         decision = self.serving.steerer.decide(admitted, None, dry_run=False)
         patched = jsonpatch.apply_patch(admitted, decision.patch or [])
         preferred, label_weights = node_affinity_terms(patched, self.zone_labels)
@@ -404,6 +416,27 @@ class RollOut:
         if pod is not None:
             event = {"type": kind, "object": pod}
             self.watch.receive(json.dumps(event, separators=(",", ":")).encode())
+
+
+def own_constraints(scheduler: KubeScheduler) -> list[dict[str, Any]] | None:
+    """The topologySpreadConstraints every pod carries in the variant
+    ``scheduler`` models, for the webhook to read as kube-scheduler does
+    (None: the pods carry none, and the cluster's defaults apply)."""
+    if scheduler.zone_spread:
+        return None
+    hostname = {
+        "topologyKey": HOSTNAME_KEY,
+        "maxSkew": MAX_SKEW_HOSTNAME,
+        "whenUnsatisfiable": "ScheduleAnyway",
+    }
+    if scheduler.zone_max_skew is None:
+        return [hostname]
+    zone = {
+        "topologyKey": ZONE_KEY,
+        "maxSkew": scheduler.zone_max_skew,
+        "whenUnsatisfiable": "DoNotSchedule",
+    }
+    return [zone, hostname]
 
 
 def spread_of(zone: np.ndarray, counts: np.ndarray, names: list[str]) -> dict[str, Any]:

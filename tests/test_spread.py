@@ -23,7 +23,10 @@ def _constraint(key: str, skew: object) -> dict:
 def test_a_pod_s_own_constraints_replace_the_defaults():
     # The defaults count the pod's ReplicaSet alone, as kube-scheduler's do.
     assert SpreadRules.of(pod(), 5, 3) == SpreadRules(5, 3, defaults=True, per_template=True)
-    assert SpreadRules.of(pod(), 0, 0) == SpreadRules(None, None, defaults=True, per_template=True)
+    # The default zone spread turned off (0): no zone kept at all.
+    assert SpreadRules.of(pod(), 0, 0) == SpreadRules(
+        None, None, defaults=True, per_template=True, fills_zones=False
+    )
     # A pod of unknown size keeps the default zones even; its own as they are.
     assert SpreadRules.of(pod(), 5, 3).balanced() == SpreadRules(1, 3, 0, True, True)
     own = pod()
@@ -66,6 +69,18 @@ def test_zones_past_the_skew_or_while_a_zone_is_empty_are_barred(pods_on, skew, 
     spread = Spread(SpreadRules(skew, None), _places(pods_on), ZONE_OF, {"a", "b", "c"})
     assert spread.barred_zones == barred
     assert spread.zone_allows("b1") == ("b" not in barred)
+
+
+def test_own_constraints_naming_no_zone_keep_every_zone_but_no_skew():
+    # Per hostname only: the empty zones first (a workload of three keeps
+    # every zone), then no zone skew; the default spread turned off: none.
+    hostname_only = SpreadRules(None, 3)
+    zones = {"a", "b", "c"}
+    assert Spread(hostname_only, _places({"a1": 1}), ZONE_OF, zones).barred_zones == {"a"}
+    filled = _places({"a1": 9, "b1": 1, "c1": 1})
+    assert Spread(hostname_only, filled, ZONE_OF, zones).barred_zones == set()
+    off = SpreadRules(None, 3, fills_zones=False)
+    assert Spread(off, _places({"a1": 1}), ZONE_OF, zones).barred_zones == set()
 
 
 def test_a_pair_its_peers_pull_together_may_share_a_zone_but_not_a_third_pod():

@@ -27,6 +27,13 @@ scoring/placement.py's ``weighed``):
   would hold more than maxSkew pods of the workload over the candidate
   with fewest.
 
+The empty zones come first also for a pod whose own constraints name no
+zone (per hostname only, say): a workload of three pods or more keeps a
+pod in every zone, where kube-scheduler alone gives it one only by
+chance; its other pods go where the steering takes them, no zone skew
+kept. Only the default zone spread turned off (``steering.zoneMaxSkew``
+0) keeps no zone at all.
+
 The constraint's pods are taken to be the workload's (the usual
 labelSelector: the workload's own labels), but for the defaults and a
 constraint whose ``matchLabelKeys`` name ``pod-template-hash``: those
@@ -43,6 +50,8 @@ zone skew (bench.placement's returning workloads). Pods never steered
 (created before the webhook, or skipped) are not counted.
 """
 
+import dataclasses
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -63,6 +72,10 @@ class SpreadRules:
     unknown: int = 0  # constraints on another key, left to kube-scheduler
     defaults: bool = False  # the cluster's defaults: the pod has none of its own
     per_template: bool = False  # counts the pod's ReplicaSet's pods, not the workload's
+    # Its empty zones first (a workload of ZONE_KEEPING_PODS pods keeps
+    # every zone), also under constraints of its own that name no zone;
+    # False only with the default zone spread turned off.
+    fills_zones: bool = True
 
     @classmethod
     def of(cls, pod: Mapping[str, Any], zone: int, hostname: int) -> "SpreadRules":
@@ -70,7 +83,13 @@ class SpreadRules:
         ``hostname``; 0: none). A malformed constraint counts as unknown."""
         own = (pod.get("spec") or {}).get("topologySpreadConstraints")
         if not isinstance(own, list) or not own:
-            return cls(zone or None, hostname or None, defaults=True, per_template=True)
+            return cls(
+                zone or None,
+                hostname or None,
+                defaults=True,
+                per_template=True,
+                fills_zones=zone > 0,
+            )
         skews: dict[str, int] = {}
         unknown, per_template = 0, True
         for constraint in own:
@@ -97,7 +116,7 @@ class SpreadRules:
         more than the fewest at most; a pod's own constraints as they are."""
         if not self.defaults or self.zone is None:
             return self
-        return SpreadRules(1, self.hostname, self.unknown, self.defaults, self.per_template)
+        return dataclasses.replace(self, zone=1)
 
 
 # A workload's pods per node and per zone.
@@ -129,17 +148,22 @@ class Spread:
         self._zone_of = zone_of
         self._booked = booked[0]
         self.barred_zones: frozenset[str] = frozenset()
-        if rules.zone is not None:
-            per_zone = {z: booked[1].get(z, 0) for z in zones}
-            if len(per_zone) > 1:
-                fewest = min(per_zone.values())
-                # Its empty zones first, but for a pair its peers pull together.
-                fill_empty = keeps_zones or sum(booked[1].values()) >= ZONE_KEEPING_PODS - 1
-                # maxSkew, less the room kept for its pods not shown bound.
-                skew = max(1, rules.zone - skew_room)
-                # The pods a zone may hold before this one.
-                most = 0 if fewest == 0 and fill_empty else fewest + skew - 1
-                self.barred_zones = frozenset(z for z, n in per_zone.items() if n > most)
+        per_zone = {z: booked[1].get(z, 0) for z in zones}
+        if len(per_zone) > 1 and (rules.zone is not None or rules.fills_zones):
+            fewest = min(per_zone.values())
+            # Its empty zones first, but for a pair its peers pull together.
+            fill_empty = rules.fills_zones and (
+                keeps_zones or sum(booked[1].values()) >= ZONE_KEEPING_PODS - 1
+            )
+            # The pods a zone may hold before this one: none while a zone
+            # is empty, else maxSkew (less the room kept for its pods not
+            # shown bound) over the fewest; no limit without a zone skew.
+            most = math.inf
+            if fewest == 0 and fill_empty:
+                most = 0
+            elif rules.zone is not None:
+                most = fewest + max(1, rules.zone - skew_room) - 1
+            self.barred_zones = frozenset(z for z, n in per_zone.items() if n > most)
         # The pods a node may hold before this one: maxSkew over the fewest.
         self._most_on_node = None if rules.hostname is None else rules.hostname + fewest_on_node
 
