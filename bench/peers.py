@@ -116,13 +116,14 @@ ZONE_CONSTRAINT_NOTE = """\
 Here every pod carries two topology spread constraints: per zone, maxSkew
 1, `whenUnsatisfiable: DoNotSchedule` (a filter: podtopologyspread
 filtering.go, Filter), and per hostname, maxSkew 3, ScheduleAnyway (scored;
-the system defaults then do not apply)."""
+the system defaults then do not apply). The webhook reads the same
+constraints on each pod it admits."""
 
 HOSTNAME_SPREAD_NOTE = """\
 Here every pod carries a topology spread constraint per hostname alone
 (maxSkew 3, ScheduleAnyway), so kube-scheduler's default one per zone does
 not apply (podtopologyspread, getConstraints: the defaults only for a pod
-with none)."""
+with none). The webhook reads the same constraints on each pod it admits."""
 
 
 @dataclass
