@@ -6,10 +6,13 @@ import itertools
 import numpy as np
 import pytest
 
+from bench.peer_simulation import own_constraints
 from bench.placement_scenarios import Scenario
 from bench.placement_simulation import STRATEGIES, simulate
 from bench.placement_summary import summarise
 from bench.scheduler_model import (
+    MAX_SKEW_HOSTNAME,
+    MAX_SKEW_ZONE,
     ClusterState,
     KubeScheduler,
     balanced_allocation_scores,
@@ -20,6 +23,8 @@ from bench.scheduler_model import (
     topology_spread_scores,
     zone_skew_allows,
 )
+from harness.reviews import pod
+from kubectl_nettraffic.scoring.spread import SpreadRules
 
 
 def _state(n: int = 4, cpu_used: float = 0.0, memory_used: float = 0.0) -> ClusterState:
@@ -86,6 +91,27 @@ def test_topology_spread_of_pods_with_a_hostname_constraint_alone_ignores_zones(
     # As above, without the zone term: both scored nodes hold none, raw 2 -> 2 each.
     scores = topology_spread_scores(state, "web", np.array([0, 1]), zone_spread=False)
     assert list(scores) == [100, 100]
+
+
+@pytest.mark.parametrize(
+    ("zone_spread", "zone_max_skew", "read"),
+    [
+        (True, None, SpreadRules(5, 3, defaults=True, per_template=True)),  # none: the defaults
+        (False, None, SpreadRules(None, 3)),  # per hostname alone
+        (False, 1, SpreadRules(1, 3)),  # and per zone, DoNotSchedule
+    ],
+)
+def test_bench_peers_pods_carry_the_constraints_its_scheduler_spreads_them_by(
+    zone_spread, zone_max_skew, read
+):
+    scheduler = KubeScheduler(
+        _state(), np.random.default_rng(0), zone_spread=zone_spread, zone_max_skew=zone_max_skew
+    )
+    admitted = pod()
+    constraints = own_constraints(scheduler)
+    if constraints is not None:
+        admitted["spec"]["topologySpreadConstraints"] = constraints
+    assert SpreadRules.of(admitted, MAX_SKEW_ZONE, MAX_SKEW_HOSTNAME) == read
 
 
 def test_a_zone_constraint_that_must_hold_filters_the_fuller_zones():
