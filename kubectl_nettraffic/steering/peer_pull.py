@@ -163,6 +163,8 @@ class PullPlans:
 
     def __post_init__(self) -> None:
         self.zone_of = zones_of(self.nodes.values())
+        # A byte kept in its zone, against one kept on its node.
+        self.zone_weight = self.settings.cross_zone_price_per_gb / PRICE_UNIT
         # The zones the tier label writer has copied to nettraffic.io/zone.
         self.copied_zones = {
             node.labels[ZONE_COPY_LABEL]
@@ -175,8 +177,9 @@ class PullPlans:
             return None
         key = (workload, template)
         if key not in self.plans:
-            weight = self.settings.cross_zone_price_per_gb / PRICE_UNIT
-            self.plans[key] = plan_for(workload, self.conversations, self.zone_of, template, weight)
+            self.plans[key] = plan_for(
+                workload, self.conversations, self.zone_of, template, self.zone_weight
+            )
         return self.plans[key]
 
     def for_pod(
@@ -219,7 +222,6 @@ class PodPull:
         self.keeps_zones = plan.keeps_zones
         self._bandwidth, self._unseen, self._in_flight = bandwidth, unseen, in_flight
         settings = pull.settings
-        self._weight = settings.cross_zone_price_per_gb / PRICE_UNIT
         self._most_utilization = settings.max_link_utilization
         # Points per byte/s kept: the share of the pod's expected bytes.
         self._per_byte = settings.pull_points / max(bandwidth, plan.to_peers)
@@ -284,7 +286,7 @@ class PodPull:
         kube-scheduler samples, as the tier terms do."""
         zone = self.zone_of.get(first)
         plan = self._plan
-        if not zone or self._weight <= 0 or zone not in self._pull.copied_zones:
+        if not zone or self._pull.zone_weight <= 0 or zone not in self._pull.copied_zones:
             return None
         best = max(plan.in_zone, key=lambda z: (plan.in_zone[z], z), default=None)
         if best != zone or not self.pulled.get(first):
