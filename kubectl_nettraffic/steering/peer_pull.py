@@ -230,31 +230,21 @@ class PodPull:
         self.pulled: dict[str, float] = {}  # node -> points, for the nodes read
         self._own: set[str] = set()  # of those, the nodes its peers there pull beyond their zone
 
-    def local_bytes(self, node: str) -> float:
-        """This pod's bytes that stay on ``node``: none once the node has its
-        share of the workload's pods."""
+    def _has_room(self, node: str) -> bool:
+        """Whether ``node`` holds less than its share of the workload's pods."""
         plan = self._plan
-        local = plan.local.get(node, 0.0)
-        if not local:
-            return 0.0
-        here = plan.pods_on.get(node, 0) + self._in_flight.get(node, 0)
-        return local if here < plan.room[node] else 0.0
-
-    def _pulling_bytes(self, node: str) -> float:
-        """``local_bytes`` when they pull this pod by MIN_OWN_POINTS or more."""
-        local = self.local_bytes(node)
-        return local if self._per_byte * local >= MIN_OWN_POINTS else 0.0
+        return plan.pods_on.get(node, 0) + self._in_flight.get(node, 0) < plan.room[node]
 
     def own_nodes(self) -> Iterator[tuple[str, float]]:
         """The nodes whose peers there pull this pod beyond their zone, as
         (node, those points), the most first."""
-        plan = self._plan
+        per_byte, plan = self._per_byte, self._plan
         for node in plan.by_local:
-            if self._per_byte * plan.local[node] < MIN_OWN_POINTS:
+            points = per_byte * plan.local[node]
+            if points < MIN_OWN_POINTS:
                 return  # nor does any after it
-            own = self._pulling_bytes(node)
-            if own:
-                yield node, self._per_byte * own
+            if self._has_room(node):
+                yield node, points
 
     def zone_points(self, zone: str) -> float:
         return self._per_byte * self._zone_saved.get(zone, 0.0)
@@ -262,7 +252,11 @@ class PodPull:
     def points(self, score: NodeScore) -> float:
         name = score.name
         saved = self._zone_saved.get(self.zone_of.get(name, ""), 0.0)
-        own = self._pulling_bytes(name) if name in self._plan.local else 0.0
+        # This pod's bytes that stay on the node: none once the node has its
+        # share of the workload's pods, or when they pull under MIN_OWN_POINTS.
+        own = self._plan.local.get(name, 0.0)
+        if own and (self._per_byte * own < MIN_OWN_POINTS or not self._has_room(name)):
+            own = 0.0
         saved += own
         if saved <= 0:
             return 0.0
