@@ -72,6 +72,8 @@ POD_CPU, POD_MEMORY = 0.25, 0.5
 PRICE = 0.01  # $ per GB each way: a byte across zones is billed twice
 REFRESH, LEARN, STEP = 15.0, 30.0, 2.0
 ROUNDS = 3
+# The ReplicaSet the running pods belong to before the first rollout (pod-template-hash).
+FIRST_TEMPLATE = f"{0:06x}"
 STRATEGIES = ("default", "nettraffic", "peers")
 REPLICA = "peers-sim"  # the webhook replica's id (nettraffic.io/steered-by)
 
@@ -199,8 +201,9 @@ def simulate(
     )
     # Before the install: kube-scheduler alone, every workload in a drawn order.
     for w in rng.permutation(len(graph.names)):
+        group = spread_group(scheduler, f"{graph.names[w]}-{FIRST_TEMPLATE}", graph.names[w])
         for _ in range(graph.replicas[w]):
-            chosen = scheduler.schedule(graph.names[w], POD_CPU, POD_MEMORY, {})
+            chosen = scheduler.schedule(group, POD_CPU, POD_MEMORY, {})
             if chosen is not None:
                 cluster.place(int(w), chosen)
     cluster.pods = [
@@ -230,7 +233,7 @@ class RollOut:
         self.generation = 0
         # Each pod's ReplicaSet, as kube-state-metrics' kube_pod_owner names it.
         self.owners = [
-            [f"{name}-{0:06x}"] * len(pods)
+            [f"{name}-{FIRST_TEMPLATE}"] * len(pods)
             for name, pods in zip(cluster.graph.names, cluster.pods, strict=True)
         ]
         self.steered = strategy in ("nettraffic", "peers")
@@ -370,13 +373,14 @@ class RollOut:
         cluster, state, name = self.cluster, self.state, self.cluster.graph.names[w]
         old = cluster.pods[w][k]
         cluster.remove(w, old)
-        state.unbind(old, name, POD_CPU, POD_MEMORY)
+        old_group = spread_group(self.scheduler, self.owners[w][k], name)
+        state.unbind(old, old_group, POD_CPU, POD_MEMORY)
         self._watched("DELETED", self.objects.pop((w, k), None))
         chosen = self._schedule(w, k, template)
         if chosen is None:
             outcome.pending += 1
             cluster.place(w, old)  # the old one stays (maxUnavailable 0)
-            state.bind(old, name, POD_CPU, POD_MEMORY)
+            state.bind(old, old_group, POD_CPU, POD_MEMORY)
             return
         cluster.place(w, chosen)
         cluster.pods[w][k] = chosen
@@ -389,8 +393,9 @@ class RollOut:
         alone, or the webhook's patch, then kube-scheduler, then the
         binding watch."""
         scheduler, name = self.scheduler, self.cluster.graph.names[w]
+        group = spread_group(scheduler, f"{name}-{template}", name)
         if self.strategy == "default":
-            return scheduler.schedule(name, POD_CPU, POD_MEMORY, {})
+            return scheduler.schedule(group, POD_CPU, POD_MEMORY, {})
         admitted = pod_object(
             generate_name=f"{name}-{template}-",
             labels={"app": name, "pod-template-hash": template},
@@ -403,7 +408,7 @@ class RollOut:
         decision = self.serving.steerer.decide(admitted, None, dry_run=False)
         patched = jsonpatch.apply_patch(admitted, decision.patch or [])
         preferred, label_weights = node_affinity_terms(patched, self.zone_labels)
-        chosen = scheduler.schedule(name, POD_CPU, POD_MEMORY, preferred, label_weights)
+        chosen = scheduler.schedule(group, POD_CPU, POD_MEMORY, preferred, label_weights)
         if chosen is not None:
             patched["metadata"]["name"] = f"{name}-{template}-{k}"
             patched["spec"]["nodeName"] = self.names[chosen]
@@ -416,6 +421,17 @@ class RollOut:
         if pod is not None:
             event = {"type": kind, "object": pod}
             self.watch.receive(json.dumps(event, separators=(",", ":")).encode())
+
+
+def spread_group(scheduler: KubeScheduler, owner: str, workload: str) -> str:
+    """The pods a pod's topology spread counts, as the scheduler model
+    keys them: under the cluster's default constraints its ReplicaSet's
+    (``owner``): kube-scheduler selects them by helper/spread.go's
+    DefaultSelector, which adds the ReplicaSet's selector, and a
+    Deployment's ReplicaSet selects by pod-template-hash; under the pods'
+    own constraints (own_constraints, labelSelector ``app``) the
+    ``workload``'s, every ReplicaSet's."""
+    return owner if scheduler.zone_spread else workload
 
 
 def own_constraints(scheduler: KubeScheduler) -> list[dict[str, Any]] | None:

@@ -83,7 +83,8 @@ touch no link. The running cluster was placed by kube-scheduler alone;
 then every workload is rolled out {ROUNDS} times, each time in a drawn
 order, its pods replaced one at a time, two seconds apart. kube-scheduler is
 bench/scheduler_model.py (its default profile, with the system default
-topology spread constraints); (b) and (c) are the real Steerer, learner
+topology spread constraints, which count a rollout's new ReplicaSet
+apart: helper/spread.go, DefaultSelector); (b) and (c) are the real Steerer, learner
 (the flow series matched by the product's peers_from) and traffic-tier
 labels with their defaults. (d) is the optimum: every pod placed at once
 by an exact solver (HiGHS) under the rules the others meet or are judged

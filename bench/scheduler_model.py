@@ -32,6 +32,11 @@ plugin normalised over the scored nodes only
   where size is the number of scored nodes for hostname and the number of
   zones among them for zone, and a zone's count is over every node of it;
   summed and rounded; then ``MaxNodeScore * (max + min - s) / max``.
+  The pods counted are those of the group the caller names (``workload``):
+  the system defaults select by helper/spread.go, DefaultSelector, which
+  adds the pod's ReplicaSet's selector, so a Deployment's pods count per
+  ReplicaSet (pod-template-hash) and a rollout's new pods spread among
+  themselves; a constraint of the pod's own, by its labelSelector.
   A pod that carries constraints of its own is scored by those instead of
   the defaults (podtopologyspread, getConstraints: the defaults only for a
   pod with none): ``zone_spread=False`` stands for pods that carry the
@@ -111,6 +116,9 @@ class ClusterState:
 
     def unbind(self, node: int, workload: str, cpu: float, memory: float) -> None:
         """The pod is gone (evicted): its requests and replica count leave the node."""
+        counts = self.replicas.get(workload)
+        if counts is None or counts[node] < 1:
+            raise ValueError(f"no pod of {workload!r} is bound to node {node}")
         self.cpu_requested[node] -= cpu
         self.memory_requested[node] -= memory
         self.replicas[workload][node] -= 1

@@ -6,7 +6,7 @@ import itertools
 import numpy as np
 import pytest
 
-from bench.peer_simulation import own_constraints
+from bench.peer_simulation import own_constraints, spread_group
 from bench.placement_scenarios import Scenario
 from bench.placement_simulation import STRATEGIES, simulate
 from bench.placement_summary import summarise
@@ -112,6 +112,10 @@ def test_bench_peers_pods_carry_the_constraints_its_scheduler_spreads_them_by(
     if constraints is not None:
         admitted["spec"]["topologySpreadConstraints"] = constraints
     assert SpreadRules.of(admitted, MAX_SKEW_ZONE, MAX_SKEW_HOSTNAME) == read
+    # The model counts the pods the product counts: a ReplicaSet's alone
+    # under the defaults, every ReplicaSet's of the workload under their own.
+    owner = "web-00000a"
+    assert spread_group(scheduler, owner, "web") == (owner if read.per_template else "web")
 
 
 def test_a_zone_constraint_that_must_hold_filters_the_fuller_zones():
