@@ -303,22 +303,25 @@ class Simulation:
         self,
         pod: dict[str, Any],
         times: PodTimes,
-        bound: str,
+        bound: str | None,
         admitted_by: int,
         watches: Sequence[Reflector],
     ) -> None:
-        """The pod's two events (stored, then bound) to every replica's
-        watch of ``watches``; with ``scenario.shown_at_admission`` the other
-        replicas see it stored the instant it is admitted (the limit of any watch)."""
+        """The pod's two events (stored, then bound; stored alone for a pod
+        left Pending, ``bound`` None) to every replica's watch of
+        ``watches``; with ``scenario.shown_at_admission`` the other replicas
+        see it stored the instant it is admitted (the limit of any watch)."""
         scenario = self.scenario
         pod["metadata"]["creationTimestamp"] = time.strftime(
             "%Y-%m-%dT%H:%M:%SZ", time.gmtime(int(times.created))
         )
         added = event_line("ADDED", pod)
-        pod["spec"]["nodeName"] = bound
-        modified = event_line("MODIFIED", pod)
+        events = [(times.created, added)]
+        if bound is not None:
+            pod["spec"]["nodeName"] = bound
+            events.append((times.bound, event_line("MODIFIED", pod)))
         for replica, watch in enumerate(watches):
-            for at, line in ((times.created, added), (times.bound, modified)):
+            for at, line in events:
                 due = at + watch_latency(scenario.binding_delay, self.latency_rng)
                 if scenario.shown_at_admission and line is added and replica != admitted_by:
                     due = times.admitted
@@ -441,19 +444,19 @@ class Simulation:
             chosen = self.scheduler.schedule(
                 workload, POD_CPU, POD_MEMORY, preferred, steered.label_weights
             )
-            if steered.booking and chosen is not None and steered.admitted is not None:
-                # steering.followBindings: every replica's watch sees it stored, then bound.
+            bound = None if chosen is None else self.names[chosen]
+            if steered.booking and steered.admitted is not None:
+                # steering.followBindings: every replica's watch sees it stored,
+                # then bound (stored alone: left Pending).
                 self.order += 1
                 name = f"{workload}-{burst.template}-{self.order:05d}"
                 steered.admitted["metadata"]["name"] = name
-                self._stream(
-                    steered.admitted, times, self.names[chosen], steered.admitted_by, self.watches
-                )
-            elif acting in STEERED and chosen is not None:
+                self._stream(steered.admitted, times, bound, steered.admitted_by, self.watches)
+            elif acting in STEERED and bound is not None:
                 # Admitted without a booking: the watches of unsteered pods see it.
                 self.order += 1
                 pod = unsteered_pod(workload, burst.template, self.order)
-                self._stream(pod, times, self.names[chosen], steered.admitted_by, self.unsteered)
+                self._stream(pod, times, bound, steered.admitted_by, self.unsteered)
             if preferred:
                 run.steered += 1
                 run.preferred_scored += bool(set(preferred) & set(self.scheduler.last_scored))

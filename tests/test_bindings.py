@@ -462,3 +462,26 @@ def test_a_pod_not_shown_bound_keeps_room_in_its_zone_skew(fake_api, kubeconfig)
     finally:
         watch.stop()
         fake_api.close_watches()
+
+
+def test_a_pod_admitted_but_never_created_leaves_its_workload_s_spread(fake_api, kubeconfig):
+    """A pod the watch never shows (a quota or another webhook refused it
+    after this one) counts in its workload's spread while its booking is
+    in flight, and goes with it; so does one created while the watch was
+    down, and the list that follows places it again."""
+    board = zoned_board("replica1")
+    _, refused = _steer(board.steerer, "refused", bandwidth=1000)  # never created
+    assert refused.preferences[0].node == "a"
+    created, _ = _steer(board.steerer, "p1", bandwidth=1000)
+    created["spec"]["nodeName"] = "a"  # bound beside the refused one's first preference
+    fake_api.put(created)  # no watch runs
+    assert first_choice(board) == "c"  # zones a and b hold a pod each while in flight
+    assert board.measure_at(MEASURED_AT + 3600) is not None
+    assert first_choice(board) == "a" and board.inflight.never_shown == 2
+    watch = _watch(fake_api, kubeconfig, board, "replica1")
+    try:
+        assert watch.counts()["placed"] == 1
+        assert first_choice(board) == "b"  # zone a holds p1 again
+    finally:
+        watch.stop()
+        fake_api.close_watches()

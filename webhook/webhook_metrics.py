@@ -99,9 +99,10 @@ class WebhookMetrics:
                 "nettraffic_bookings_followed_total",
                 "Bookings of steered pods settled by the binding watch: moved to "
                 "the node bound, kept (bound where booked), dropped (gone unbound), "
-                "seen (another replica's pod, booked here), placed (another replica's "
-                "pod too old to book, counted by its spread), gone (terminating, "
-                "finished or deleted after its binding).",
+                "seen (another replica's pod, booked here), placed (a pod too old to "
+                "book, counted by its spread: another replica's, or this one's shown "
+                "after its booking was measured), gone (terminating, finished or "
+                "deleted after its binding).",
                 "counter",
                 ("outcome",),
                 lambda: _labelled(watch.counts()),
@@ -146,6 +147,18 @@ class WebhookMetrics:
                 "pods are not shown bound, its zones are kept that much further within "
                 "their skew.",
                 lambda: inflight.off_zone_share,
+            )
+        )
+        add(
+            Reading(
+                "nettraffic_admitted_pods_never_shown_total",
+                "Pods admitted and booked here that the binding watch had not shown "
+                "when their booking was measured: never created (a ResourceQuota or "
+                "another admission webhook refused them), so their workload's spread "
+                "counts them no more.",
+                "counter",
+                (),
+                lambda: {(): float(inflight.never_shown)},
             )
         )
         add(

@@ -161,7 +161,8 @@ class Bookings:
         self._workload.append(self._intern(owners))
         unlearned = unlearned and workload is not None
         self._unlearned.append(1 if unlearned else 0)
-        self._unshown.append(1 if key and replica and replica == self.replica else 0)
+        own = bool(key and replica and replica == self.replica)  # the watch is to show it
+        self._unshown.append(1 if own else 0)
         if key:
             self._index_of[key] = self._base + len(self._times) - 1
         self._enter_view(node, bandwidth)
@@ -169,7 +170,9 @@ class Bookings:
             return None
         self.in_flight.add(owners.workload, node, 1)
         if key:
-            self.placed.place(key, owners.workload, owners.template, node, bound=False)
+            self.placed.place(
+                key, owners.workload, owners.template, node, bound=False, shown=not own
+            )
         return self._count(owners.workload, node, 1) if unlearned else None
 
     def set_zones(self, zone_of: Mapping[str, str]) -> None:
@@ -315,6 +318,7 @@ class Bookings:
     def shown(self, key: int, at: float) -> None:
         """The watch showed, at ``at``, this replica's pod booked as ``key``:
         the watch delay's next figure."""
+        self.placed.shown(key)
         self.time_unshown(at)
         absolute = self._index_of.get(key)
         if absolute is not None and self._unshown[absolute - self._base]:
@@ -450,6 +454,8 @@ class Bookings:
             self.in_flight.add(owners.workload, node, -1)
             if not self.replica:
                 self.placed.remove(key)  # no watch tells when it goes
+            else:
+                self.placed.forget_unshown(key)  # the watch never showed it: never created
             if unlearned:
                 forgotten.append(self._count(owners.workload, node, -1))
         self._trim()

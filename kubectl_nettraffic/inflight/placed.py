@@ -20,6 +20,14 @@ shown lately did (``off_zone_share``): kube-scheduler scores only a sample
 of a large cluster's nodes (percentageOfNodesToScore), and the sample may
 hold none of the pod's preferred nodes. So the spread keeps room for the
 pods that may have gone astray (``skew_room``; scoring/spread.py).
+
+A pod admitted here that the watch never shows was never created: a
+later admission plugin refused it (a ResourceQuota, another webhook), and
+its ReplicaSet may try again and again. Its record goes with its booking,
+when a measurement would show its traffic (bookings.py; counted as
+``never_shown``): else each refused attempt stayed in its workload's spread,
+unbound, until the next list of the steered pods. A pod the watch missed
+while it was down is placed again by the list that follows.
 """
 
 from collections.abc import Callable, Mapping
@@ -38,6 +46,7 @@ class _Placed(NamedTuple):
     node: str
     steered: bool  # False: a pod no replica steered (kube/unsteered_pods.py)
     bound: bool  # False: on its first preference, its binding not shown yet
+    shown: bool  # False: admitted here, not shown by the watch yet (maybe never created)
 
 
 class PlacedPods:
@@ -53,6 +62,7 @@ class PlacedPods:
         self.unbound: dict[Workload, int] = {}
         self.off_zone_share = 0.0
         self._bindings = 0  # shown so far, up to BINDINGS_AVERAGED
+        self.never_shown = 0  # records dropped unshown: pods admitted, never created
 
     def skew_room(self, group: Workload) -> int:
         """The zone skew to keep free for the pods of ``group`` (a workload
@@ -73,13 +83,28 @@ class PlacedPods:
         node: str,
         steered: bool = True,
         bound: bool = True,
+        shown: bool = True,
     ) -> None:
         """The pod booked as ``key`` is on ``node``: where it was bound, or
         (``bound`` False) its first preference; ``steered`` False: a pod no
-        replica steered."""
+        replica steered; ``shown`` False: admitted here, not shown by the watch."""
         self.remove(key)
-        placed = self._pods[key] = _Placed(workload, template, node, steered, bound)
+        placed = self._pods[key] = _Placed(workload, template, node, steered, bound, shown)
         self._count(placed, 1)
+
+    def shown(self, key: int) -> None:
+        """The watch showed the pod booked as ``key``: it was created."""
+        placed = self._pods.get(key)
+        if placed is not None and not placed.shown:
+            self._pods[key] = placed._replace(shown=True)
+
+    def forget_unshown(self, key: int) -> None:
+        """The booking of ``key`` is measured: its record goes if the watch
+        never showed the pod (the module's docstring)."""
+        placed = self._pods.get(key)
+        if placed is not None and not placed.shown:
+            self.remove(key)
+            self.never_shown += 1
 
     def move(self, key: int, node: str) -> None:
         """The pod booked as ``key`` was bound to ``node``."""

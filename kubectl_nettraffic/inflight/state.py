@@ -386,6 +386,20 @@ class InflightState:
             self._bookings.placed.place(key, workload, template, node)
             return key
 
+    def place_again(
+        self, key: int, node: str, workload: Workload, template: Workload | None
+    ) -> None:
+        """Record again this process's pod booked as ``key``, shown bound to
+        ``node`` after its place went unshown with its booking (placed.py)."""
+        with self._lock:
+            self._bookings.placed.place(key, workload, template, node)
+
+    @property
+    def never_shown(self) -> int:
+        """Pods admitted here whose place went unshown: never created (exported)."""
+        with self._lock:
+            return self._bookings.placed.never_shown
+
     def place_unsteered(self, node: str, workload: Workload, template: Workload | None) -> int:
         """Record a pod no replica steered, bound to ``node`` (its workload's
         spread counts it; the steered pods' lists leave it be); returns its

@@ -14,7 +14,9 @@ we, from a watch:
 - not seen bound yet: the first preference keeps it, as without the watch;
 - terminating, finished or deleted after its binding: its place goes
   (inflight/placed.py: each steered pod's node, counted by its workload's
-  spread until it ends, as kube-scheduler's spread counts it; watch_lines.py).
+  spread until it ends, as kube-scheduler's spread counts it; watch_lines.py);
+- never shown by the time its booking is measured: its place goes (the pod
+  was never created); shown bound later (the watch was down), placed again.
 
 The Steerer labels each pod it books with its replica id
 (``nettraffic.io/steered-by``, random per process) and annotates the
@@ -83,6 +85,9 @@ class BookingKeeper(Protocol):
     def rebook(self, key: int, node: str) -> str | None: ...
     def release(self, key: int) -> bool: ...
     def place_seen(self, node: str, workload: Workload, template: Workload | None) -> int: ...
+    def place_again(
+        self, key: int, node: str, workload: Workload, template: Workload | None
+    ) -> None: ...
     def is_placed(self, key: int) -> bool: ...
     def gone(self, key: int) -> bool: ...
     def keep_placed(self, keys: set[int]) -> None: ...
@@ -271,6 +276,11 @@ class BindingWatch(Reflector):
         self.keeper.shown(key, self._clock())
         node = bound_node(pod)
         if node:
+            workload = None if self.keeper.is_placed(key) else pod_workload(pod)
+            if workload is not None:
+                # Its place went with its booking, unshown: the watch was down.
+                self.keeper.place_again(key, node, workload, pod_template(pod))
+                self._count("placed")
             self._settled(self.keeper.rebook(key, node))
         elif finished(pod):
             self._settled("dropped" if self.keeper.release(key) else None)

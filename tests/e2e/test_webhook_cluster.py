@@ -111,6 +111,7 @@ def test_a_steered_pod_s_booking_follows_its_binding(cluster_webhook):
     # The node it was booked on declined it; it was bound in another zone.
     assert "\nnettraffic_declined_nodes_total 1\n" in metrics
     assert "\nnettraffic_bindings_off_zone_ratio 1\n" in metrics
+    assert "\nnettraffic_admitted_pods_never_shown_total 0\n" in metrics  # it was shown
     # ... and timed: the watch's delay moved a tenth of the way from the
     # 50 ms assumed to what this pod took, at most the time since its admission.
     delay = float(re.search(r"^nettraffic_binding_watch_delay_seconds (\S+)$", metrics, re.M)[1])
