@@ -485,3 +485,28 @@ def test_a_pod_admitted_but_never_created_leaves_its_workload_s_spread(fake_api,
     finally:
         watch.stop()
         fake_api.close_watches()
+
+
+def test_a_pod_still_pending_when_measured_leaves_its_spread_until_it_is_bound(
+    fake_api, kubeconfig
+):
+    """kube-scheduler's spread counts bound pods alone: a pod shown but not
+    bound when its booking is measured leaves its workload's spread (not
+    counted as never created), and comes back when the watch shows it bound."""
+    board = zoned_board("replica1")
+    watch = _watch(fake_api, kubeconfig, board, "replica1")
+    try:
+        pending, decision = _steer(board.steerer, "pending", bandwidth=1000)
+        assert decision.preferences[0].node == "a"
+        fake_api.put(pending)  # stored, not bound
+        wait_for(lambda: board.inflight.watch_delay != WATCH_DELAY)  # shown
+        assert first_choice(board) == "b"  # zone a holds it while in flight
+        assert board.measure_at(MEASURED_AT + 3600) is not None
+        assert first_choice(board) == "a" and board.inflight.never_shown == 0
+        pending["spec"]["nodeName"] = "a"
+        fake_api.put(pending)
+        wait_for(lambda: watch.counts()["placed"] == 1)
+        assert first_choice(board) == "b"
+    finally:
+        watch.stop()
+        fake_api.close_watches()

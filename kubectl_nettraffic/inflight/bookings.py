@@ -455,7 +455,7 @@ class Bookings:
             if not self.replica:
                 self.placed.remove(key)  # no watch tells when it goes
             else:
-                self.placed.forget_unshown(key)  # the watch never showed it: never created
+                self.placed.forget_unbound(key)  # never created, or Pending
             if unlearned:
                 forgotten.append(self._count(owners.workload, node, -1))
         self._trim()

@@ -21,13 +21,15 @@ of a large cluster's nodes (percentageOfNodesToScore), and the sample may
 hold none of the pod's preferred nodes. So the spread keeps room for the
 pods that may have gone astray (``skew_room``; scoring/spread.py).
 
-A pod admitted here that the watch never shows was never created: a
-later admission plugin refused it (a ResourceQuota, another webhook), and
-its ReplicaSet may try again and again. Its record goes with its booking,
-when a measurement would show its traffic (bookings.py; counted as
-``never_shown``): else each refused attempt stayed in its workload's spread,
-unbound, until the next list of the steered pods. A pod the watch missed
-while it was down is placed again by the list that follows.
+A pod admitted here and not shown bound by the time a measurement would
+show its traffic (bookings.py) goes then. Never shown at all, it was never
+created: a later admission plugin refused it (a ResourceQuota, another
+webhook), and its ReplicaSet may try again and again (counted as
+``never_shown``); else each refused attempt stayed in its workload's
+spread, unbound, until the next list of the steered pods. Shown but not
+bound, it is Pending, and kube-scheduler's spread counts bound pods alone.
+Either comes back when the watch shows it bound (and so does a pod the
+watch missed while it was down, from the list that follows).
 """
 
 from collections.abc import Callable, Mapping
@@ -98,13 +100,13 @@ class PlacedPods:
         if placed is not None and not placed.shown:
             self._pods[key] = placed._replace(shown=True)
 
-    def forget_unshown(self, key: int) -> None:
+    def forget_unbound(self, key: int) -> None:
         """The booking of ``key`` is measured: its record goes if the watch
-        never showed the pod (the module's docstring)."""
+        has not shown the pod bound (the module's docstring)."""
         placed = self._pods.get(key)
-        if placed is not None and not placed.shown:
+        if placed is not None and not placed.bound:
             self.remove(key)
-            self.never_shown += 1
+            self.never_shown += not placed.shown
 
     def move(self, key: int, node: str) -> None:
         """The pod booked as ``key`` was bound to ``node``."""

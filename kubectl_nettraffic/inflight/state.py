@@ -390,7 +390,7 @@ class InflightState:
         self, key: int, node: str, workload: Workload, template: Workload | None
     ) -> None:
         """Record again this process's pod booked as ``key``, shown bound to
-        ``node`` after its place went unshown with its booking (placed.py)."""
+        ``node`` after its place went unbound with its booking (placed.py)."""
         with self._lock:
             self._bookings.placed.place(key, workload, template, node)
 

@@ -15,8 +15,9 @@ we, from a watch:
 - terminating, finished or deleted after its binding: its place goes
   (inflight/placed.py: each steered pod's node, counted by its workload's
   spread until it ends, as kube-scheduler's spread counts it; watch_lines.py);
-- never shown by the time its booking is measured: its place goes (the pod
-  was never created); shown bound later (the watch was down), placed again.
+- not shown bound by the time its booking is measured: its place goes
+  (never created, or Pending: kube-scheduler's spread counts bound pods
+  alone); shown bound later, placed again.
 
 The Steerer labels each pod it books with its replica id
 (``nettraffic.io/steered-by``, random per process) and annotates the
@@ -278,7 +279,7 @@ class BindingWatch(Reflector):
         if node:
             workload = None if self.keeper.is_placed(key) else pod_workload(pod)
             if workload is not None:
-                # Its place went with its booking, unshown: the watch was down.
+                # Its place went with its booking, unbound (Pending, or the watch was down).
                 self.keeper.place_again(key, node, workload, pod_template(pod))
                 self._count("placed")
             self._settled(self.keeper.rebook(key, node))
