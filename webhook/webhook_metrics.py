@@ -101,7 +101,7 @@ class WebhookMetrics:
                 "the node bound, kept (bound where booked), dropped (gone unbound), "
                 "seen (another replica's pod, booked here), placed (a pod too old to "
                 "book, counted by its spread: another replica's, or this one's shown "
-                "after its booking was measured), gone (terminating, finished or "
+                "bound after its booking was measured), gone (terminating, finished or "
                 "deleted after its binding).",
                 "counter",
                 ("outcome",),

@@ -25,9 +25,10 @@ A pod admitted here and not shown bound by the time a measurement would
 show its traffic (bookings.py) goes then. Never shown at all, it was never
 created: a later admission plugin refused it (a ResourceQuota, another
 webhook), and its ReplicaSet may try again and again (counted as
-``never_shown``); else each refused attempt stayed in its workload's
-spread, unbound, until the next list of the steered pods. Shown but not
-bound, it is Pending, and kube-scheduler's spread counts bound pods alone.
+``never_shown``): kept, each refused attempt would count in its
+workload's spread until a list of the steered pods, which a healthy
+watch never makes again. Shown but not bound, it is Pending, and
+kube-scheduler's spread counts bound pods alone.
 Either comes back when the watch shows it bound (and so does a pod the
 watch missed while it was down, from the list that follows).
 """
