@@ -107,7 +107,8 @@ class PlacedPods:
         placed = self._pods.get(key)
         if placed is not None and not placed.bound:
             self.remove(key)
-            self.never_shown += not placed.shown
+            if not placed.shown:
+                self.never_shown += 1
 
     def move(self, key: int, node: str) -> None:
         """The pod booked as ``key`` was bound to ``node``."""

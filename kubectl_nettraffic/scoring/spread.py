@@ -148,8 +148,12 @@ class Spread:
         self._zone_of = zone_of
         self._booked = booked[0]
         self.barred_zones: frozenset[str] = frozenset()
-        per_zone = {z: booked[1].get(z, 0) for z in zones}
-        if len(per_zone) > 1 and (rules.zone is not None or rules.fills_zones):
+        per_zone = (
+            {z: booked[1].get(z, 0) for z in zones}
+            if rules.zone is not None or rules.fills_zones
+            else {}
+        )
+        if len(per_zone) > 1:
             fewest = min(per_zone.values())
             # Its empty zones first, but for a pair its peers pull together.
             fill_empty = rules.fills_zones and (
