@@ -4,19 +4,24 @@ client and a fake API server over HTTP), mapped onto the called workloads,
 and where a pod's bytes with its peers then go: the pull's split and the
 shares /metrics and top workloads show."""
 
+import dataclasses
 import functools
 import time
 
+import jsonpatch
 import pytest
 
 from harness import fakeapi
 from harness.fakeapi import node as node_object
 from harness.prometheus import prometheus_with_history
+from harness.reviews import pod
 from kubectl_nettraffic.cli.top import WebhookLocation
 from kubectl_nettraffic.cli.top_pods import learned_figures
 from kubectl_nettraffic.config import settings_from_mapping
 from kubectl_nettraffic.errors import ClusterError
 from kubectl_nettraffic.kube.client import api_client
+from kubectl_nettraffic.kube.nodes import ZONE_COPY_LABEL, ZONE_LABEL
+from kubectl_nettraffic.kube.pods import PREFERRED
 from kubectl_nettraffic.kube.service_routing import (
     NODE,
     SPREAD,
@@ -24,7 +29,7 @@ from kubectl_nettraffic.kube.service_routing import (
     read_service_routing,
     routing_of,
 )
-from kubectl_nettraffic.kube.workloads import Workload
+from kubectl_nettraffic.kube.workloads import Workload, pod_workload
 from kubectl_nettraffic.learning.conversations import (
     Conversations,
     PodPlaces,
@@ -36,6 +41,7 @@ from kubectl_nettraffic.learning.learner import BandwidthLearning
 from kubectl_nettraffic.learning.peer_traffic import PeerTrafficSource, peers_from
 from kubectl_nettraffic.learning.pod_sample import PodSample
 from kubectl_nettraffic.learning.pod_traffic import PodTrafficSource
+from kubectl_nettraffic.learning.workload_bandwidth import LearnedBandwidth
 from kubectl_nettraffic.measuring.scoreview import workloads_document
 from kubectl_nettraffic.sources.prometheus import PrometheusSource
 from tests.harness.flow_series import Flow, istio_lines
@@ -347,3 +353,58 @@ def test_top_workloads_counts_the_pairs_as_routed_as_the_webhook_does(
         "prometheus", settings, None, WebhookLocation("x", "y", 443), report, False, True
     )
     assert spread is not None and spread[WEB][0]["crossZoneShare"] == pytest.approx(0.5)
+
+
+def _zone_terms(api_places: dict[str, int], routing: str | None) -> list[dict]:
+    """The zone terms of a pod of web, which calls api (routed by
+    ``routing``), on nine nodes in zones a, b and c that carry their zone's
+    copy; api's pods on ``api_places``."""
+    loads = {f"{zone}{i}": 1e6 * (i + 3 * k) for k, zone in enumerate("abc") for i in (1, 2, 3)}
+    zones = {name: {"labels": {ZONE_LABEL: name[0], ZONE_COPY_LABEL: name[0]}} for name in loads}
+    board = FixedBoard(loads, **zones)
+    web = pod_workload(pod())
+    assert web is not None
+    conversations = Conversations(
+        {web: ((API, 6e6),), API: ((web, 6e6),)},
+        {web: {"c3": 2}, API: api_places},
+        0.0,
+        calls=frozenset({(web, API)}),
+        routing={} if routing is None else {API: routing},
+    )
+    outcome = board.measurer.measure()
+    assert outcome.snapshot is not None
+    learned = LearnedBandwidth({}, None, 0.0, conversations)
+    board.scoreboard.record(
+        dataclasses.replace(
+            outcome, snapshot=dataclasses.replace(outcome.snapshot, learned=learned)
+        )
+    )
+    settings = board.settings
+    board.steerer.settings = dataclasses.replace(
+        settings, peers=dataclasses.replace(settings.peers, source="istio")
+    )
+    decision = board.steerer.decide(pod(), {}, dry_run=False)
+    assert decision.preferences and decision.preferences[0].node in api_places
+    patched = jsonpatch.apply_patch(pod(), decision.patch or [])
+    return [
+        term
+        for term in patched["spec"]["affinity"]["nodeAffinity"][PREFERRED]
+        if term["preference"].get("matchExpressions", [{}])[0].get("key") == ZONE_COPY_LABEL
+    ]
+
+
+def test_the_zone_term_names_every_zone_that_keeps_as_much_and_none_where_all_do():
+    # Routed by zone, api in zones a and b: either keeps all of web's bytes.
+    (term,) = _zone_terms({"a1": 1, "b1": 1}, ZONE)
+    assert term["preference"]["matchExpressions"][0]["values"] == ["a", "b"]
+    assert term["weight"] == 100
+    # By node too: a client beside no api pod stays in a zone that has one.
+    (term,) = _zone_terms({"a1": 1, "b1": 1}, NODE)
+    assert term["preference"]["matchExpressions"][0]["values"] == ["a", "b"]
+    # api in every zone: no zone saves web anything over another.
+    assert _zone_terms({"a1": 1, "b1": 1, "c1": 1}, ZONE) == []
+    assert _zone_terms({"a1": 1, "b1": 1, "c1": 1}, NODE) == []
+    # Spread evenly, a zone keeps its share of api's pods: a's two of three.
+    (term,) = _zone_terms({"a1": 1, "a2": 1, "c1": 1}, None)
+    assert term["preference"]["matchExpressions"][0]["values"] == ["a"]
+    assert term["weight"] == 67

@@ -145,12 +145,12 @@ def affinity_patch(
     annotations: Mapping[str, str],
     labels: Mapping[str, str] | None = None,
     tier_terms: TierTerms = (),
-    zone_term: tuple[str, int] | None = None,
+    zone_term: tuple[tuple[str, ...], int] | None = None,
     barred_zones: frozenset[str] = frozenset(),
 ) -> JsonPatch:
     """JSON patch appending our terms to whatever affinity the pod has;
     ``tier_terms``: (weight, tiers) of each term on the traffic-tier label;
-    ``zone_term``: (zone, weight) of a term on the peers' zone (with tier
+    ``zone_term``: (zones, weight) of a term on the peers' zones (with tier
     terms, on its quiet tiers, and the quiet tiers instead of the tier
     terms); ``barred_zones``: zones the tier terms leave out."""
     # isinstance(..., dict), not Mapping: the pod is decoded JSON, and the
@@ -180,13 +180,12 @@ def affinity_patch(
         terms.extend(tiered)
         texts.extend(tiered_texts)
     if zone_term is not None and ZONE_COPY_LABEL not in already:
-        zone, weight = zone_term
+        zones, weight = zone_term
         expressions: list[dict[str, Any]] = [
-            {"key": ZONE_COPY_LABEL, "operator": "In", "values": [zone]}
+            {"key": ZONE_COPY_LABEL, "operator": "In", "values": list(zones)}
         ]
-        expression_texts = [
-            f'{{"key":"{ZONE_COPY_LABEL}","operator":"In","values":[{json_string(zone)}]}}'
-        ]
+        values = ",".join(json_string(zone) for zone in zones)
+        expression_texts = [f'{{"key":"{ZONE_COPY_LABEL}","operator":"In","values":[{values}]}}']
         if quiet_zone:
             expressions.append(_QUIET)
             expression_texts.append(_QUIET_EXPRESSION_TEXT)

@@ -48,6 +48,8 @@ exactly as without a flow source. Two guards, and a term:
   also prefers that zone (``zone_term``), weighted by the share of its
   bytes to peers that go there: the node terms name three nodes
   kube-scheduler may not sample; the zone term matches in any sample.
+  Zones that keep as much share the term, and where every zone does there
+  is none: the zone saves nothing over the others.
 
 And a pair kept together: a workload the learner saw run one or two pods,
 all of whose peers' Services spread its bytes evenly, may put its second
@@ -77,6 +79,9 @@ PRICE_UNIT = 0.01
 # counted: a sliver of the pod's bytes, less than a refresh moves a score,
 # and leaving it out spares an admission a look-up per node holding a peer.
 MIN_OWN_POINTS = 1.0
+# Zones that keep at least this share of what the best zone keeps keep as
+# much (a sum of floats in another order may differ in its last digits).
+TIED_ZONES = 0.99
 
 
 @dataclass(frozen=True)
@@ -271,22 +276,33 @@ class PodPull:
             self._own.add(name)
         return points
 
-    def zone_term(self, first: str) -> tuple[str, int] | None:
-        """(zone, weight) of a preferred term on ``first``'s zone, when it is
-        the zone its peers pull toward most, zones are priced, and the nodes
-        carry their zone's copy (nettraffic.io/zone). The weight is the
-        share of the pod's bytes to peers that go to that zone (100: all of
-        them), at least 1. Such a term holds over whichever nodes
-        kube-scheduler samples, as the tier terms do."""
-        zone = self.zone_of.get(first)
-        plan = self._plan
-        if not zone or self._pull.zone_weight <= 0 or zone not in self._pull.copied_zones:
+    def zone_term(self, first: str) -> tuple[tuple[str, ...], int] | None:
+        """(zones, weight) of a preferred term on the zones that keep the
+        most of the pod's bytes to peers, when ``first``'s zone is one of
+        them, they are not every zone, zones are priced, and the nodes carry
+        their zone's copy (nettraffic.io/zone). Zones within TIED_ZONES of
+        the most keep as much: under topology routing every zone that holds
+        a server pod keeps all of a client's bytes, and a term on one of
+        them pulled pods into it for nothing. The weight is the share of the
+        pod's bytes to peers that go to each (100: all of them), at least 1.
+        Such a term holds over whichever nodes kube-scheduler samples, as
+        the tier terms do."""
+        zone, plan, pull = self.zone_of.get(first), self._plan, self._pull
+        if not zone or pull.zone_weight <= 0 or zone not in pull.copied_zones:
             return None
-        best = max(plan.in_zone, key=lambda z: (plan.in_zone[z], z), default=None)
-        if best != zone or not self.pulled.get(first):
+        most = max(plan.in_zone.values(), default=0.0)
+        if plan.in_zone.get(zone, 0.0) < most * TIED_ZONES or not self.pulled.get(first):
             return None
-        share = plan.in_zone[zone] / plan.to_peers
-        return zone, max(1, min(100, round(100 * share)))
+        zones = tuple(
+            sorted(
+                z
+                for z, b in plan.in_zone.items()
+                if b >= most * TIED_ZONES and z in pull.copied_zones
+            )
+        )
+        if pull.copied_zones.issubset(zones):
+            return None  # every zone keeps as much: nothing to prefer
+        return zones, max(1, min(100, round(100 * most / plan.to_peers)))
 
     def annotation(self, nodes: list[str]) -> str:
         """``node=points:why`` for each of ``nodes`` its peers pulled it
