@@ -151,6 +151,11 @@ class SteeringSettings:
     # not kept (scoring/spread.py).
     zone_max_skew: int = key(5, values.integer(0, 1000))
     hostname_max_skew: int = key(3, values.integer(0, 1000))
+    # 0: kube-scheduler's own default (adaptive: it scores a sample of the
+    # nodes above 100). Set it as your scheduler profile's
+    # percentageOfNodesToScore: where it scores a sample, the nodes beside a
+    # pod's peers get terms of near the first's weight (scoring/placement.py).
+    percentage_of_nodes_to_score: int = key(0, values.integer(0, 100))
 
 
 @dataclass(frozen=True)

@@ -86,6 +86,10 @@ steering: {preferredNodes: 5, defaultPodBandwidth: 500k, schedulerNames: [defaul
             "steering.preferredNodes: 0 must be a whole number 1..20",
         ),
         (
+            {"steering": {"percentageOfNodesToScore": 101}},
+            "steering.percentageOfNodesToScore: 101 must be a whole number 0..100",
+        ),
+        (
             {"steering": {"defaultPodBandwidth": "1Mb"}},
             "steering.defaultPodBandwidth: '1Mb' is not a quantity",
         ),

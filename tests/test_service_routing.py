@@ -43,7 +43,9 @@ from kubectl_nettraffic.learning.pod_sample import PodSample
 from kubectl_nettraffic.learning.pod_traffic import PodTrafficSource
 from kubectl_nettraffic.learning.workload_bandwidth import LearnedBandwidth
 from kubectl_nettraffic.measuring.scoreview import workloads_document
+from kubectl_nettraffic.scoring.scheduler_sample import scores_a_sample
 from kubectl_nettraffic.sources.prometheus import PrometheusSource
+from kubectl_nettraffic.steering.steerer import Decision
 from tests.harness.flow_series import Flow, istio_lines
 from tests.harness.kube_series import PodSeries, ReplicaSetSeries, kube_lines
 from tests.harness.scoreboards import FixedBoard
@@ -355,18 +357,23 @@ def test_top_workloads_counts_the_pairs_as_routed_as_the_webhook_does(
     assert spread is not None and spread[WEB][0]["crossZoneShare"] == pytest.approx(0.5)
 
 
-def _zone_terms(api_places: dict[str, int], routing: str | None) -> list[dict]:
-    """The zone terms of a pod of web, which calls api (routed by
-    ``routing``), on nine nodes in zones a, b and c that carry their zone's
-    copy; api's pods on ``api_places``."""
-    loads = {f"{zone}{i}": 1e6 * (i + 3 * k) for k, zone in enumerate("abc") for i in (1, 2, 3)}
+def _web_decision(
+    api_places: dict[str, int], routing: str | None, racks: int = 3, **steering: int
+) -> tuple[Decision, dict]:
+    """The Steerer's decision on a pod of web, which calls api (routed by
+    ``routing``), on ``racks`` nodes in each of zones a, b and c (the
+    quietest first) that carry their zone's copy, and the pod patched;
+    api's pods on ``api_places``."""
+    loads = {
+        f"{z}{i}": 1e6 * (i + racks * k) for k, z in enumerate("abc") for i in range(1, racks + 1)
+    }
     zones = {name: {"labels": {ZONE_LABEL: name[0], ZONE_COPY_LABEL: name[0]}} for name in loads}
-    board = FixedBoard(loads, **zones)
+    board = FixedBoard(loads, steering=steering, **zones)
     web = pod_workload(pod())
     assert web is not None
     conversations = Conversations(
         {web: ((API, 6e6),), API: ((web, 6e6),)},
-        {web: {"c3": 2}, API: api_places},
+        {web: {f"c{racks}": 2}, API: api_places},
         0.0,
         calls=frozenset({(web, API)}),
         routing={} if routing is None else {API: routing},
@@ -384,8 +391,13 @@ def _zone_terms(api_places: dict[str, int], routing: str | None) -> list[dict]:
         settings, peers=dataclasses.replace(settings.peers, source="istio")
     )
     decision = board.steerer.decide(pod(), {}, dry_run=False)
+    return decision, jsonpatch.apply_patch(pod(), decision.patch or [])
+
+
+def _zone_terms(api_places: dict[str, int], routing: str | None) -> list[dict]:
+    """The zone terms of a pod of web whose first preference is beside api."""
+    decision, patched = _web_decision(api_places, routing)
     assert decision.preferences and decision.preferences[0].node in api_places
-    patched = jsonpatch.apply_patch(pod(), decision.patch or [])
     return [
         term
         for term in patched["spec"]["affinity"]["nodeAffinity"][PREFERRED]
@@ -408,3 +420,40 @@ def test_the_zone_term_names_every_zone_that_keeps_as_much_and_none_where_all_do
     (term,) = _zone_terms({"a1": 1, "a2": 1, "c1": 1}, None)
     assert term["preference"]["matchExpressions"][0]["values"] == ["a"]
     assert term["weight"] == 67
+
+
+@pytest.mark.parametrize(
+    ("nodes", "percentage", "sampled"),
+    [
+        (99, 0, False),
+        (100, 0, False),
+        (101, 0, True),
+        (500, 0, True),
+        (500, 100, False),
+        (500, 50, True),
+        (5000, 0, True),
+        (200, 50, True),
+        (100, 50, False),
+    ],
+)
+def test_kube_scheduler_scores_a_sample_as_num_feasible_nodes_to_find_says(
+    nodes: int, percentage: int, sampled: bool
+) -> None:
+    # 500 nodes at the default: 46% of them, 230; 100 nodes: every one, at any share.
+    assert scores_a_sample(nodes, percentage) is sampled
+
+
+def test_where_kube_scheduler_scores_a_sample_every_node_beside_the_peers_weighs_near_the_first():
+    """web calls api, routed by node, on the three quietest nodes: whichever
+    of them kube-scheduler's sample holds keeps web's bytes on it."""
+    api = {"a1": 1, "a2": 1, "a3": 1}
+    weights = {}
+    for percentage in (0, 100):  # 120 nodes: a sample of 100, or every one
+        decision, _ = _web_decision(api, NODE, racks=40, percentageOfNodesToScore=percentage)
+        assert {p.node for p in decision.preferences} == set(api)
+        weights[percentage] = [p.weight for p in decision.preferences]
+    first, *others = weights[0]
+    assert first == 100 and all(w >= 90 for w in others), weights
+    # Every node scored: the first wins wherever kube-scheduler's plugins
+    # allow, the others at most a quarter of the one before.
+    assert weights[100][0] == 100 and weights[100][1] <= 25 and weights[100][2] <= 6, weights

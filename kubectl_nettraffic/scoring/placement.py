@@ -88,6 +88,7 @@ def weighed(
     full: frozenset[str] = frozenset(),
     full_yields: bool = False,
     own_size: bool = True,
+    beside_peers: frozenset[str] = frozenset(),
 ) -> Weighed:
     """The pod's tier terms, where the ``tiers`` (None: steering.trafficTiers
     off) differ in what they cost it (scoring/tier_weights.py; by rank
@@ -108,7 +109,12 @@ def weighed(
     spread has filled (``full``) gets no term; under the cluster's default
     spread (``full_yields``) it does where its link alone saves the pod
     MIN_SAVING: the defaults are kube-scheduler's soft score, which a hot
-    link avoided outweighs and a peer or an unknown size does not."""
+    link avoided outweighs and a peer or an unknown size does not.
+    Where kube-scheduler scores a sample of the nodes, a node whose peers
+    keep the pod's bytes on it (``beside_peers``) is graded by its score
+    gap alone, not at most a quarter of the one before: the sample misses
+    the first preference about half the time (scoring/scheduler_sample.py),
+    and the next node beside the peers must then outweigh the tier terms."""
     if tiers is None:
         tiered = NO_TIERS
     elif ranked and (not own_size or burst_share(ranked[0][2], bandwidth, burst) >= HEAVY_BURST):
@@ -133,7 +139,9 @@ def weighed(
         # Graded by rank: the best 100, each other 100 minus its score gap
         # but at most a quarter of the one before (the pod goes where it is
         # booked unless kube-scheduler's plugins object), then by what it saves.
-        graded = min(most, round(100 - (top - effective)))
+        graded = round(100 - (top - effective))
+        if score.name not in beside_peers:
+            graded = min(most, graded)
         preferences.append(
             Preference(score.name, 0 if kept_off else weight(saving, graded), effective)
         )

@@ -251,6 +251,10 @@ class PodPull:
             if self._has_room(node):
                 yield node, points
 
+    def beside_peers(self) -> frozenset[str]:
+        """The nodes read so far whose peers there keep the pod's bytes on them."""
+        return frozenset(self._own)
+
     def zone_points(self, zone: str) -> float:
         return self._per_byte * self._zone_saved.get(zone, 0.0)
 

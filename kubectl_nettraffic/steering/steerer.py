@@ -37,6 +37,7 @@ from kubectl_nettraffic.measuring.measurement import Snapshot
 from kubectl_nettraffic.measuring.scoreboard import Scoreboard
 from kubectl_nettraffic.scoring.placement import Preference, Ranked, Weighed, weighed
 from kubectl_nettraffic.scoring.savings import MIN_SAVING, FieldCost
+from kubectl_nettraffic.scoring.scheduler_sample import scores_a_sample
 from kubectl_nettraffic.scoring.spread import SpreadRules
 from kubectl_nettraffic.scoring.tier_weights import TierCosts
 from kubectl_nettraffic.steering.affinity_patch import affinity_patch, annotation_ops, patch_text
@@ -81,6 +82,8 @@ class PerSnapshot(NamedTuple):
     # No link busy enough to cost a pod of the default size a point on
     # average: a pod of unknown size keeps its zones even (SpreadRules.balanced).
     calm: bool
+    # kube-scheduler scores a sample of the nodes (scoring/scheduler_sample.py).
+    sampled: bool
 
 
 class Steerer:
@@ -133,6 +136,7 @@ class Steerer:
                 if steering.traffic_tiers
                 else None,
                 field.mean(steering.default_pod_bandwidth) < MIN_SAVING,
+                scores_a_sample(len(snapshot.nodes), steering.percentage_of_nodes_to_score),
             )
         return derived
 
@@ -318,7 +322,9 @@ class Steerer:
         ``weighed``: under tier terms kube-scheduler picks among the cheapest
         tiers, so a node saves only what it saves over those); a node its
         workload's spread has filled gets none, but for its link under the
-        cluster's default spread (``full_yields``)."""
+        cluster's default spread (``full_yields``); where kube-scheduler
+        scores a sample, the nodes beside the pod's peers are graded by their
+        score gap alone."""
         return weighed(
             ranked,
             derived.field,
@@ -331,6 +337,9 @@ class Steerer:
             full=full,
             full_yields=full_yields,
             own_size=own_size,
+            beside_peers=pull.beside_peers()
+            if pull is not None and derived.sampled
+            else frozenset(),
         )
 
     def _plans_of(self, conversations: Conversations, snapshot: Snapshot) -> PullPlans:
