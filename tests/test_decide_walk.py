@@ -15,7 +15,6 @@ from kubectl_nettraffic.kube.nodes import ZONE_LABEL
 from kubectl_nettraffic.kube.pods import EXPECTED_BANDWIDTH
 from kubectl_nettraffic.kube.workloads import Workload, pod_workload
 from kubectl_nettraffic.learning.conversations import Conversations
-from kubectl_nettraffic.learning.workload_bandwidth import LearnedBandwidth
 from kubectl_nettraffic.steering.steerer import Decision
 from tests.harness.scoreboards import MEASURED_AT, FixedBoard
 
@@ -59,11 +58,7 @@ def _board(peers: bool, replica: str | None = None) -> FixedBoard:
             {talker: {"n2": 1}, peer: {"n9": 2}},
             0.0,
         )
-        outcome = board.measurer.measure()
-        assert outcome.snapshot is not None
-        learned = LearnedBandwidth({}, None, 0.0, conversations)
-        snapshot = dataclasses.replace(outcome.snapshot, learned=learned)
-        board.scoreboard.record(dataclasses.replace(outcome, snapshot=snapshot))
+        board.measure_with(conversations)
         settings = board.settings
         board.steerer.settings = dataclasses.replace(
             settings, peers=dataclasses.replace(settings.peers, source="istio")

@@ -13,7 +13,6 @@ from kubectl_nettraffic.kube.nodes import ZONE_LABEL, zones_of
 from kubectl_nettraffic.kube.pods import EXPECTED_BANDWIDTH
 from kubectl_nettraffic.kube.workloads import Workload, pod_workload
 from kubectl_nettraffic.learning.conversations import Conversations
-from kubectl_nettraffic.learning.workload_bandwidth import LearnedBandwidth
 from kubectl_nettraffic.ranking.handicaps import POINTS_PER_POD
 from kubectl_nettraffic.ranking.replica_share import NodeBlocks, ReplicaShare
 from kubectl_nettraffic.scoring.spread import Spread, SpreadRules
@@ -31,18 +30,6 @@ def _admitted(annotated: bool = True, zone: str | None = None) -> dict:
     if zone is not None:
         admitted["spec"]["nodeSelector"] = {ZONE_LABEL: zone}
     return admitted
-
-
-def _measured_with(board: FixedBoard, conversations: Conversations) -> None:
-    """A new measurement whose learned figures carry ``conversations``."""
-    outcome = board.measurer.measure()
-    assert outcome.snapshot is not None
-    learned = LearnedBandwidth({}, None, 0.0, conversations)
-    board.scoreboard.record(
-        dataclasses.replace(
-            outcome, snapshot=dataclasses.replace(outcome.snapshot, learned=learned)
-        )
-    )
 
 
 def _board(
@@ -71,7 +58,7 @@ def _board(
         places[peer] = {rng.choice(busier): rng.randint(1, 3) for _ in range(2)}
     pairs = {talker: tuple((peer, rng.uniform(1e6, 2e7)) for peer in peers)}
     conversations = Conversations(pairs, places, 0.0)
-    _measured_with(board, conversations)
+    board.measure_with(conversations)
     return board, talker
 
 
@@ -177,7 +164,7 @@ def test_a_peer_ranked_300th_of_1500_is_preferred_with_any_replicas(replicas):
     conversations = Conversations(
         {talker: ((peer, 2 * 2**20),)}, {talker: {"n1499": 1}, peer: {target: 1}}, 0.0
     )
-    _measured_with(board, conversations)
+    board.measure_with(conversations)
     scores = {s.name: s.score for s in board.snapshot.candidates}
     assert sorted(scores, key=lambda n: -scores[n]).index(target) == 300
     for other in range(1, replicas):  # the other replicas seen steering

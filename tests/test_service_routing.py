@@ -41,7 +41,6 @@ from kubectl_nettraffic.learning.learner import BandwidthLearning
 from kubectl_nettraffic.learning.peer_traffic import PeerTrafficSource, peers_from
 from kubectl_nettraffic.learning.pod_sample import PodSample
 from kubectl_nettraffic.learning.pod_traffic import PodTrafficSource
-from kubectl_nettraffic.learning.workload_bandwidth import LearnedBandwidth
 from kubectl_nettraffic.measuring.scoreview import workloads_document
 from kubectl_nettraffic.scoring.scheduler_sample import scores_a_sample
 from kubectl_nettraffic.sources.prometheus import PrometheusSource
@@ -378,14 +377,7 @@ def _web_decision(
         calls=frozenset({(web, API)}),
         routing={} if routing is None else {API: routing},
     )
-    outcome = board.measurer.measure()
-    assert outcome.snapshot is not None
-    learned = LearnedBandwidth({}, None, 0.0, conversations)
-    board.scoreboard.record(
-        dataclasses.replace(
-            outcome, snapshot=dataclasses.replace(outcome.snapshot, learned=learned)
-        )
-    )
+    board.measure_with(conversations)
     settings = board.settings
     board.steerer.settings = dataclasses.replace(
         settings, peers=dataclasses.replace(settings.peers, source="istio")

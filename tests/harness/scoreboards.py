@@ -1,6 +1,7 @@
 """Serving parts fed from fixed per-node traffic: the real Measurer, scoring
 and Scoreboard over set inputs, for tests of what comes after the measurement."""
 
+import dataclasses
 import math
 from collections.abc import Callable, Mapping
 from types import SimpleNamespace
@@ -12,7 +13,9 @@ from kubectl_nettraffic.config import Settings, settings_from_mapping
 from kubectl_nettraffic.inflight.state import InflightState
 from kubectl_nettraffic.kube.nodes import ZONE_LABEL, Node, node_from_json
 from kubectl_nettraffic.kube.pods import EXPECTED_BANDWIDTH
+from kubectl_nettraffic.learning.conversations import Conversations
 from kubectl_nettraffic.learning.learner import BandwidthLearning
+from kubectl_nettraffic.learning.workload_bandwidth import LearnedBandwidth
 from kubectl_nettraffic.measuring.measurement import Measurer, Snapshot
 from kubectl_nettraffic.measuring.scoreboard import Scoreboard
 from kubectl_nettraffic.scoring.readings import NodeTraffic
@@ -93,6 +96,14 @@ class FixedBoard:
 
     def refresh(self) -> Snapshot | None:
         return self.scoreboard.record(self.measurer.measure())
+
+    def measure_with(self, conversations: Conversations) -> None:
+        """A new measurement whose learned figures carry ``conversations``."""
+        outcome = self.measurer.measure()
+        assert outcome.snapshot is not None
+        learned = LearnedBandwidth({}, None, 0.0, conversations)
+        snapshot = dataclasses.replace(outcome.snapshot, learned=learned)
+        self.scoreboard.record(dataclasses.replace(outcome, snapshot=snapshot))
 
     def measure_at(self, at: float) -> Snapshot | None:
         """A measurement taken at ``at``: the bookings of pods admitted long
