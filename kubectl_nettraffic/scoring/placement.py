@@ -24,6 +24,7 @@ checked by steering/patch_check.py before it is sent.
 """
 
 from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from typing import NamedTuple
 
 from kubectl_nettraffic.scoring.node_scores import NodeScore
@@ -88,7 +89,7 @@ def weighed(
     full: frozenset[str] = frozenset(),
     full_yields: bool = False,
     own_size: bool = True,
-    beside_peers: frozenset[str] = frozenset(),
+    beside_peers: AbstractSet[str] = frozenset(),
 ) -> Weighed:
     """The pod's tier terms, where the ``tiers`` (None: steering.trafficTiers
     off) differ in what they cost it (scoring/tier_weights.py; by rank

@@ -64,6 +64,7 @@ the learner's places are a pass old: the empty zones stay first.
 
 import math
 from collections.abc import Iterator, Mapping
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 
 from kubectl_nettraffic.config import PeerSettings
@@ -251,9 +252,10 @@ class PodPull:
             if self._has_room(node):
                 yield node, points
 
-    def beside_peers(self) -> frozenset[str]:
-        """The nodes read so far whose peers there keep the pod's bytes on them."""
-        return frozenset(self._own)
+    def beside_peers(self) -> AbstractSet[str]:
+        """The nodes read so far whose peers there keep the pod's bytes on
+        them (a view: read it once the choice is made)."""
+        return self._own
 
     def zone_points(self, zone: str) -> float:
         return self._per_byte * self._zone_saved.get(zone, 0.0)
@@ -295,15 +297,11 @@ class PodPull:
         if not zone or pull.zone_weight <= 0 or zone not in pull.copied_zones:
             return None
         most = max(plan.in_zone.values(), default=0.0)
-        if plan.in_zone.get(zone, 0.0) < most * TIED_ZONES or not self.pulled.get(first):
+        as_much = most * TIED_ZONES
+        if plan.in_zone.get(zone, 0.0) < as_much or not self.pulled.get(first):
             return None
-        zones = tuple(
-            sorted(
-                z
-                for z, b in plan.in_zone.items()
-                if b >= most * TIED_ZONES and z in pull.copied_zones
-            )
-        )
+        kept = (z for z, b in plan.in_zone.items() if b >= as_much and z in pull.copied_zones)
+        zones = tuple(sorted(kept))
         if pull.copied_zones.issubset(zones):
             return None  # every zone keeps as much: nothing to prefer
         return zones, max(1, min(100, round(100 * most / plan.to_peers)))
