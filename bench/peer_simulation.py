@@ -333,8 +333,10 @@ class RollOut:
         board.record(self.measurer.measure())
         snapshot = board.snapshot
         if self.steered and snapshot is not None:
-            bandwidth = self.settings.steering.default_pod_bandwidth
-            self.tiers = snapshot_tiers(snapshot, self.tiers, bandwidth)
+            steering = self.settings.steering
+            self.tiers = snapshot_tiers(
+                snapshot, self.tiers, steering.default_pod_bandwidth, steering.busy_above
+            )
             for name, labels in zip(self.names, self.zone_labels, strict=True):
                 labels.pop(TIER_LABEL, None)
                 if name in self.tiers:

@@ -272,8 +272,9 @@ class Simulation:
         self.lowest = int(np.argmin(self.source.measured(at)))
         if self.installed and self.strategy == "tiers" and board.snapshot is not None:
             self._write_labels(at)
+            steering = self.settings.steering
             self.assigned = snapshot_tiers(
-                board.snapshot, self.written, self.settings.steering.default_pod_bandwidth
+                board.snapshot, self.written, steering.default_pod_bandwidth, steering.busy_above
             )
             self.unwritten[:] = sorted(tier_changes(self.assigned, self.written).items())
             if self.labelled_at is None:

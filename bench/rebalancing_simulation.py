@@ -299,8 +299,10 @@ class DriftRun:
         if snapshot is not None:
             # The traffic-tier labels as the leader writes them at each refresh
             # (steering.trafficTiers, on by default).
-            bandwidth = self.settings.steering.default_pod_bandwidth
-            self.tiers = snapshot_tiers(snapshot, self.tiers, bandwidth)
+            steering = self.settings.steering
+            self.tiers = snapshot_tiers(
+                snapshot, self.tiers, steering.default_pod_bandwidth, steering.busy_above
+            )
             for name, labels in zip(self.names, self.node_labels, strict=True):
                 labels.pop(TIER_LABEL, None)
                 if name in self.tiers:

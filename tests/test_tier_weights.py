@@ -8,6 +8,7 @@ from harness.fakeapi import node
 from harness.reviews import pod
 from kubectl_nettraffic.kube.nodes import node_from_json
 from kubectl_nettraffic.kube.pods import EXPECTED_BANDWIDTH, PREFERRED
+from kubectl_nettraffic.measuring.tier_labels import snapshot_tiers
 from kubectl_nettraffic.scoring.node_scores import NodeScore
 from kubectl_nettraffic.scoring.placement import weighed
 from kubectl_nettraffic.scoring.savings import FieldCost
@@ -123,3 +124,24 @@ def test_tiers_by_rank_go_only_with_a_node_term():
     scores[3] = replace(scores[3], link_utilization=0.95)
     hot = weighed(ranked[:3], FieldCost(scores, 0.5), tiers, 1e6, 0.5, own_size=False)
     assert hot.preferences[0].weight and hot.tier_terms == BY_RANK.terms
+
+
+def test_one_hot_node_is_the_only_one_its_pods_tier_term_leaves_out():
+    """The tiers as the writer labels them: a hot link is tier 4 alone, so
+    a pod's tier term leaves out that node and no quiet one."""
+    loads = {f"q{i}": (i + 1) * 1e8 for i in range(7)} | {"h": 2.2e9}  # h: 88% of its link
+    measured = FixedBoard(loads, link_speed=10 * GBIT)
+    snapshot = measured.scoreboard.snapshot
+    assert snapshot is not None
+    default = measured.settings.steering.default_pod_bandwidth
+    tiers = snapshot_tiers(snapshot, {}, default, busy_above=0.5)
+    assert [name for name, tier in tiers.items() if tier == "4"] == ["h"]
+    labelled = {name: {"labels": {TIER_LABEL: tier}} for name, tier in tiers.items()}
+    board = FixedBoard(loads, link_speed=10 * GBIT, **labelled)
+    admitted = pod(annotations={EXPECTED_BANDWIDTH: "1Mi"})
+    terms = _terms(board.steerer.decide(admitted, {}, False), admitted)
+    assert [(t["weight"], t["preference"]["matchExpressions"][0]["values"]) for t in terms] == [
+        (60, ["1", "2", "3"])
+    ]
+    matched = [name for name, tier in tiers.items() if tier in ("1", "2", "3")]
+    assert sorted(matched) == sorted(name for name in loads if name != "h")

@@ -1,4 +1,5 @@
-"""Traffic tiers: rank quarters with hysteresis, and the label writes they need."""
+"""Traffic tiers: busy nodes apart, the others by rank, with hysteresis, and the
+label writes they need."""
 
 import json
 from dataclasses import replace
@@ -10,7 +11,8 @@ from kubectl_nettraffic.kube.nodes import ZONE_COPY_LABEL, ZONE_LABEL
 from kubectl_nettraffic.kube.pods import EXPECTED_BANDWIDTH, PREFERRED
 from kubectl_nettraffic.scoring.node_scores import NodeScore
 from kubectl_nettraffic.scoring.placement import Preference
-from kubectl_nettraffic.scoring.tiers import TIER_LABEL, assign_tiers, tier_changes
+from kubectl_nettraffic.scoring.savings import fullness_with
+from kubectl_nettraffic.scoring.tiers import TIER_LABEL, Busy, assign_tiers, tier_changes
 from kubectl_nettraffic.steering.affinity_patch import affinity_patch
 from kubectl_nettraffic.steering.patch_check import apply_and_check
 from tests.harness.scoreboards import FixedBoard
@@ -52,6 +54,50 @@ def test_a_node_keeps_its_tier_until_it_is_past_the_margin():
     assert all(again[name] == first[name] for name in names if name != "n024")
     # A label that is not a tier is replaced.
     assert assign_tiers(_ranked(names), {"n000": "quiet"})["n000"] == "1"
+
+
+GBIT = 1.25e8  # bytes/s
+
+
+def _on_links(utilisation: list[float]) -> list[NodeScore]:
+    """Nodes n0.. on 10 Gbit/s links at ``utilisation``, ranked as given."""
+    return [
+        replace(BASE, name=f"n{i}", link_speed=10 * GBIT, link_utilization=u)
+        for i, u in enumerate(utilisation)
+    ]
+
+
+def _busy(ranked: list[NodeScore], bandwidth: float = 0.0) -> Busy:
+    return Busy({score.name: fullness_with(score, bandwidth) for score in ranked}, 0.5)
+
+
+def test_the_busiest_tier_holds_only_the_busy_nodes():
+    # One hot link among eight: it alone is tier 4, the others split in thirds.
+    ranked = _on_links([0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.9])
+    tiers = assign_tiers(ranked, {}, busy=_busy(ranked))
+    assert [tiers[f"n{i}"] for i in range(8)] == ["1", "1", "2", "2", "2", "3", "3", "4"]
+    # By rank alone the quarter held a quiet node too.
+    assert assign_tiers(ranked, {})["n6"] == "4"
+    # A calm cluster has no busiest tier.
+    calm = _on_links([0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.45])
+    assert set(assign_tiers(calm, {}, busy=_busy(calm)).values()) == {"1", "2", "3"}
+    # ... until the typical pod's own bytes take a link past half full.
+    assert assign_tiers(calm, {}, busy=_busy(calm, 0.06 * 10 * GBIT))["n7"] == "4"
+    # Where more than a quarter are busy, the tiers are rank quarters.
+    loaded = _on_links([0.05, 0.1, 0.55, 0.6, 0.65, 0.7, 0.8, 0.9])
+    assert assign_tiers(loaded, {}, busy=_busy(loaded)) == assign_tiers(loaded, {})
+
+
+def test_a_busy_node_leaves_the_busiest_tier_past_the_margin():
+    ranked = _on_links([0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.47])
+    labelled = {"n7": "4"}
+    # 3 points under busyAbove: within the margin of 5, it stays busy.
+    assert assign_tiers(ranked, labelled, margin=0.05, busy=_busy(ranked))["n7"] == "4"
+    # Not labelled busy yet, the same link is quiet.
+    assert assign_tiers(ranked, {}, margin=0.05, busy=_busy(ranked))["n7"] == "3"
+    # 6 points under: it leaves.
+    quieter = _on_links([0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.44])
+    assert assign_tiers(quieter, labelled, margin=0.05, busy=_busy(quieter))["n7"] == "3"
 
 
 def test_only_changed_labels_are_written_and_unranked_nodes_lose_theirs():

@@ -30,7 +30,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 
-from kubectl_nettraffic.config import Settings
+from kubectl_nettraffic.config import Settings, SteeringSettings
 from kubectl_nettraffic.kube.client import (
     API_ERRORS,
     ApiClient,
@@ -41,9 +41,11 @@ from kubectl_nettraffic.kube.client import (
 from kubectl_nettraffic.kube.lease import LeaseElection
 from kubectl_nettraffic.kube.nodes import ZONE_COPY_LABEL, ZONE_LABEL
 from kubectl_nettraffic.measuring.measurement import Snapshot
+from kubectl_nettraffic.scoring.savings import fullness_with
 from kubectl_nettraffic.scoring.tiers import (
     DEFAULT_MARGIN,
     TIER_LABEL,
+    Busy,
     TierLabelStatus,
     assign_tiers,
     tier_changes,
@@ -96,10 +98,13 @@ class TierLabeller:
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
         default_pod_bandwidth: float = 0.0,
+        busy_above: float | None = None,
     ) -> None:
         self._api = api
-        # The typical pod the tiers rank for until a cluster-wide figure is learned.
+        # The typical pod the tiers rank for until a cluster-wide figure is
+        # learned, and where its link is busy (steering.busyAbove; None: its default).
         self.default_pod_bandwidth = default_pod_bandwidth
+        self.busy_above = SteeringSettings().busy_above if busy_above is None else busy_above
         self._wall = wall_clock
         self.election = election
         self.margin = margin
@@ -167,7 +172,9 @@ class TierLabeller:
         """The tier label writes that bring the nodes to ``snapshot``'s tiers."""
         current = self._current(snapshot, TIER_LABEL)
         previous = {name: value for name, value in current.items() if value is not None}
-        assigned = snapshot_tiers(snapshot, previous, self.default_pod_bandwidth, self.margin)
+        assigned = snapshot_tiers(
+            snapshot, previous, self.default_pod_bandwidth, self.busy_above, self.margin
+        )
         return tier_changes(assigned, current)
 
     def zone_changes(self, snapshot: Snapshot) -> dict[str, str | None]:
@@ -269,15 +276,19 @@ def snapshot_tiers(
     snapshot: Snapshot,
     previous: Mapping[str, str],
     default_pod_bandwidth: float,
+    busy_above: float,
     margin: float = DEFAULT_MARGIN,
 ) -> dict[str, str]:
     """node -> tier for ``snapshot``'s candidates, ranked for the cluster's
     typical pod: the learned cluster-wide figure (what pods of workloads not
-    learned yet send), else ``default_pod_bandwidth``."""
+    learned yet send), else ``default_pod_bandwidth``; busy where that pod
+    would take a link past ``busy_above`` (steering.busyAbove)."""
     learned = snapshot.learned
     cluster = learned.cluster if learned is not None else None
     typical = default_pod_bandwidth if cluster is None else cluster
-    return assign_tiers(tier_ranking(snapshot.candidates, typical), previous, margin)
+    candidates = snapshot.candidates
+    busy = Busy({score.name: fullness_with(score, typical) for score in candidates}, busy_above)
+    return assign_tiers(tier_ranking(candidates, typical), previous, margin, busy=busy)
 
 
 def tier_labeller(settings: Settings, api: ApiClient) -> TierLabeller:
@@ -294,6 +305,7 @@ def tier_labeller(settings: Settings, api: ApiClient) -> TierLabeller:
         config.hysteresis,
         config.writes_per_second,
         default_pod_bandwidth=settings.steering.default_pod_bandwidth,
+        busy_above=settings.steering.busy_above,
     )
 
 

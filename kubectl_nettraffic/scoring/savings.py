@@ -102,9 +102,14 @@ class FieldCost:
         return 100.0 * total / (1.0 - busy) / self._count
 
 
+def fullness_with(score: NodeScore, bandwidth: float) -> float:
+    """The share of this node's link in use once a pod of ``bandwidth`` bytes/s is on it."""
+    return measured_fullness(score) + fullness_per_byte(score) * bandwidth
+
+
 def cost(score: NodeScore, bandwidth: float, busy_above: float) -> float:
     """The cost, in points, of a pod of ``bandwidth`` bytes/s on this node as measured."""
-    full = measured_fullness(score) + fullness_per_byte(score) * bandwidth
+    full = fullness_with(score, bandwidth)
     return 0.0 if full <= busy_above else 100.0 * (full - busy_above) / (1.0 - busy_above)
 
 

@@ -5,21 +5,35 @@ kube-scheduler scores only a sample of the feasible nodes in a large
 cluster (numFeasibleNodesToFind: 500 of 5,000), and a pod's per-node
 preferred terms name 3 nodes that are usually not in it. A preferred term
 on a node *label* matches in every sample. So each eligible node with data
-is put in one of ``TIERS`` tiers by its rank among them (tier 1: the
-quietest quarter, by the score the webhook ranks with, for the cluster's
-typical pod: ``tier_ranking``), written as the
-label ``nettraffic.io/traffic-tier``, and a steered pod also prefers the
-tiers that cost it least (scoring/tier_weights.py).
+is put in one of ``TIERS`` tiers, written as the label
+``nettraffic.io/traffic-tier``, and a steered pod also prefers the tiers
+that cost it least (scoring/tier_weights.py):
 
-Ranks, not score thresholds: scores are relative (traffic mode divides by
-the busiest node), and quarters give every sample a spread of tiers
-whatever the cluster's load. Hysteresis keeps label writes rare: a node
-leaves its tier only once its rank is ``margin`` past the tier's bounds,
-so nodes near a boundary do not flap between refreshes.
+- the busiest tier (4) holds the nodes of the busiest quarter that are
+  busy: whose link the cluster's typical pod would take past
+  ``steering.busyAbove`` (``Busy``). None in a calm cluster;
+- the others split into tiers 1-3 by their rank (tier 1 the quietest
+  third), by the score the webhook ranks with, for the typical pod
+  (``tier_ranking``).
+
+A tier weighs what its nodes cost a pod on average, so a quarter of the
+nodes cut by rank alone put two hot nodes beside ten that cost nothing, and
+the pod was steered off all twelve: off kube-scheduler's own pick, most of
+the time, since the nodes with the fewest requests run the most pods and so
+carry the most traffic. Where a quarter or more of the nodes are busy, the
+tiers are rank quarters.
+
+Ranks, not score thresholds, within the quiet tiers: scores are relative
+(traffic mode divides by the busiest node), and thirds give every sample a
+spread of tiers whatever the cluster's load. Hysteresis keeps label writes
+rare: a node leaves its tier only once its rank is ``margin`` past the
+tier's bounds (and a busy one once its link is ``margin`` below
+busyAbove), so nodes near a boundary do not flap between refreshes.
 """
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from kubectl_nettraffic.scoring.node_scores import NodeScore
 
@@ -30,17 +44,54 @@ TIERS = 4
 DEFAULT_MARGIN = 0.05
 
 
+class Busy(NamedTuple):
+    """Which nodes are busy for the tiers: each node's link fullness with
+    the typical pod on it (scoring/savings.py's ``fullness_with``), and
+    steering.busyAbove. A node in the busiest tier stays busy until its
+    link is the hysteresis margin below busyAbove."""
+
+    fullness: Mapping[str, float]
+    above: float
+
+
 def assign_tiers(
     ranked: Sequence[NodeScore],
     previous: Mapping[str, str],
     margin: float = DEFAULT_MARGIN,
     tiers: int = TIERS,
+    busy: Busy | None = None,
 ) -> dict[str, str]:
     """node -> tier ("1" quietest .. str(tiers)) for ``ranked`` (best first).
 
     ``previous`` is each node's current tier label; a node keeps it while
     its rank's fraction stays within that tier's bounds widened by ``margin``.
+    With ``busy``, the busiest tier holds only the busy nodes of the
+    busiest quarter (none in a calm cluster), and the rest share the other
+    tiers by their rank among themselves.
     """
+    if busy is None:
+        return _by_rank(ranked, previous, margin, tiers)
+    busiest, count, last = set(), len(ranked), str(tiers)
+    for rank, score in enumerate(ranked):
+        kept = previous.get(score.name) == last
+        position = (rank + 0.5) / count
+        in_last_quarter = position >= (tiers - 1) / tiers - (margin if kept else 0.0)
+        fullness = busy.fullness.get(score.name, 0.0)
+        if in_last_quarter and fullness > busy.above - (margin if kept else 0.0):
+            busiest.add(score.name)
+    rest = [score for score in ranked if score.name not in busiest]
+    # The others split into the quieter tiers whether or not any node is
+    # busy, so that a node turning busy relabels itself, not a third of the cluster.
+    assigned = _by_rank(rest, previous, margin, tiers - 1)
+    assigned.update((name, last) for name in busiest)
+    return assigned
+
+
+def _by_rank(
+    ranked: Sequence[NodeScore], previous: Mapping[str, str], margin: float, tiers: int
+) -> dict[str, str]:
+    """``ranked`` in ``tiers`` rank slices, each node kept in its ``previous``
+    tier while its rank stays within the tier's bounds widened by ``margin``."""
     count = len(ranked)
     assigned: dict[str, str] = {}
     for rank, score in enumerate(ranked):
