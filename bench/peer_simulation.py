@@ -90,6 +90,9 @@ class Outcome:
     placed: int = 0
     hot: int = 0
     pending: int = 0
+    # Steered pods bound elsewhere than kube-scheduler alone would have
+    # bound them at that moment, where its own pick would not have been hot.
+    moved_calm: int = 0
 
 
 def draw_cluster(nodes: int, rng: np.random.Generator) -> tuple[np.ndarray, ClusterState]:
@@ -378,6 +381,7 @@ class RollOut:
         old_group = spread_group(self.scheduler, self.owners[w][k], name)
         state.unbind(old, old_group, POD_CPU, POD_MEMORY)
         self._watched("DELETED", self.objects.pop((w, k), None))
+        own = self._own_pick(w, template) if self.steered else None
         chosen = self._schedule(w, k, template)
         if chosen is None:
             outcome.pending += 1
@@ -389,6 +393,20 @@ class RollOut:
         self.owners[w][k] = f"{name}-{template}"
         outcome.placed += 1
         outcome.hot += cluster.node_load(chosen) / LINK > HOT
+        outcome.moved_calm += own is not None and own[0] != chosen and not own[1]
+
+    def _own_pick(self, w: int, template: str) -> tuple[int, bool] | None:
+        """Where kube-scheduler alone would bind workload ``w``'s new pod
+        now, and whether that node would then be hot; None: nowhere."""
+        name, cluster = self.cluster.graph.names[w], self.cluster
+        group = spread_group(self.scheduler, f"{name}-{template}", name)
+        own = self.scheduler.would_pick(group, POD_CPU, POD_MEMORY)
+        if own is None:
+            return None
+        cluster.place(w, own)
+        hot = cluster.node_load(own) / LINK > HOT
+        cluster.remove(w, own)
+        return own, hot
 
     def _schedule(self, w: int, k: int, template: str) -> int | None:
         """Workload ``w``'s new pod placed by the strategy: kube-scheduler

@@ -66,6 +66,7 @@ parallel and may examine a few more before it stops; no pod count limit per
 node, no volumes, no nominated nodes, no extenders.
 """
 
+import copy
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -292,25 +293,46 @@ class KubeScheduler:
         label_weights: np.ndarray | None = None,
     ) -> int | None:
         """The node the pod is bound to, or None: it stays Pending."""
+        chosen = self._pick(workload, cpu, memory, preferred, label_weights)
+        if chosen is not None:
+            self.state.bind(chosen, workload, cpu, memory)
+        return chosen
+
+    def would_pick(self, workload: str, cpu: float, memory: float) -> int | None:
+        """The node a pod without preferred terms would be bound to now,
+        its tie drawn as the next ``schedule`` draws it; nothing changes
+        (the bindings, the sample's start, the tie draw)."""
+        start, rng, scored = self.next_start_node_index, self.rng, self.last_scored
+        self.rng = copy.deepcopy(rng)
+        try:
+            return self._pick(workload, cpu, memory, {}, None)
+        finally:
+            self.next_start_node_index, self.rng, self.last_scored = start, rng, scored
+
+    def _pick(
+        self,
+        workload: str,
+        cpu: float,
+        memory: float,
+        preferred: dict[int, int],
+        label_weights: np.ndarray | None,
+    ) -> int | None:
         scored = self.feasible_sample(cpu, memory, workload)
         self.last_scored = scored
         if len(scored) == 0:
             return None
         if len(scored) == 1:
-            chosen = int(scored[0])
-        else:
-            total = (
-                WEIGHT_NODE_AFFINITY * node_affinity_scores(preferred, scored, label_weights)
-                + WEIGHT_TOPOLOGY_SPREAD
-                * topology_spread_scores(self.state, workload, scored, self.zone_spread)
-                + WEIGHT_FIT * least_allocated_scores(self.state, scored, cpu, memory)
-                + WEIGHT_BALANCED
-                * balanced_allocation_scores(self.state, scored, cpu, memory, self.balanced_rule)
-            )
-            best = scored[total == total.max()]
-            chosen = int(self.rng.choice(best))
-        self.state.bind(chosen, workload, cpu, memory)
-        return chosen
+            return int(scored[0])
+        total = (
+            WEIGHT_NODE_AFFINITY * node_affinity_scores(preferred, scored, label_weights)
+            + WEIGHT_TOPOLOGY_SPREAD
+            * topology_spread_scores(self.state, workload, scored, self.zone_spread)
+            + WEIGHT_FIT * least_allocated_scores(self.state, scored, cpu, memory)
+            + WEIGHT_BALANCED
+            * balanced_allocation_scores(self.state, scored, cpu, memory, self.balanced_rule)
+        )
+        best = scored[total == total.max()]
+        return int(self.rng.choice(best))
 
 
 def node_affinity_terms(

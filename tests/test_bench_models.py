@@ -188,6 +188,22 @@ def test_schedule_follows_a_strong_preference_and_books_resources():
     assert chosen == 3 and state.cpu_requested[3] == 1.0 and state.replicas["web"][3] == 1
 
 
+def test_would_pick_is_where_schedule_binds_a_pod_without_terms_and_changes_nothing():
+    # 500 nodes alike: every pick is a tie, drawn from the sample.
+    scheduler = KubeScheduler(_state(500), np.random.default_rng(3))
+    scheduler.schedule("web", 0.5, 1.0, {})
+    start = scheduler.next_start_node_index
+    would = scheduler.would_pick("web", 0.5, 1.0)
+    assert scheduler.next_start_node_index == start
+    assert scheduler.state.cpu_requested.sum() == 0.5  # nothing bound
+    assert scheduler.schedule("web", 0.5, 1.0, {}) == would
+    # A term on another node of the sample takes the pod there.
+    would = scheduler.would_pick("web", 0.5, 1.0)
+    first = scheduler.next_start_node_index  # the sample runs from here
+    preferred = first if would != first else first + 1
+    assert scheduler.schedule("web", 0.5, 1.0, {preferred: 100}) == preferred != would
+
+
 def test_simulation_separates_the_strategies():
     scenario = Scenario("smoke", nodes=20, bursts=4)
     results = {strategy: summarise(scenario, strategy, [0, 1])[0] for strategy in STRATEGIES}
