@@ -69,9 +69,10 @@ def assign_tiers(
     busiest quarter (none in a calm cluster), and the rest share the other
     tiers by their rank among themselves.
     """
-    if busy is None:
+    if busy is None or tiers < 2:
         return _by_rank(ranked, previous, margin, tiers)
-    busiest, count, last = set(), len(ranked), str(tiers)
+    busiest: set[str] = set()
+    count, last = len(ranked), str(tiers)
     for rank, score in enumerate(ranked):
         kept = previous.get(score.name) == last
         position = (rank + 0.5) / count
