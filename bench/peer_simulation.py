@@ -49,7 +49,7 @@ from bench.scheduler_model import (
 from bench.simulated_pod_traffic import SimulatedPodTraffic
 from bench.workload_spread import ZONE_KEEPING_PODS, SpreadSummary, spreads_of
 from harness.reviews import pod as pod_object
-from kubectl_nettraffic.config import Settings, settings_from_mapping
+from kubectl_nettraffic.config import Settings, SteeringSettings, settings_from_mapping
 from kubectl_nettraffic.kube.binding_watch import BindingWatch
 from kubectl_nettraffic.kube.nodes import ZONE_COPY_LABEL, ZONE_LABEL
 from kubectl_nettraffic.kube.service_routing import NODE, ZONE, ServiceRouting
@@ -68,6 +68,7 @@ from kubectl_nettraffic.serving import serving_parts
 from kubectl_nettraffic.sources.prometheus import TrafficReport
 
 HOT = 0.8
+BUSY = SteeringSettings().busy_above  # the product's default: a link past it costs a pod
 POD_CPU, POD_MEMORY = 0.25, 0.5
 PRICE = 0.01  # $ per GB each way: a byte across zones is billed twice
 REFRESH, LEARN, STEP = 15.0, 30.0, 2.0
@@ -91,8 +92,11 @@ class Outcome:
     hot: int = 0
     pending: int = 0
     # Steered pods bound elsewhere than kube-scheduler alone would have
-    # bound them at that moment, where its own pick would not have been hot.
+    # bound them at that moment, where its own pick's link would have been
+    # at most steering.busyAbove full with the pod (calm: the product's
+    # model sees nothing to save), or past it but not hot (busy).
     moved_calm: int = 0
+    moved_busy: int = 0
 
 
 def draw_cluster(nodes: int, rng: np.random.Generator) -> tuple[np.ndarray, ClusterState]:
@@ -393,20 +397,22 @@ class RollOut:
         self.owners[w][k] = f"{name}-{template}"
         outcome.placed += 1
         outcome.hot += cluster.node_load(chosen) / LINK > HOT
-        outcome.moved_calm += own is not None and own[0] != chosen and not own[1]
+        if own is not None and own[0] != chosen:
+            outcome.moved_calm += own[1] <= BUSY
+            outcome.moved_busy += BUSY < own[1] <= HOT
 
-    def _own_pick(self, w: int, template: str) -> tuple[int, bool] | None:
+    def _own_pick(self, w: int, template: str) -> tuple[int, float] | None:
         """Where kube-scheduler alone would bind workload ``w``'s new pod
-        now, and whether that node would then be hot; None: nowhere."""
+        now, and that node's link utilisation with the pod; None: nowhere."""
         name, cluster = self.cluster.graph.names[w], self.cluster
         group = spread_group(self.scheduler, f"{name}-{template}", name)
         own = self.scheduler.would_pick(group, POD_CPU, POD_MEMORY)
         if own is None:
             return None
         cluster.place(w, own)
-        hot = cluster.node_load(own) / LINK > HOT
+        utilisation = cluster.node_load(own) / LINK
         cluster.remove(w, own)
-        return own, hot
+        return own, utilisation
 
     def _schedule(self, w: int, k: int, template: str) -> int | None:
         """Workload ``w``'s new pod placed by the strategy: kube-scheduler
