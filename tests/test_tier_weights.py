@@ -56,6 +56,13 @@ def test_each_tier_weighs_what_it_costs_over_the_cheapest():
     )
     assert heavy.choice(0.06 * 10 * GBIT) == (((60, ("2",)), (48, ("1",))), 0.0)
     assert heavy.choice(0.0) == ((), None)  # a pod that sends nothing: alike
+    # Under a point more, a tier weighs as the cheapest: a link at 51%
+    # costs 2 points, half a point over its tier's four nodes.
+    slight = _costs(
+        {"a": 0.1, "b": 0.1, "c": 0.1, "d": 0.51, "e": 0.1, "f": 0.1, "g": 0.1, "h": 0.9},
+        dict(zip("abcdefgh", "11222234", strict=True)),
+    )
+    assert slight.choice(0.0).terms == ((60, ("1", "2", "3")),)
 
 
 def _terms(decision, admitted):

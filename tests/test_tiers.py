@@ -11,7 +11,7 @@ from kubectl_nettraffic.kube.nodes import ZONE_COPY_LABEL, ZONE_LABEL
 from kubectl_nettraffic.kube.pods import EXPECTED_BANDWIDTH, PREFERRED
 from kubectl_nettraffic.scoring.node_scores import NodeScore
 from kubectl_nettraffic.scoring.placement import Preference
-from kubectl_nettraffic.scoring.savings import fullness_with
+from kubectl_nettraffic.scoring.savings import FULL_SAVING, fullness_at, fullness_with
 from kubectl_nettraffic.scoring.tiers import TIER_LABEL, Busy, assign_tiers, tier_changes
 from kubectl_nettraffic.steering.affinity_patch import affinity_patch
 from kubectl_nettraffic.steering.patch_check import apply_and_check
@@ -68,7 +68,10 @@ def _on_links(utilisation: list[float]) -> list[NodeScore]:
 
 
 def _busy(ranked: list[NodeScore], bandwidth: float = 0.0) -> Busy:
-    return Busy({score.name: fullness_with(score, bandwidth) for score in ranked}, 0.5)
+    """As snapshot_tiers reckons it at steering.busyAbove 0.5: busy from 10
+    points (55% full), busy no more under 5 (52.5%)."""
+    fullness = {score.name: fullness_with(score, bandwidth) for score in ranked}
+    return Busy(fullness, fullness_at(FULL_SAVING, 0.5), fullness_at(FULL_SAVING / 2, 0.5))
 
 
 def test_the_busiest_tier_holds_only_the_busy_nodes():
@@ -78,26 +81,28 @@ def test_the_busiest_tier_holds_only_the_busy_nodes():
     assert [tiers[f"n{i}"] for i in range(8)] == ["1", "1", "2", "2", "2", "3", "3", "4"]
     # By rank alone the quarter held a quiet node too.
     assert assign_tiers(ranked, {})["n6"] == "4"
-    # A calm cluster has no busiest tier.
+    # A calm cluster has no busiest tier; nor one whose fullest link would
+    # cost a pod 4 points (52%): not worth steering every pod off it.
     calm = _on_links([0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.45])
     assert set(assign_tiers(calm, {}, busy=_busy(calm)).values()) == {"1", "2", "3"}
-    # ... until the typical pod's own bytes take a link past half full.
-    assert assign_tiers(calm, {}, busy=_busy(calm, 0.06 * 10 * GBIT))["n7"] == "4"
+    assert assign_tiers(calm, {}, busy=_busy(calm, 0.07 * 10 * GBIT))["n7"] == "3"
+    # ... until the typical pod's own bytes would cost it 10 points there.
+    assert assign_tiers(calm, {}, busy=_busy(calm, 0.11 * 10 * GBIT))["n7"] == "4"
     # Where more than a quarter are busy, the tiers are rank quarters.
-    loaded = _on_links([0.05, 0.1, 0.55, 0.6, 0.65, 0.7, 0.8, 0.9])
+    loaded = _on_links([0.05, 0.1, 0.6, 0.65, 0.7, 0.75, 0.8, 0.9])
     assert assign_tiers(loaded, {}, busy=_busy(loaded)) == assign_tiers(loaded, {})
 
 
-def test_a_busy_node_leaves_the_busiest_tier_past_the_margin():
-    ranked = _on_links([0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.47])
+def test_a_busy_node_leaves_the_busiest_tier_under_half_the_cost():
+    ranked = _on_links([0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.54])
     labelled = {"n7": "4"}
-    # 3 points under busyAbove: within the margin of 5, it stays busy.
-    assert assign_tiers(ranked, labelled, margin=0.05, busy=_busy(ranked))["n7"] == "4"
-    # Not labelled busy yet, the same link is quiet.
-    assert assign_tiers(ranked, {}, margin=0.05, busy=_busy(ranked))["n7"] == "3"
-    # 6 points under: it leaves.
-    quieter = _on_links([0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.44])
-    assert assign_tiers(quieter, labelled, margin=0.05, busy=_busy(quieter))["n7"] == "3"
+    # 8 points: it stays busy.
+    assert assign_tiers(ranked, labelled, busy=_busy(ranked))["n7"] == "4"
+    # Not labelled busy yet, the same link is not.
+    assert assign_tiers(ranked, {}, busy=_busy(ranked))["n7"] == "3"
+    # 4 points: it leaves.
+    quieter = _on_links([0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.52])
+    assert assign_tiers(quieter, labelled, busy=_busy(quieter))["n7"] == "3"
 
 
 def test_only_changed_labels_are_written_and_unranked_nodes_lose_theirs():

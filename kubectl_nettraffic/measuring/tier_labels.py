@@ -41,7 +41,7 @@ from kubectl_nettraffic.kube.client import (
 from kubectl_nettraffic.kube.lease import LeaseElection
 from kubectl_nettraffic.kube.nodes import ZONE_COPY_LABEL, ZONE_LABEL
 from kubectl_nettraffic.measuring.measurement import Snapshot
-from kubectl_nettraffic.scoring.savings import fullness_with
+from kubectl_nettraffic.scoring.savings import FULL_SAVING, fullness_at, fullness_with
 from kubectl_nettraffic.scoring.tiers import (
     DEFAULT_MARGIN,
     TIER_LABEL,
@@ -282,12 +282,14 @@ def snapshot_tiers(
     """node -> tier for ``snapshot``'s candidates, ranked for the cluster's
     typical pod: the learned cluster-wide figure (what pods of workloads not
     learned yet send), else ``default_pod_bandwidth``; busy where that pod
-    would take a link past ``busy_above`` (steering.busyAbove)."""
+    would cost FULL_SAVING points (above ``busy_above``, steering.busyAbove)."""
     learned = snapshot.learned
     cluster = learned.cluster if learned is not None else None
     typical = default_pod_bandwidth if cluster is None else cluster
     candidates = snapshot.candidates
-    busy = Busy({score.name: fullness_with(score, typical) for score in candidates}, busy_above)
+    fullness = {score.name: fullness_with(score, typical) for score in candidates}
+    enter, leave = fullness_at(FULL_SAVING, busy_above), fullness_at(FULL_SAVING / 2, busy_above)
+    busy = Busy(fullness, enter, leave)
     return assign_tiers(tier_ranking(candidates, typical), previous, margin, busy=busy)
 
 

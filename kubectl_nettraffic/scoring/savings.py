@@ -102,6 +102,11 @@ class FieldCost:
         return 100.0 * total / (1.0 - busy) / self._count
 
 
+def fullness_at(points: float, busy_above: float) -> float:
+    """The link fullness at which a pod's cost reaches ``points`` (``cost`` inverted)."""
+    return busy_above + (1.0 - busy_above) * points / 100.0
+
+
 def fullness_with(score: NodeScore, bandwidth: float) -> float:
     """The share of this node's link in use once a pod of ``bandwidth`` bytes/s is on it."""
     return measured_fullness(score) + fullness_per_byte(score) * bandwidth

@@ -9,8 +9,11 @@ own spread and resource plugins on every steered pod. So a tier's cost to
 a pod is the mean over its candidates (kube-scheduler picks among any of
 them alike, as it does over the whole field: ``FieldCost``); the cheapest
 tier weighs TOP and another a tenth of that less per point it costs more
-(``weight``: nothing from FULL_SAVING points on). Tiers of one weight share
-a term. Where every tier weighs TOP the tiers save the pod nothing and it
+(``weight``: nothing from FULL_SAVING points on), but as much where it
+costs under MIN_SAVING more: a few tenths of a point took 2 or 3 off a
+tier's weight, and kube-scheduler, which scales the weights to the best
+node's, then steered pods off a third of the nodes for nothing. Tiers of
+one weight share a term. Where every tier weighs TOP the tiers save the pod nothing and it
 gets no tier term at all.
 
 kube-scheduler scales the weights a node matches to the best node's
@@ -34,7 +37,7 @@ from typing import NamedTuple
 
 from kubectl_nettraffic.kube.nodes import Node
 from kubectl_nettraffic.scoring.node_scores import NodeScore
-from kubectl_nettraffic.scoring.savings import FULL_SAVING, FieldCost, weight
+from kubectl_nettraffic.scoring.savings import FULL_SAVING, MIN_SAVING, FieldCost, weight
 from kubectl_nettraffic.scoring.tiers import TIER_LABEL, TIERS
 
 TIER_NAMES = tuple(str(tier) for tier in range(1, TIERS + 1))
@@ -90,7 +93,9 @@ class TierCosts:
         best = min(costs.values())
         by_weight: dict[int, list[str]] = {}
         for tier, cost in costs.items():
-            by_weight.setdefault(weight(FULL_SAVING - (cost - best), TOP), []).append(tier)
+            # Under a point more the tier saves nothing next to the best: alike.
+            extra = cost - best if cost - best >= MIN_SAVING else 0.0
+            by_weight.setdefault(weight(FULL_SAVING - extra, TOP), []).append(tier)
         by_weight.pop(0, None)  # a tier that saves nothing next to the best: no term
         if len(by_weight) == 1 and len(by_weight[TOP]) == len(costs):
             return NO_TIERS

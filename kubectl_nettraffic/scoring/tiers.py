@@ -10,8 +10,10 @@ is put in one of ``TIERS`` tiers, written as the label
 that cost it least (scoring/tier_weights.py):
 
 - the busiest tier (4) holds the nodes of the busiest quarter that are
-  busy: whose link the cluster's typical pod would take past
-  ``steering.busyAbove`` (``Busy``). None in a calm cluster;
+  busy: where the cluster's typical pod would cost FULL_SAVING points
+  (scoring/savings.py: a tenth of the way from ``steering.busyAbove`` to
+  full), so that each is worth avoiding in full (``Busy``). None in a
+  calm cluster;
 - the others split into tiers 1-3 by their rank (tier 1 the quietest
   third), by the score the webhook ranks with, for the typical pod
   (``tier_ranking``).
@@ -20,15 +22,17 @@ A tier weighs what its nodes cost a pod on average, so a quarter of the
 nodes cut by rank alone put two hot nodes beside ten that cost nothing, and
 the pod was steered off all twelve: off kube-scheduler's own pick, most of
 the time, since the nodes with the fewest requests run the most pods and so
-carry the most traffic. Where a quarter or more of the nodes are busy, the
+carry the most traffic. A node that costs a pod a little beside the hot
+ones was steered off as hard, and kept off it the node stays the one with
+the fewest requests. Where a quarter or more of the nodes are busy, the
 tiers are rank quarters.
 
 Ranks, not score thresholds, within the quiet tiers: scores are relative
 (traffic mode divides by the busiest node), and thirds give every sample a
 spread of tiers whatever the cluster's load. Hysteresis keeps label writes
 rare: a node leaves its tier only once its rank is ``margin`` past the
-tier's bounds (and a busy one once its link is ``margin`` below
-busyAbove), so nodes near a boundary do not flap between refreshes.
+tier's bounds (and a busy one once the typical pod's cost there is under
+half of FULL_SAVING), so nodes near a boundary do not flap between refreshes.
 """
 
 from collections.abc import Mapping, Sequence
@@ -46,12 +50,14 @@ DEFAULT_MARGIN = 0.05
 
 class Busy(NamedTuple):
     """Which nodes are busy for the tiers: each node's link fullness with
-    the typical pod on it (scoring/savings.py's ``fullness_with``), and
-    steering.busyAbove. A node in the busiest tier stays busy until its
-    link is the hysteresis margin below busyAbove."""
+    the typical pod on it (scoring/savings.py's ``fullness_with``); a node
+    enters the busiest tier past ``enter`` and leaves it at ``leave`` or
+    below (snapshot_tiers: where the pod's cost there reaches FULL_SAVING
+    and half of it)."""
 
     fullness: Mapping[str, float]
-    above: float
+    enter: float
+    leave: float
 
 
 def assign_tiers(
@@ -78,7 +84,7 @@ def assign_tiers(
         position = (rank + 0.5) / count
         in_last_quarter = position >= (tiers - 1) / tiers - (margin if kept else 0.0)
         fullness = busy.fullness.get(score.name, 0.0)
-        if in_last_quarter and fullness > busy.above - (margin if kept else 0.0):
+        if in_last_quarter and fullness > (busy.leave if kept else busy.enter):
             busiest.add(score.name)
     rest = [score for score in ranked if score.name not in busiest]
     # The others split into the quieter tiers whether or not any node is
