@@ -4,7 +4,9 @@ Each rule follows the upstream function it names (kubernetes/kubernetes,
 pkg/scheduler/...), in integers where the scheduler counts in integers:
 
 Which nodes are scored
-- ``num_feasible_nodes_to_find``: schedule_one.go, numFeasibleNodesToFind.
+- ``num_feasible_nodes_to_find`` (the product's own, in
+  kubectl_nettraffic/scoring/scheduler_sample.py, which needs the same
+  count): schedule_one.go, numFeasibleNodesToFind.
   Below 100 nodes every node; else max(50 - n/125, 5) percent of them, never
   fewer than 100 (500 -> 230, 5,000 -> 500, 20,000 -> 1,000).
 - ``KubeScheduler.schedule``: schedule_one.go, findNodesThatPassFilters and
@@ -74,9 +76,8 @@ from typing import Any
 import numpy as np
 
 from kubectl_nettraffic.kube.pods import PREFERRED
+from kubectl_nettraffic.scoring.scheduler_sample import num_feasible_nodes_to_find
 
-MIN_FEASIBLE_NODES_TO_FIND = 100
-MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
 MAX_NODE_SCORE = 100
 
 WEIGHT_NODE_AFFINITY = 2
@@ -123,15 +124,6 @@ class ClusterState:
         self.cpu_requested[node] -= cpu
         self.memory_requested[node] -= memory
         self.replicas[workload][node] -= 1
-
-
-def num_feasible_nodes_to_find(num_all_nodes: int, percentage: int = 0) -> int:
-    """How many feasible nodes kube-scheduler looks for before it stops filtering."""
-    if num_all_nodes < MIN_FEASIBLE_NODES_TO_FIND:
-        return num_all_nodes
-    if percentage == 0:
-        percentage = max(50 - num_all_nodes // 125, MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND)
-    return max(num_all_nodes * percentage // 100, MIN_FEASIBLE_NODES_TO_FIND)
 
 
 def default_normalize_score(raw: np.ndarray, reverse: bool = False) -> np.ndarray:

@@ -19,11 +19,11 @@ from bench.scheduler_model import (
     default_normalize_score,
     least_allocated_scores,
     node_affinity_scores,
-    num_feasible_nodes_to_find,
     topology_spread_scores,
     zone_skew_allows,
 )
 from harness.reviews import pod
+from kubectl_nettraffic.scoring.scheduler_sample import num_feasible_nodes_to_find
 from kubectl_nettraffic.scoring.spread import SpreadRules
 
 

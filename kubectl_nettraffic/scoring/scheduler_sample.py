@@ -14,10 +14,16 @@ MIN_FEASIBLE_NODES = 100  # minFeasibleNodesToFind
 MIN_FEASIBLE_PERCENTAGE = 5  # minFeasibleNodesPercentageToFind
 
 
-def scores_a_sample(nodes: int, percentage_of_nodes_to_score: int = 0) -> bool:
-    """Whether kube-scheduler, set to ``percentage_of_nodes_to_score``
-    (0: its adaptive default), scores fewer than all of ``nodes`` nodes."""
+def num_feasible_nodes_to_find(nodes: int, percentage_of_nodes_to_score: int = 0) -> int:
+    """How many feasible nodes kube-scheduler, set to
+    ``percentage_of_nodes_to_score`` (0: its adaptive default), looks for
+    among ``nodes`` before it stops filtering, and so scores at most."""
     if nodes < MIN_FEASIBLE_NODES:
-        return False
+        return nodes
     share = percentage_of_nodes_to_score or max(50 - nodes // 125, MIN_FEASIBLE_PERCENTAGE)
-    return max(nodes * share // 100, MIN_FEASIBLE_NODES) < nodes
+    return max(nodes * share // 100, MIN_FEASIBLE_NODES)
+
+
+def scores_a_sample(nodes: int, percentage_of_nodes_to_score: int = 0) -> bool:
+    """Whether kube-scheduler scores fewer than all of ``nodes`` nodes."""
+    return num_feasible_nodes_to_find(nodes, percentage_of_nodes_to_score) < nodes
