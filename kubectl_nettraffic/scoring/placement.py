@@ -35,6 +35,7 @@ from kubectl_nettraffic.scoring.savings import (
     FieldCost,
     burst_share,
     cost,
+    stacked_burst,
     weight,
 )
 from kubectl_nettraffic.scoring.tier_weights import BY_RANK, NO_TIERS, TierCosts, TierTerms
@@ -105,8 +106,9 @@ def weighed(
     booked at the default; its zones are then kept even in a calm cluster,
     scoring/spread.py's ``balanced``) or its burst (``burst``: its
     workload's pods in flight, this one included) fills HEAVY_BURST of the
-    node's link: kube-scheduler alone stacks a burst by
-    its own plugins, which the bookings spread. A node its workload's
+    node's link and would cost points stacked (``stacked_burst``):
+    kube-scheduler alone stacks a burst by its own plugins, which the
+    bookings spread. A node its workload's
     spread has filled (``full``) gets no term; under the cluster's default
     spread (``full_yields``) it does where its link alone saves the pod
     MIN_SAVING: the defaults are kube-scheduler's soft score, which a hot
@@ -116,6 +118,7 @@ def weighed(
     gap alone, not at most a quarter of the one before: the sample misses
     the first preference about half the time (scoring/scheduler_sample.py),
     and the next node beside the peers must then outweigh the tier terms."""
+    burst = stacked_burst(field, bandwidth, burst)
     if tiers is None:
         tiered = NO_TIERS
     elif ranked and (not own_size or burst_share(ranked[0][2], bandwidth, burst) >= HEAVY_BURST):

@@ -27,9 +27,12 @@ rank's (the best 100, each other at most a quarter of the one before,
 placement.weighed) times its saving over FULL_SAVING (10 points), at most
 1. A pod whose burst (its workload's pods in flight, itself included)
 would fill HEAVY_BURST of a link is steered in full whatever the measured
-saving: kube-scheduler alone stacks a burst by its own plugins (the nodes
-with the fewest requests first), and a measurement shows a burst's bytes
-only once they run. So is a pod of unknown size (booked at
+saving, where the burst stacked on one node would cost the mean candidate
+MIN_SAVING more than the pod alone (``stacked_burst``): kube-scheduler
+alone stacks a burst by its own plugins (the nodes with the fewest
+requests first), and a measurement shows a burst's bytes only once they
+run; a burst that would cost nothing stacked, on links far from busy, is
+left to kube-scheduler's plugins like its pod. So is a pod of unknown size (booked at
 steering.defaultPodBandwidth, nothing learned), its workload's zones kept
 even in a calm cluster (scoring/spread.py's ``balanced``): before anything
 is learned a calm cluster's first light burst and a heavy one look alike.
@@ -121,6 +124,15 @@ def cost(score: NodeScore, bandwidth: float, busy_above: float) -> float:
 def burst_share(score: NodeScore, bandwidth: float, pods: int) -> float:
     """The share of this node's link ``pods`` pods of ``bandwidth`` bytes/s fill."""
     return fullness_per_byte(score) * bandwidth * pods
+
+
+def stacked_burst(field: FieldCost, bandwidth: float, pods: int) -> int:
+    """``pods``, the burst, where kube-scheduler alone stacking its pods of
+    ``bandwidth`` bytes/s on one node would cost the mean candidate
+    MIN_SAVING more than one pod; else 1, no heavier than its pod."""
+    if pods > 1 and field.mean(bandwidth * pods) - field.mean(bandwidth) >= MIN_SAVING:
+        return pods
+    return 1
 
 
 def weight(saving: float, graded: int = 100) -> int:
