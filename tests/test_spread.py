@@ -1,6 +1,8 @@
 """A workload's spread is kept: no preference names a node that would
 break the spread the pod is scheduled with (scoring/spread.py)."""
 
+from dataclasses import replace
+
 import jsonpatch
 import pytest
 
@@ -9,11 +11,14 @@ from kubectl_nettraffic.inflight.placed import PlacedPods
 from kubectl_nettraffic.inflight.workload_counts import WorkloadCounts
 from kubectl_nettraffic.kube.nodes import ZONE_LABEL
 from kubectl_nettraffic.kube.pods import EXPECTED_BANDWIDTH, PREFERRED
-from kubectl_nettraffic.kube.workloads import Workload, pod_workload
+from kubectl_nettraffic.kube.workloads import Workload, pod_template, pod_workload
+from kubectl_nettraffic.scoring.node_scores import NodeScore
+from kubectl_nettraffic.scoring.savings import FieldCost, cost
 from kubectl_nettraffic.scoring.spread import HOSTNAME_KEY, ZONE_KEY, Spread, SpreadRules
 from tests.harness.scoreboards import MEASURED_AT, FixedBoard
 
 LINK = 1e9
+BASE = NodeScore("x", 0, 0, 0, LINK, 0.0, None, None, 100.0, 0.0, True, True, None)
 
 
 def _constraint(key: str, skew: object) -> dict:
@@ -104,6 +109,25 @@ def test_a_node_holding_max_skew_pods_of_the_workload_is_full():
     assert [spread.full(n) for n in ZONE_OF] == [True, False, False, False]
 
 
+def test_the_crowded_nodes_hold_more_of_the_workload_than_the_fewest():
+    spread = Spread(SpreadRules(None, 3), _places({"a1": 3, "a2": 1}), ZONE_OF, {"a", "b", "c"})
+    assert sorted(spread.crowded()) == ["a1", "a2"]  # b1 and c1 hold none
+    everywhere = _places({"a1": 4, "a2": 1, "b1": 1, "c1": 3})
+    spread = Spread(SpreadRules(None, 3), everywhere, ZONE_OF, {"a"}, fewest_on_node=1)
+    assert sorted(spread.crowded()) == ["a1", "c1"]
+
+
+def test_the_spread_s_pick_costs_the_mean_over_the_candidates_not_crowded():
+    fills = {"a": 0.1, "b": 0.6, "c": 0.7, "d": 0.95}
+    scores = {name: replace(BASE, name=name, link_utilization=f) for name, f in fills.items()}
+    field = FieldCost(scores.values(), busy_above=0.5)
+    for left_out in (["a"], ["a", "d"], ["b", "c", "d"]):
+        rest = [s for name, s in scores.items() if name not in left_out]
+        expected = sum(cost(s, 1e7, 0.5) for s in rest) / len(rest)
+        assert field.mean_without(1e7, [scores[n] for n in left_out]) == pytest.approx(expected)
+    assert field.mean_without(1e7, list(scores.values())) is None
+
+
 def test_the_fewest_pods_on_a_node_are_counted_as_pods_come_and_go():
     counts = WorkloadCounts()
     web = Workload("default", "Deployment", "web")
@@ -154,10 +178,18 @@ def test_a_node_the_pod_s_own_hostname_spread_filled_gets_no_term():
 
 
 def test_the_default_hostname_spread_yields_to_a_hot_link_avoided():
-    # The same under the cluster's default (hostnameMaxSkew 2): a soft score
-    # to kube-scheduler, which the hot links "a" keeps the pod off outweigh.
+    # The same under the cluster's default (hostnameMaxSkew 2), a soft score
+    # to kube-scheduler: "b" keeps the spread as well, so it holds.
+    admitted = pod(annotations={EXPECTED_BANDWIDTH: "1k"})
     board = FixedBoard(HOT_BESIDE_TWO_QUIET, link_speed=LINK, steering={"hostnameMaxSkew": 2})
-    preferences = _third_of_a_burst(board, pod(annotations={EXPECTED_BANDWIDTH: "1k"}))
+    preferences = _third_of_a_burst(board, admitted)
+    assert preferences[0] == ("a", 0)
+    assert [node for node, weight in preferences if weight] == ["b"]
+    # Without "b", the spread would send the pod onto a hot link: the hot
+    # links avoided outweigh it, and "a" keeps its term.
+    one_quiet = {name: load for name, load in HOT_BESIDE_TWO_QUIET.items() if name != "b"}
+    board = FixedBoard(one_quiet, link_speed=LINK, steering={"hostnameMaxSkew": 2})
+    preferences = _third_of_a_burst(board, admitted)
     assert preferences[0][0] == "a" and preferences[0][1] > 0
 
 
@@ -173,6 +205,51 @@ def test_in_a_calm_cluster_the_default_hostname_spread_holds():
         p.node: p.weight for p in board.steerer.decide(admitted, {}, dry_run=False).preferences
     }
     assert second["a"] == 0 and second["b"] > 0
+
+
+def _running_on(board: FixedBoard, admitted: dict, nodes: list[str]) -> None:
+    """A steered pod of ``admitted``'s workload the watch shows running on
+    each of ``nodes``, its traffic measured already."""
+    workload = pod_workload(admitted)
+    assert workload is not None
+    for node in nodes:
+        board.inflight.place_seen(node, workload, pod_template(admitted))
+
+
+def _terms(board: FixedBoard, admitted: dict) -> dict[str, int]:
+    decision = board.steerer.decide(admitted, {}, dry_run=True)
+    return {p.node: p.weight for p in decision.preferences}
+
+
+def test_full_nodes_yield_where_kube_scheduler_s_own_spread_would_pick_busy_links():
+    # The workload holds a pod on each quiet node and none on the two busy
+    # ones (a pod costs 3 points there), the default hostname skew 1: every
+    # quiet node is full. The field costs the pod under a point on average,
+    # but kube-scheduler's own spread sends it to the nodes with fewest of
+    # the workload, the busy ones: the quiet nodes keep their terms.
+    quiet = [f"q{i}" for i in range(1, 6)]
+    loads = {name: 2 * (0.02 + i / 1000) * LINK for i, name in enumerate(quiet)}
+    loads |= {"b1": 2 * 0.515 * LINK, "b2": 2 * 0.515 * LINK}
+    board = FixedBoard(loads, link_speed=LINK, steering={"hostnameMaxSkew": 1})
+    admitted = pod(annotations={EXPECTED_BANDWIDTH: "1Mi"})
+    _running_on(board, admitted, quiet)
+    weighed = {node for node, weight in _terms(board, admitted).items() if weight}
+    assert weighed and weighed <= set(quiet)
+
+
+def test_a_full_node_gets_no_term_where_kube_scheduler_s_own_spread_would_pick_a_quiet_one():
+    # Hot links in the field, but they hold a pod of the workload already, as
+    # does "a": kube-scheduler's own spread sends the pod to "b", as quiet
+    # as "a". The default spread holds: "a" gets no term, "b" does.
+    loads = {"a": 2 * 0.02 * LINK, "b": 2 * 0.03 * LINK, "h1": 1.9 * LINK, "h2": 1.9 * LINK}
+    board = FixedBoard(loads, link_speed=LINK, steering={"hostnameMaxSkew": 1})
+    admitted = pod(annotations={EXPECTED_BANDWIDTH: "1Mi"})
+    _running_on(board, admitted, ["a", "h1", "h2"])
+    decision = board.steerer.decide(admitted, {}, dry_run=True)
+    assert [(p.node, bool(p.weight)) for p in decision.preferences][:2] == [
+        ("a", False),
+        ("b", True),
+    ]
 
 
 # Zone a is the quietest, one node hot in each zone: every pod has

@@ -26,6 +26,7 @@ from kubectl_nettraffic.measuring.measurement import Snapshot
 from kubectl_nettraffic.ranking.candidates import Heaps, Ranked
 from kubectl_nettraffic.ranking.node_points import NodePoints, Pull
 from kubectl_nettraffic.ranking.replica_share import Replicas
+from kubectl_nettraffic.scoring.node_scores import NodeScore
 from kubectl_nettraffic.scoring.spread import Spread, SpreadRules
 
 # An unlearned workload gets a heap of its own once its pods in flight are
@@ -43,6 +44,10 @@ class Choice(NamedTuple):
     # The zones its spread kept the choice out of (none when relaxed): its
     # tier terms leave them out too.
     barred: frozenset[str] = frozenset()
+    # Where a chosen node is full: the candidates holding more of its pods
+    # than the fewest (Spread.crowded), which kube-scheduler's own spread
+    # passes over.
+    crowded: tuple[NodeScore, ...] = ()
 
 
 class Admission:
@@ -142,8 +147,16 @@ class Admission:
                 filled = kept.full if kept is not None else lambda _: False
                 full = frozenset(s.name for _, _, s in ranked if filled(s.name))
                 barred = spread_kept.barred_zones if spread_kept is not None else frozenset()
-                return Choice(ranked, barring and spread_kept is None, full, barred)
+                crowded = self._crowded(kept, heaps) if full and kept is not None else ()
+                return Choice(ranked, barring and spread_kept is None, full, barred, crowded)
         return Choice([], False, frozenset())
+
+    @staticmethod
+    def _crowded(kept: Spread, heaps: Heaps) -> tuple[NodeScore, ...]:
+        """The candidates ``kept`` says hold more of the workload's pods than the fewest."""
+        layout = heaps.layout
+        positions = (layout.position.get(node) for node in kept.crowded())
+        return tuple(layout.candidates[p] for p in positions if p is not None)
 
     def _with_tainted(
         self,

@@ -88,7 +88,7 @@ def weighed(
     burst: int = 1,
     size_unknown: bool = False,
     full: frozenset[str] = frozenset(),
-    full_yields: bool = False,
+    spread_pick: float | None = None,
     own_size: bool = True,
     beside_peers: AbstractSet[str] = frozenset(),
 ) -> Weighed:
@@ -110,9 +110,14 @@ def weighed(
     kube-scheduler alone stacks a burst by its own plugins, which the
     bookings spread. A node its workload's
     spread has filled (``full``) gets no term; under the cluster's default
-    spread (``full_yields``) it does where its link alone saves the pod
-    MIN_SAVING: the defaults are kube-scheduler's soft score, which a hot
-    link avoided outweighs and a peer or an unknown size does not.
+    spread it does where its link alone saves the pod MIN_SAVING over
+    where the spread would send it, weighed by that saving: ``spread_pick``
+    (None: not the defaults), the mean cost of the candidates with the
+    fewest of the workload's pods (kube-scheduler's own spread picks among
+    those), or a chosen node not full if that costs less. The defaults are
+    kube-scheduler's soft score, which a hot link avoided outweighs and a
+    peer or an unknown size does not; where the nodes that keep the spread
+    are as quiet, it holds.
     Where kube-scheduler scores a sample of the nodes, a node whose peers
     keep the pod's bytes on it (``beside_peers``) is graded by its score
     gap alone, not at most a quarter of the one before: the sample misses
@@ -130,9 +135,17 @@ def weighed(
     preferences = []
     most = 400  # four times the first's weight
     top = ranked[0][0] if ranked else 0.0
-    for effective, _, score in ranked:
-        saving = field_cost - cost(score, bandwidth, busy_above)
-        kept_off = score.name in full and not (full_yields and saving >= MIN_SAVING)
+    costs = [cost(score, bandwidth, busy_above) for _, _, score in ranked]
+    if spread_pick is not None:
+        # A chosen node the spread has not filled keeps it as well.
+        kept = [c for c, (_, _, s) in zip(costs, ranked, strict=True) if s.name not in full]
+        spread_pick = min([spread_pick, *kept])
+    for (effective, _, score), node_cost in zip(ranked, costs, strict=True):
+        saving = field_cost - node_cost
+        kept_off = score.name in full
+        if kept_off and spread_pick is not None and spread_pick - node_cost >= MIN_SAVING:
+            # What it saves over where the spread would send the pod.
+            kept_off, saving = False, spread_pick - node_cost
         if pulled:
             saving += pulled.get(score.name, 0.0)
         if size_unknown or burst_share(score, bandwidth, burst) >= HEAVY_BURST:

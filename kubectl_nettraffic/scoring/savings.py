@@ -44,7 +44,7 @@ kube-scheduler's spread and resource plugins among the quiet nodes.
 """
 
 from bisect import bisect_right
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from itertools import accumulate
 
 from kubectl_nettraffic.scoring.node_scores import NodeScore
@@ -103,6 +103,17 @@ class FieldCost:
             first = bisect_right(fills, busy - added)  # the busy ones from here on
             total += sums[-1] - sums[first] + (len(fills) - first) * (added - busy)
         return 100.0 * total / (1.0 - busy) / self._count
+
+    def mean_without(self, bandwidth: float, left_out: Sequence[NodeScore]) -> float | None:
+        """The mean cost, in points, of a pod of ``bandwidth`` bytes/s on a
+        candidate other than those ``left_out`` (candidates each, once);
+        None: no candidate is left."""
+        rest = self._count - len(left_out)
+        if rest <= 0:
+            return None
+        total = self.mean(bandwidth) * self._count
+        total -= sum(cost(score, bandwidth, self.busy) for score in left_out)
+        return max(0.0, total / rest)
 
 
 def fullness_at(points: float, busy_above: float) -> float:

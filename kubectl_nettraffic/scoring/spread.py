@@ -7,8 +7,10 @@ kube-scheduler spreads a pod's workload by the pod's own
 that would break the spread the pod will be scheduled with (the zones
 are kept by the choice itself, a full node is given no term: so that a
 workload that fills many of the best nodes costs no walk past them; under
-the defaults a full node whose link saves the pod a point keeps its term,
-scoring/placement.py's ``weighed``):
+the defaults a full node keeps its term where it saves the pod a point
+over the nodes kube-scheduler's own spread would pick instead, those with
+the fewest of the workload's pods: ``crowded``, scoring/placement.py's
+``weighed``):
 
 - zone (``topology.kubernetes.io/zone``): a node whose zone, with this
   pod, would hold more than maxSkew pods of the workload over the zone
@@ -127,7 +129,7 @@ class Spread:
     """One pod's spread over the candidates: the zones the choice may not
     name (``barred_zones``), and the nodes a term may not (``full``)."""
 
-    __slots__ = ("_booked", "_most_on_node", "_zone_of", "barred_zones")
+    __slots__ = ("_booked", "_fewest_on_node", "_most_on_node", "_zone_of", "barred_zones")
 
     def __init__(
         self,
@@ -169,6 +171,7 @@ class Spread:
                 most = fewest + max(1, rules.zone - skew_room) - 1
             self.barred_zones = frozenset(z for z, n in per_zone.items() if n > most)
         # The pods a node may hold before this one: maxSkew over the fewest.
+        self._fewest_on_node = fewest_on_node
         self._most_on_node = None if rules.hostname is None else rules.hostname + fewest_on_node
 
     def zone_allows(self, node: str) -> bool:
@@ -178,3 +181,11 @@ class Spread:
         """Whether ``node`` holds as many of the workload's pods as its spread lets them."""
         most = self._most_on_node
         return most is not None and self._booked.get(node, 0) >= most
+
+    def crowded(self) -> list[str]:
+        """The nodes holding more of the workload's pods than the candidate
+        with fewest: kube-scheduler's own hostname spread scores them below
+        the others (podtopologyspread/scoring.go, Score and NormalizeScore:
+        the fewest pods best), so without our terms the pod goes to those."""
+        fewest = self._fewest_on_node
+        return [node for node, pods in self._booked.items() if pods > fewest]

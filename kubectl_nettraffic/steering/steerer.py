@@ -228,7 +228,7 @@ class Steerer:
             pull = self._plans_of(conversations, snapshot).pod_pull(
                 workload, bandwidth, unseen, in_flight, None if template is None else template.name
             )
-        ranked, relaxed, full, barred = admission.choose(
+        ranked, relaxed, full, barred, crowded = admission.choose(
             pod,
             self.selector,
             steering.preferred_nodes,
@@ -244,6 +244,11 @@ class Steerer:
             return self._no_candidate(pod, warnings)
         if relaxed:
             self.notes["spread-relaxed"] += 1
+        # Under the defaults, a full node yields where it saves a point over
+        # where kube-scheduler's own spread would send the pod.
+        spread_pick = None
+        if full and spread.defaults:
+            spread_pick = derived.field.mean_without(bandwidth, crowded)
         preferences, tier_terms = self._weighed(
             ranked,
             derived,
@@ -252,7 +257,7 @@ class Steerer:
             burst,
             unlearned,
             full,
-            spread.defaults,
+            spread_pick,
             bandwidth_source in OWN_SIZE,
         )
         terms = [p for p in preferences if p.weight]
@@ -315,14 +320,15 @@ class Steerer:
         burst: int,
         size_unknown: bool,
         full: frozenset[str],
-        full_yields: bool,
+        spread_pick: float | None,
         own_size: bool,
     ) -> Weighed:
         """The chosen nodes' terms and the tier terms (scoring/placement.py's
         ``weighed``: under tier terms kube-scheduler picks among the cheapest
         tiers, so a node saves only what it saves over those); a node its
-        workload's spread has filled gets none, but for its link under the
-        cluster's default spread (``full_yields``); where kube-scheduler
+        workload's spread has filled gets none, but under the cluster's
+        default spread where it saves a point over the pick of
+        kube-scheduler's own spread (``spread_pick``); where kube-scheduler
         scores a sample, the nodes beside the pod's peers are graded by their
         score gap alone."""
         return weighed(
@@ -335,7 +341,7 @@ class Steerer:
             burst=burst,
             size_unknown=size_unknown,
             full=full,
-            full_yields=full_yields,
+            spread_pick=spread_pick,
             own_size=own_size,
             beside_peers=pull.beside_peers()
             if pull is not None and derived.sampled
