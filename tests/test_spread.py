@@ -170,11 +170,16 @@ def test_a_node_the_pod_s_own_hostname_spread_filled_gets_no_term():
     # Two quiet nodes beside hot ones: the third pod still ranks "a" first
     # (its bookings lower it but little), but "a" holds as many of the
     # workload's pods as the pod's own hostname maxSkew 2 lets it.
+    # "b" is weighed as the first the pod may be sent to, and the pod is
+    # booked there: kube-scheduler's own spread passes over "a".
     admitted = pod(annotations={EXPECTED_BANDWIDTH: "1k"})
     admitted["spec"]["topologySpreadConstraints"] = [_constraint(HOSTNAME_KEY, 2)]
-    preferences = _third_of_a_burst(FixedBoard(HOT_BESIDE_TWO_QUIET, link_speed=LINK), admitted)
+    board = FixedBoard(HOT_BESIDE_TWO_QUIET, link_speed=LINK)
+    preferences = _third_of_a_burst(board, admitted)
     assert preferences[0] == ("a", 0)
-    assert [node for node, weight in preferences if weight] == ["b"]
+    assert [(node, weight) for node, weight in preferences if weight] == [("b", 100)]
+    with board.inflight.admission(board.snapshot) as admission:
+        assert admission.in_flight(pod_workload(admitted)) == {"a": 2, "b": 1}
 
 
 def test_the_default_hostname_spread_yields_to_a_hot_link_avoided():

@@ -9,7 +9,8 @@ Rules (docs/design/architecture.md, Contracts):
   over ranking/node_points.py's ``NodePoints``.
 - The chosen nodes become one preferred term each, ``matchFields
   metadata.name In [node]``, weighed by rank (the best 100, each other at
-  most a quarter of the one before) times what each saves the pod over
+  most a quarter of the one before; a node its workload's spread keeps
+  the term off takes no rank) times what each saves the pod over
   the nodes kube-scheduler would pick without us, in full from 10 points
   (scoring/savings.py): a node that saves less than a point gets no term,
   so where nothing is to gain the pod is placed as it would be without
@@ -132,20 +133,22 @@ def weighed(
         tiered = tiers.choice(bandwidth)
     # Under tier terms by cost kube-scheduler picks among the cheapest tiers.
     field_cost = field.mean(bandwidth) if tiered.cost is None else tiered.cost
-    preferences = []
-    most = 400  # four times the first's weight
-    top = ranked[0][0] if ranked else 0.0
     costs = [cost(score, bandwidth, busy_above) for _, _, score in ranked]
     if spread_pick is not None:
         # A chosen node the spread has not filled keeps it as well.
         kept = [c for c, (_, _, s) in zip(costs, ranked, strict=True) if s.name not in full]
         spread_pick = min([spread_pick, *kept])
+    preferences = []
+    most = 400  # four times the first's weight
+    top: float | None = None  # the first weighed
     for (effective, _, score), node_cost in zip(ranked, costs, strict=True):
         saving = field_cost - node_cost
-        kept_off = score.name in full
-        if kept_off and spread_pick is not None and spread_pick - node_cost >= MIN_SAVING:
-            # What it saves over where the spread would send the pod.
-            kept_off, saving = False, spread_pick - node_cost
+        if score.name in full:
+            if spread_pick is None or spread_pick - node_cost < MIN_SAVING:
+                # No term: the nodes after it are graded as if it were not chosen.
+                preferences.append(Preference(score.name, 0, effective))
+                continue
+            saving = spread_pick - node_cost  # over where the spread would send the pod
         if pulled:
             saving += pulled.get(score.name, 0.0)
         if size_unknown or burst_share(score, bandwidth, burst) >= HEAVY_BURST:
@@ -153,15 +156,14 @@ def weighed(
             # cost does not see what is booked since.
             saving = max(saving, FULL_SAVING)
         most //= 4
+        top = effective if top is None else top
         # Graded by rank: the best 100, each other 100 minus its score gap
         # but at most a quarter of the one before (the pod goes where it is
         # booked unless kube-scheduler's plugins object), then by what it saves.
         graded = round(100 - (top - effective))
         if score.name not in beside_peers:
             graded = min(most, graded)
-        preferences.append(
-            Preference(score.name, 0 if kept_off else weight(saving, graded), effective)
-        )
+        preferences.append(Preference(score.name, weight(saving, graded), effective))
     if tiered is BY_RANK and not any(p.weight for p in preferences):
         tiered = NO_TIERS  # by rank they go with node terms alone, as the pod is steered
     return Weighed(preferences, tiered.terms)

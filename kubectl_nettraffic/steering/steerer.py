@@ -9,6 +9,7 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from typing import NamedTuple
 
 from kubectl_nettraffic.config import Settings
@@ -84,6 +85,16 @@ class PerSnapshot(NamedTuple):
     calm: bool
     # kube-scheduler scores a sample of the nodes (scoring/scheduler_sample.py).
     sampled: bool
+
+
+def likely_node(preferences: Sequence[Preference], full: AbstractSet[str]) -> str:
+    """Where the pod most likely runs, to book it there: its heaviest term;
+    without terms, the best node its spread has not filled (kube-scheduler's
+    own spread passes over a full one), else the best."""
+    terms = [p for p in preferences if p.weight]
+    if terms:
+        return max(terms, key=lambda p: p.weight).node
+    return next((p.node for p in preferences if p.node not in full), preferences[0].node)
 
 
 class Steerer:
@@ -301,7 +312,7 @@ class Steerer:
         if key:
             # At its whole expected bytes: what its peers keep on the node is
             # for the measurement to show, wherever kube-scheduler binds it.
-            node = preferences[0].node
+            node = likely_node(preferences, full)
             admission.book(node, bandwidth, now, key, workload, unlearned, template)
         return Decision(patch, tuple(preferences), None, warnings, key)
 
