@@ -125,7 +125,10 @@ def test_the_spread_s_pick_costs_the_mean_over_the_candidates_not_crowded():
         rest = [s for name, s in scores.items() if name not in left_out]
         expected = sum(cost(s, 1e7, 0.5) for s in rest) / len(rest)
         assert field.mean_without(1e7, [scores[n] for n in left_out]) == pytest.approx(expected)
+        # What it is at most, knowing only how many are left out (read first).
+        assert field.mean_without_at_most(1e7, len(left_out)) >= expected - 1e-9
     assert field.mean_without(1e7, list(scores.values())) is None
+    assert field.most(1e7) == pytest.approx(cost(scores["d"], 1e7, 0.5))
 
 
 def test_the_fewest_pods_on_a_node_are_counted_as_pods_come_and_go():
@@ -139,6 +142,7 @@ def test_the_fewest_pods_on_a_node_are_counted_as_pods_come_and_go():
     counts.add(web, "b1", 1)
     assert counts.fewest(web, nodes=3) == 2
     assert counts.pods[web] == 6
+    assert counts.holding_more(web, 2) == 0 and counts.holding_more(web, 1) == 3
     counts.add(web, "a1", -2)
     assert counts.fewest(web, nodes=3) == 0 and "a1" not in counts.per_node[web]
     assert counts.pods[web] == 4

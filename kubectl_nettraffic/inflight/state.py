@@ -8,11 +8,12 @@ and ``shown`` (the binding watch, kube/binding_watch.py); ``view`` (a copy
 for /scores and the extender).
 """
 
+import functools
 import itertools
 import math
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, NamedTuple
 
 from kubectl_nettraffic.config import Settings
@@ -46,8 +47,11 @@ class Choice(NamedTuple):
     barred: frozenset[str] = frozenset()
     # Where a chosen node is full: the candidates holding more of its pods
     # than the fewest (Spread.crowded), which kube-scheduler's own spread
-    # passes over.
-    crowded: tuple[NodeScore, ...] = ()
+    # passes over; read only where they could matter (as many as the
+    # workload has nodes), under the admission's lock; and how many nodes
+    # they are at most.
+    crowded: Callable[[], Sequence[NodeScore]] = tuple
+    crowded_count: int = 0
 
 
 class Admission:
@@ -147,8 +151,13 @@ class Admission:
                 filled = kept.full if kept is not None else lambda _: False
                 full = frozenset(s.name for _, _, s in ranked if filled(s.name))
                 barred = spread_kept.barred_zones if spread_kept is not None else frozenset()
-                crowded = self._crowded(kept, heaps) if full and kept is not None else ()
-                return Choice(ranked, barring and spread_kept is None, full, barred, crowded)
+                crowded: Callable[[], Sequence[NodeScore]] = tuple
+                crowded_count = 0
+                if full and kept is not None:
+                    crowded = functools.partial(self._crowded, kept, heaps)
+                    crowded_count = counts.holding_more(group, fewest)
+                relaxed = barring and spread_kept is None
+                return Choice(ranked, relaxed, full, barred, crowded, crowded_count)
         return Choice([], False, frozenset())
 
     @staticmethod

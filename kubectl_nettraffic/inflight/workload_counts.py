@@ -42,6 +42,10 @@ class WorkloadCounts:
             return 0
         return min(self._levels[workload])
 
+    def holding_more(self, workload: Workload, pods: int) -> int:
+        """The nodes holding more than ``pods`` of the workload's pods."""
+        return sum(nodes for held, nodes in self._levels.get(workload, {}).items() if held > pods)
+
     def add(self, workload: Workload, node: str, pods: int) -> None:
         before = self.per_node.get(workload, {}).get(node, 0)
         if before:

@@ -24,6 +24,7 @@ The patch that carries the choice is steering/affinity_patch.py; it is
 checked by steering/patch_check.py before it is sent.
 """
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from typing import NamedTuple
@@ -72,6 +73,14 @@ class Preference(NamedTuple):  # a tuple: several are made on every admission
     score: float
 
 
+class SpreadPick(NamedTuple):
+    """What kube-scheduler's own spread would pick costs the pod: at most
+    ``at_most``; ``exactly`` works it out (None: the field's)."""
+
+    at_most: float
+    exactly: Callable[[], float | None]
+
+
 class Weighed(NamedTuple):
     """A pod's terms: its chosen nodes, weighed, and its tier terms."""
 
@@ -89,7 +98,7 @@ def weighed(
     burst: int = 1,
     size_unknown: bool = False,
     full: frozenset[str] = frozenset(),
-    spread_pick: float | None = None,
+    spread_pick: SpreadPick | None = None,
     own_size: bool = True,
     beside_peers: AbstractSet[str] = frozenset(),
 ) -> Weighed:
@@ -134,21 +143,21 @@ def weighed(
     # Under tier terms by cost kube-scheduler picks among the cheapest tiers.
     field_cost = field.mean(bandwidth) if tiered.cost is None else tiered.cost
     costs = [cost(score, bandwidth, busy_above) for _, _, score in ranked]
-    if spread_pick is not None:
-        # A chosen node the spread has not filled keeps it as well.
-        kept = [c for c, (_, _, s) in zip(costs, ranked, strict=True) if s.name not in full]
-        spread_pick = min([spread_pick, *kept])
+    # The least a way to keep the spread costs the pod; a pod's own spread is never outweighed.
+    keeps_spread = -math.inf
+    if spread_pick is not None and full:
+        keeps_spread = _keeping_spread(ranked, costs, full, field, bandwidth, spread_pick)
     preferences = []
     most = 400  # four times the first's weight
     top: float | None = None  # the first weighed
     for (effective, _, score), node_cost in zip(ranked, costs, strict=True):
         saving = field_cost - node_cost
         if score.name in full:
-            if spread_pick is None or spread_pick - node_cost < MIN_SAVING:
+            if keeps_spread - node_cost < MIN_SAVING:
                 # No term: the nodes after it are graded as if it were not chosen.
                 preferences.append(Preference(score.name, 0, effective))
                 continue
-            saving = spread_pick - node_cost  # over where the spread would send the pod
+            saving = keeps_spread - node_cost  # over where the spread would send the pod
         if pulled:
             saving += pulled.get(score.name, 0.0)
         if size_unknown or burst_share(score, bandwidth, burst) >= HEAVY_BURST:
@@ -167,3 +176,25 @@ def weighed(
     if tiered is BY_RANK and not any(p.weight for p in preferences):
         tiered = NO_TIERS  # by rank they go with node terms alone, as the pod is steered
     return Weighed(preferences, tiered.terms)
+
+
+def _keeping_spread(
+    ranked: Sequence[Ranked],
+    costs: Sequence[float],
+    full: frozenset[str],
+    field: FieldCost,
+    bandwidth: float,
+    spread_pick: SpreadPick,
+) -> float:
+    """What keeping the spread costs the pod: a chosen node not full, or
+    where kube-scheduler's own spread would send it (``spread_pick``).
+    The pick is worked out only where a full node could save a point over
+    the chosen ones and over what the pick costs at most."""
+    names = [score.name for _, _, score in ranked]
+    chosen = min((c for c, n in zip(costs, names, strict=True) if n not in full), default=math.inf)
+    cheapest_full = min(c for c, n in zip(costs, names, strict=True) if n in full)
+    bound = min(chosen, field.most(bandwidth), spread_pick.at_most)
+    if bound - cheapest_full < MIN_SAVING:
+        return bound  # no full node saves a point over it
+    pick = spread_pick.exactly()
+    return min(chosen, field.mean(bandwidth) if pick is None else pick)

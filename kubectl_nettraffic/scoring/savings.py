@@ -43,6 +43,7 @@ against the tier terms (scoring/tier_weights.py), and so against
 kube-scheduler's spread and resource plugins among the quiet nodes.
 """
 
+import math
 from bisect import bisect_right
 from collections.abc import Iterable, Sequence
 from itertools import accumulate
@@ -103,6 +104,19 @@ class FieldCost:
             first = bisect_right(fills, busy - added)  # the busy ones from here on
             total += sums[-1] - sums[first] + (len(fills) - first) * (added - busy)
         return 100.0 * total / (1.0 - busy) / self._count
+
+    def most(self, bandwidth: float) -> float:
+        """The most a pod of ``bandwidth`` bytes/s costs a candidate, in points."""
+        busy, most = self.busy, 0.0
+        for slope, fills, _ in self._groups:
+            most = max(most, fills[-1] + slope * bandwidth - busy)
+        return 100.0 * most / (1.0 - busy)
+
+    def mean_without_at_most(self, bandwidth: float, left_out: int) -> float:
+        """What ``mean_without`` returns at most with ``left_out`` candidates
+        left out, whichever they are (none costs less than nothing)."""
+        rest = self._count - left_out
+        return math.inf if rest <= 0 else self.mean(bandwidth) * self._count / rest
 
     def mean_without(self, bandwidth: float, left_out: Sequence[NodeScore]) -> float | None:
         """The mean cost, in points, of a pod of ``bandwidth`` bytes/s on a

@@ -36,7 +36,13 @@ from kubectl_nettraffic.labels import parse_selector
 from kubectl_nettraffic.learning.conversations import Conversations
 from kubectl_nettraffic.measuring.measurement import Snapshot
 from kubectl_nettraffic.measuring.scoreboard import Scoreboard
-from kubectl_nettraffic.scoring.placement import Preference, Ranked, Weighed, weighed
+from kubectl_nettraffic.scoring.placement import (
+    Preference,
+    Ranked,
+    SpreadPick,
+    Weighed,
+    weighed,
+)
 from kubectl_nettraffic.scoring.savings import MIN_SAVING, FieldCost
 from kubectl_nettraffic.scoring.scheduler_sample import scores_a_sample
 from kubectl_nettraffic.scoring.spread import SpreadRules
@@ -239,7 +245,7 @@ class Steerer:
             pull = self._plans_of(conversations, snapshot).pod_pull(
                 workload, bandwidth, unseen, in_flight, None if template is None else template.name
             )
-        ranked, relaxed, full, barred, crowded = admission.choose(
+        ranked, relaxed, full, barred, crowded, crowded_count = admission.choose(
             pod,
             self.selector,
             steering.preferred_nodes,
@@ -259,7 +265,11 @@ class Steerer:
         # where kube-scheduler's own spread would send the pod.
         spread_pick = None
         if full and spread.defaults:
-            spread_pick = derived.field.mean_without(bandwidth, crowded)
+            field = derived.field
+            spread_pick = SpreadPick(
+                field.mean_without_at_most(bandwidth, crowded_count),
+                lambda: field.mean_without(bandwidth, crowded()),
+            )
         preferences, tier_terms = self._weighed(
             ranked,
             derived,
@@ -331,7 +341,7 @@ class Steerer:
         burst: int,
         size_unknown: bool,
         full: frozenset[str],
-        spread_pick: float | None,
+        spread_pick: SpreadPick | None,
         own_size: bool,
     ) -> Weighed:
         """The chosen nodes' terms and the tier terms (scoring/placement.py's
