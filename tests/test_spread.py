@@ -1,6 +1,7 @@
 """A workload's spread is kept: no preference names a node that would
 break the spread the pod is scheduled with (scoring/spread.py)."""
 
+import math
 from dataclasses import replace
 
 import jsonpatch
@@ -13,7 +14,7 @@ from kubectl_nettraffic.kube.nodes import ZONE_LABEL
 from kubectl_nettraffic.kube.pods import EXPECTED_BANDWIDTH, PREFERRED
 from kubectl_nettraffic.kube.workloads import Workload, pod_template, pod_workload
 from kubectl_nettraffic.scoring.node_scores import NodeScore
-from kubectl_nettraffic.scoring.savings import FieldCost, cost
+from kubectl_nettraffic.scoring.savings import Crowded, FieldCost, cost
 from kubectl_nettraffic.scoring.spread import HOSTNAME_KEY, ZONE_KEY, Spread, SpreadRules
 from tests.harness.scoreboards import MEASURED_AT, FixedBoard
 
@@ -121,13 +122,27 @@ def test_the_spread_s_pick_costs_the_mean_over_the_candidates_not_crowded():
     fills = {"a": 0.1, "b": 0.6, "c": 0.7, "d": 0.95}
     scores = {name: replace(BASE, name=name, link_utilization=f) for name, f in fills.items()}
     field = FieldCost(scores.values(), busy_above=0.5)
+    read: list[list[str]] = []
+
+    def crowded(names: list[str]) -> Crowded:
+        def nodes() -> list[NodeScore]:
+            read.append(names)
+            return [scores[n] for n in names]
+
+        return Crowded(len(names), nodes)
+
     for left_out in (["a"], ["a", "d"], ["b", "c", "d"]):
         rest = [s for name, s in scores.items() if name not in left_out]
         expected = sum(cost(s, 1e7, 0.5) for s in rest) / len(rest)
-        assert field.mean_without(1e7, [scores[n] for n in left_out]) == pytest.approx(expected)
-        # What it is at most, knowing only how many are left out (read first).
-        assert field.mean_without_at_most(1e7, len(left_out)) >= expected - 1e-9
-    assert field.mean_without(1e7, list(scores.values())) is None
+        pick = field.spread_pick(1e7, crowded(left_out))
+        # What it is at most, knowing only how many are crowded: the nodes unread.
+        assert pick.at_most >= expected - 1e-9 and read == []
+        assert pick.exactly() == pytest.approx(expected)
+        assert read.pop() == left_out
+    # None left: the field's mean.
+    everyone = field.spread_pick(1e7, crowded(list(scores)))
+    assert everyone.at_most == math.inf
+    assert everyone.exactly() == pytest.approx(field.mean(1e7))
     assert field.most(1e7) == pytest.approx(cost(scores["d"], 1e7, 0.5))
 
 

@@ -13,7 +13,7 @@ import itertools
 import math
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple
 
 from kubectl_nettraffic.config import Settings
@@ -28,6 +28,7 @@ from kubectl_nettraffic.ranking.candidates import Heaps, Ranked
 from kubectl_nettraffic.ranking.node_points import NodePoints, Pull
 from kubectl_nettraffic.ranking.replica_share import Replicas
 from kubectl_nettraffic.scoring.node_scores import NodeScore
+from kubectl_nettraffic.scoring.savings import Crowded
 from kubectl_nettraffic.scoring.spread import Spread, SpreadRules
 
 # An unlearned workload gets a heap of its own once its pods in flight are
@@ -45,13 +46,10 @@ class Choice(NamedTuple):
     # The zones its spread kept the choice out of (none when relaxed): its
     # tier terms leave them out too.
     barred: frozenset[str] = frozenset()
-    # Where a chosen node is full: the candidates holding more of its pods
-    # than the fewest (Spread.crowded), which kube-scheduler's own spread
-    # passes over; read only where they could matter (as many as the
-    # workload has nodes), under the admission's lock; and how many nodes
-    # they are at most.
-    crowded: Callable[[], Sequence[NodeScore]] = tuple
-    crowded_count: int = 0
+    # Where a chosen node is full: the candidates kube-scheduler's own
+    # spread passes over; their nodes are read (a pass over as many as the
+    # workload has nodes) only where they could matter, under the lock.
+    crowded: Crowded | None = None
 
 
 class Admission:
@@ -151,13 +149,14 @@ class Admission:
                 filled = kept.full if kept is not None else lambda _: False
                 full = frozenset(s.name for _, _, s in ranked if filled(s.name))
                 barred = spread_kept.barred_zones if spread_kept is not None else frozenset()
-                crowded: Callable[[], Sequence[NodeScore]] = tuple
-                crowded_count = 0
+                crowded = None
                 if full and kept is not None:
-                    crowded = functools.partial(self._crowded, kept, heaps)
-                    crowded_count = counts.holding_more(group, fewest)
+                    crowded = Crowded(
+                        counts.holding_more(group, fewest),
+                        functools.partial(self._crowded, kept, heaps),
+                    )
                 relaxed = barring and spread_kept is None
-                return Choice(ranked, relaxed, full, barred, crowded, crowded_count)
+                return Choice(ranked, relaxed, full, barred, crowded)
         return Choice([], False, frozenset())
 
     @staticmethod

@@ -35,6 +35,7 @@ from kubectl_nettraffic.scoring.savings import (
     HEAVY_BURST,
     MIN_SAVING,
     FieldCost,
+    SpreadPick,
     burst_share,
     cost,
     stacked_burst,
@@ -71,14 +72,6 @@ class Preference(NamedTuple):  # a tuple: several are made on every admission
     node: str
     weight: int
     score: float
-
-
-class SpreadPick(NamedTuple):
-    """What kube-scheduler's own spread would pick costs the pod: at most
-    ``at_most``; ``exactly`` works it out (None: the field's)."""
-
-    at_most: float
-    exactly: Callable[[], float | None]
 
 
 class Weighed(NamedTuple):
@@ -196,5 +189,4 @@ def _keeping_spread(
     bound = min(chosen, field.most(bandwidth), spread_pick.at_most)
     if bound - cheapest_full < MIN_SAVING:
         return bound  # no full node saves a point over it
-    pick = spread_pick.exactly()
-    return min(chosen, field.mean(bandwidth) if pick is None else pick)
+    return min(chosen, spread_pick.exactly())

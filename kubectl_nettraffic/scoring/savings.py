@@ -45,8 +45,9 @@ kube-scheduler's spread and resource plugins among the quiet nodes.
 
 import math
 from bisect import bisect_right
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from itertools import accumulate
+from typing import NamedTuple
 
 from kubectl_nettraffic.scoring.node_scores import NodeScore
 
@@ -112,22 +113,43 @@ class FieldCost:
             most = max(most, fills[-1] + slope * bandwidth - busy)
         return 100.0 * most / (1.0 - busy)
 
-    def mean_without_at_most(self, bandwidth: float, left_out: int) -> float:
-        """What ``mean_without`` returns at most with ``left_out`` candidates
-        left out, whichever they are (none costs less than nothing)."""
-        rest = self._count - left_out
-        return math.inf if rest <= 0 else self.mean(bandwidth) * self._count / rest
+    def spread_pick(self, bandwidth: float, crowded: "Crowded") -> "SpreadPick":
+        """What a pod of ``bandwidth`` bytes/s costs, in points, where
+        kube-scheduler's own spread would send it: the mean over the
+        candidates other than the ``crowded`` ones (the field's when none
+        is left). What it is at most, knowing only how many are crowded,
+        is read first; the nodes are read only where that could matter."""
+        mean, count = self.mean(bandwidth), self._count
+        rest = count - crowded.at_most
+        at_most = math.inf if rest <= 0 else mean * count / rest
 
-    def mean_without(self, bandwidth: float, left_out: Sequence[NodeScore]) -> float | None:
-        """The mean cost, in points, of a pod of ``bandwidth`` bytes/s on a
-        candidate other than those ``left_out`` (candidates each, once);
-        None: no candidate is left."""
-        rest = self._count - len(left_out)
-        if rest <= 0:
-            return None
-        total = self.mean(bandwidth) * self._count
-        total -= sum(cost(score, bandwidth, self.busy) for score in left_out)
-        return max(0.0, total / rest)
+        def exactly() -> float:
+            left_out = crowded.nodes()
+            rest = count - len(left_out)
+            if rest <= 0:
+                return mean
+            total = mean * count - sum(cost(score, bandwidth, self.busy) for score in left_out)
+            return max(0.0, total / rest)
+
+        return SpreadPick(at_most, exactly)
+
+
+class Crowded(NamedTuple):
+    """The candidates holding more of a workload's pods than the fewest
+    (scoring/spread.py's ``Spread.crowded``), which kube-scheduler's own
+    spread passes over: how many there are at most, and the nodes, read
+    only where they could matter."""
+
+    at_most: int
+    nodes: Callable[[], Sequence[NodeScore]]
+
+
+class SpreadPick(NamedTuple):
+    """What the node kube-scheduler's own spread would pick costs a pod:
+    at most ``at_most``; ``exactly`` works it out."""
+
+    at_most: float
+    exactly: Callable[[], float]
 
 
 def fullness_at(points: float, busy_above: float) -> float:

@@ -36,14 +36,8 @@ from kubectl_nettraffic.labels import parse_selector
 from kubectl_nettraffic.learning.conversations import Conversations
 from kubectl_nettraffic.measuring.measurement import Snapshot
 from kubectl_nettraffic.measuring.scoreboard import Scoreboard
-from kubectl_nettraffic.scoring.placement import (
-    Preference,
-    Ranked,
-    SpreadPick,
-    Weighed,
-    weighed,
-)
-from kubectl_nettraffic.scoring.savings import MIN_SAVING, FieldCost
+from kubectl_nettraffic.scoring.placement import Preference, Ranked, Weighed, weighed
+from kubectl_nettraffic.scoring.savings import MIN_SAVING, FieldCost, SpreadPick
 from kubectl_nettraffic.scoring.scheduler_sample import scores_a_sample
 from kubectl_nettraffic.scoring.spread import SpreadRules
 from kubectl_nettraffic.scoring.tier_weights import TierCosts
@@ -245,7 +239,7 @@ class Steerer:
             pull = self._plans_of(conversations, snapshot).pod_pull(
                 workload, bandwidth, unseen, in_flight, None if template is None else template.name
             )
-        ranked, relaxed, full, barred, crowded, crowded_count = admission.choose(
+        ranked, relaxed, full, barred, crowded = admission.choose(
             pod,
             self.selector,
             steering.preferred_nodes,
@@ -264,12 +258,8 @@ class Steerer:
         # Under the defaults, a full node yields where it saves a point over
         # where kube-scheduler's own spread would send the pod.
         spread_pick = None
-        if full and spread.defaults:
-            field = derived.field
-            spread_pick = SpreadPick(
-                field.mean_without_at_most(bandwidth, crowded_count),
-                lambda: field.mean_without(bandwidth, crowded()),
-            )
+        if crowded is not None and spread.defaults:
+            spread_pick = derived.field.spread_pick(bandwidth, crowded)
         preferences, tier_terms = self._weighed(
             ranked,
             derived,
