@@ -18,7 +18,7 @@ from kubectl_nettraffic.config import settings_from_mapping
 from kubectl_nettraffic.kube.nodes import ZONE_COPY_LABEL, ZONE_LABEL
 from kubectl_nettraffic.kube.pods import BOOKED_BANDWIDTH, PEER_PULL, PREFERRED
 from kubectl_nettraffic.kube.service_routing import ZONE, ServiceRouting
-from kubectl_nettraffic.kube.workloads import Workload
+from kubectl_nettraffic.kube.workloads import Workload, pod_template
 from kubectl_nettraffic.learning.learner import BandwidthLearning
 from kubectl_nettraffic.learning.peer_traffic import PeerTrafficSource
 from kubectl_nettraffic.learning.pod_traffic import PodTrafficSource, build_learner_query
@@ -28,6 +28,7 @@ from kubectl_nettraffic.measuring.scoreview import (
     peer_read_failures,
     workloads_document,
 )
+from kubectl_nettraffic.scoring.spread import HOSTNAME_KEY
 from kubectl_nettraffic.scoring.tiers import TIER_LABEL
 from kubectl_nettraffic.sources.prometheus import PrometheusSource
 from tests.harness.flow_series import Flow, istio_lines
@@ -304,6 +305,15 @@ def test_top_workloads_computes_the_peers_itself_with_the_prometheus_source(prom
     assert "PEERS" in text.splitlines()[0] and "Deployment/api" in text
 
 
+def _zone_terms(patch) -> list[dict]:
+    terms = next(op["value"] for op in patch or [] if op["path"] == "/spec/affinity")
+    return [
+        term
+        for term in terms["nodeAffinity"][PREFERRED]
+        if term["preference"].get("matchExpressions", [{}])[0].get("key") == ZONE_COPY_LABEL
+    ]
+
+
 def test_a_term_on_the_peers_zone_once_the_nodes_carry_its_copy(prometheus):
     learning = _learned(prometheus)
     settings = _settings(prometheus.url)
@@ -317,11 +327,7 @@ def test_a_term_on_the_peers_zone_once_the_nodes_carry_its_copy(prometheus):
     decision = board.steerer.decide(_web_pod(), {}, dry_run=False)
     assert decision.preferences[0].node == "n3"
     terms = next(op["value"] for op in decision.patch or [] if op["path"] == "/spec/affinity")
-    zone_terms = [
-        term
-        for term in terms["nodeAffinity"][PREFERRED]
-        if term["preference"].get("matchExpressions", [{}])[0].get("key") == ZONE_COPY_LABEL
-    ]
+    zone_terms = _zone_terms(decision.patch)
     # web's only peer, api, runs in zone-b: all of its bytes to peers go there.
     (term,) = zone_terms
     assert term["preference"]["matchExpressions"][0]["values"] == ["zone-b"]
@@ -352,6 +358,34 @@ def test_a_term_on_the_peers_zone_once_the_nodes_carry_its_copy(prometheus):
     assert f"by what their {TIER_LABEL} saves it (1 at 60;" in explain_text(
         jsonpatch.apply_patch(_web_pod(), plain.patch), None, "-", ("default-scheduler",)
     )
+
+
+def test_the_peers_zone_term_follows_the_node_the_pod_is_booked_on(prometheus):
+    # n3, beside api, ranks first, but web's own hostname spread (maxSkew 2)
+    # has filled it and n4, the rest of zone-b: they get no term, and the
+    # pod is booked on n1, its heaviest. A term on n3's zone would pull the
+    # pod into zone-b, against its node terms: the zone term follows n1,
+    # whose zone keeps less of its bytes to peers, so there is none.
+    learning = _learned(prometheus)
+    nodes = {
+        name: {"labels": {ZONE_LABEL: zone, ZONE_COPY_LABEL: zone, TIER_LABEL: str(rank)}}
+        for rank, (name, zone) in enumerate(ZONES.items(), start=1)
+    }
+    board = FixedBoard(LOADS, learning=learning, settings=_settings(prometheus.url), **nodes)
+    admitted = _web_pod()
+    spread = {"topologyKey": HOSTNAME_KEY, "maxSkew": 2, "whenUnsatisfiable": "ScheduleAnyway"}
+    admitted["spec"]["topologySpreadConstraints"] = [
+        {**spread, "labelSelector": {"matchLabels": {"app": "web"}}}
+    ]
+    assert _zone_terms(board.steerer.decide(admitted, {}, dry_run=True).patch)  # n3 not full yet
+    for node in ("n1", "n2", "n3", "n3", "n3", "n4", "n4", "n4"):
+        board.inflight.place_seen(node, WEB, pod_template(admitted))
+    decision = board.steerer.decide(admitted, {}, dry_run=False)
+    assert decision.preferences[0].node == "n3" and decision.preferences[0].weight == 0
+    assert max(decision.preferences, key=lambda p: p.weight).node == "n1"
+    assert _zone_terms(decision.patch) == []
+    with board.inflight.admission(board.snapshot) as admission:
+        assert admission.in_flight(WEB) == {"n1": 1}
 
 
 def test_pods_whose_bytes_all_stay_on_the_node_still_spread(prometheus):

@@ -44,6 +44,7 @@ from kubectl_nettraffic.learning.pod_traffic import PodTrafficSource
 from kubectl_nettraffic.measuring.scoreview import workloads_document
 from kubectl_nettraffic.scoring.scheduler_sample import scores_a_sample
 from kubectl_nettraffic.sources.prometheus import PrometheusSource
+from kubectl_nettraffic.steering.peer_pull import PullPlans
 from kubectl_nettraffic.steering.steerer import Decision
 from tests.harness.flow_series import Flow, istio_lines
 from tests.harness.kube_series import PodSeries, ReplicaSetSeries, kube_lines
@@ -412,6 +413,29 @@ def test_the_zone_term_names_every_zone_that_keeps_as_much_and_none_where_all_do
     (term,) = _zone_terms({"a1": 1, "a2": 1, "c1": 1}, None)
     assert term["preference"]["matchExpressions"][0]["values"] == ["a"]
     assert term["weight"] == 67
+
+
+def test_the_zone_term_names_the_booked_zone_and_those_keeping_as_much_or_more():
+    # Spread evenly over api's pods: zone a keeps two thirds of web's bytes,
+    # c one third, b none. A pod booked in c (a's nodes full or busy, say)
+    # prefers c and a, never b; booked in b, every zone keeps as much.
+    loads = {name: 5e6 for name in ("a1", "a2", "b1", "c1")}
+    zones = {name: {"labels": {ZONE_LABEL: name[0], ZONE_COPY_LABEL: name[0]}} for name in loads}
+    board = FixedBoard(loads, **zones)
+    web = pod_workload(pod())
+    assert web is not None
+    places = {web: {"b1": 2}, API: {"a1": 1, "a2": 1, "c1": 1}}
+    conversations = Conversations({web: ((API, 6e6),), API: ((web, 6e6),)}, places, 0.0)
+    settings = dataclasses.replace(board.settings.peers, source="istio")
+    pull = PullPlans(conversations, board.snapshot.nodes, settings)
+    plan = pull.plan(web)
+    assert plan is not None
+    pod_pull = pull.for_pod(plan, 3e6, {}, {})
+    for score in board.snapshot.candidates:
+        pod_pull.points(score)
+    assert pod_pull.zone_term("a1") == (("a",), 67)
+    assert pod_pull.zone_term("c1") == (("a", "c"), 33)
+    assert pod_pull.zone_term("b1") is None
 
 
 @pytest.mark.parametrize(

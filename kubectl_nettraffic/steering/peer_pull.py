@@ -44,9 +44,10 @@ exactly as without a flow source. Two guards, and a term:
   nothing (nodes whose link speed is unknown are not guarded).
 - *A zone term.* Where the nodes carry their zone's copy
   (``nettraffic.io/zone``, written by the tier label writer with a flow
-  source), a pod whose first preference is in the zone that pulls it most
-  also prefers that zone (``zone_term``), weighted by the share of its
-  bytes to peers that go there: the node terms name three nodes
+  source), a pod also prefers the zone it is booked in (on its heaviest
+  term, steerer.likely_node) and every zone that keeps as much of its
+  bytes to peers or more (``zone_term``), weighted by the share of its
+  bytes to peers the booked zone keeps: the node terms name three nodes
   kube-scheduler may not sample; the zone term matches in any sample.
   Zones that keep as much share the term, and where every zone does there
   is none: the zone saves nothing over the others.
@@ -282,29 +283,31 @@ class PodPull:
             self._own.add(name)
         return points
 
-    def zone_term(self, first: str) -> tuple[tuple[str, ...], int] | None:
-        """(zones, weight) of a preferred term on the zones that keep the
-        most of the pod's bytes to peers, when ``first``'s zone is one of
-        them, they are not every zone, zones are priced, and the nodes carry
-        their zone's copy (nettraffic.io/zone). Zones within TIED_ZONES of
-        the most keep as much: under topology routing every zone that holds
-        a server pod keeps all of a client's bytes, and a term on one of
-        them pulled pods into it for nothing. The weight is the share of the
-        pod's bytes to peers that go to each (100: all of them), at least 1.
-        Such a term holds over whichever nodes kube-scheduler samples, as
-        the tier terms do."""
-        zone, plan, pull = self.zone_of.get(first), self._plan, self._pull
+    def zone_term(self, booked_on: str) -> tuple[tuple[str, ...], int] | None:
+        """(zones, weight) of a preferred term on the zone of ``booked_on``
+        (the node the pod is booked on: its heaviest term's) and every zone
+        that keeps at least as much of the pod's bytes to peers, when they
+        are not every zone, zones are priced, and the nodes carry their
+        zone's copy (nettraffic.io/zone): a pod the node terms send out of
+        the zone that keeps the most (its nodes full or busy) is never
+        pulled back against them, nor into a zone that keeps less. Zones
+        within TIED_ZONES keep as much: under topology routing every zone
+        that holds a server pod keeps all of a client's bytes. The weight
+        is the share of the pod's bytes to peers that the booked zone keeps
+        (100: all of them), at least 1. Such a term holds over whichever
+        nodes kube-scheduler samples, as the tier terms do."""
+        zone, plan, pull = self.zone_of.get(booked_on), self._plan, self._pull
         if not zone or pull.zone_weight <= 0 or zone not in pull.copied_zones:
             return None
-        most = max(plan.in_zone.values(), default=0.0)
-        as_much = most * TIED_ZONES
-        if plan.in_zone.get(zone, 0.0) < as_much or not self.pulled.get(first):
+        booked = plan.in_zone.get(zone, 0.0)
+        as_much = booked * TIED_ZONES
+        if not booked or not self.pulled.get(booked_on):
             return None
         kept = (z for z, b in plan.in_zone.items() if b >= as_much and z in pull.copied_zones)
         zones = tuple(sorted(kept))
         if pull.copied_zones.issubset(zones):
             return None  # every zone keeps as much: nothing to prefer
-        return zones, max(1, min(100, round(100 * most / plan.to_peers)))
+        return zones, max(1, min(100, round(100 * booked / plan.to_peers)))
 
     def annotation(self, nodes: list[str]) -> str:
         """``node=points:why`` for each of ``nodes`` its peers pulled it

@@ -286,7 +286,10 @@ class Steerer:
         pulled = "" if pull is None else pull.annotation(names)
         if pulled:
             annotations[PEER_PULL] = pulled
-        zone_term = None if pull is None or not terms else pull.zone_term(names[0])
+        # Where it most likely runs: booked there, and its peers' zone term
+        # follows that node (a full node ranked first may have no term).
+        booked_on = likely_node(preferences, full)
+        zone_term = None if pull is None or not terms else pull.zone_term(booked_on)
         # Off by default: then the admission pays one attribute read for it.
         share = steering.prefer_no_eviction_below
         if share and light_for_every_link(bandwidth, bandwidth_source, derived.slowest_link, share):
@@ -312,8 +315,7 @@ class Steerer:
         if key:
             # At its whole expected bytes: what its peers keep on the node is
             # for the measurement to show, wherever kube-scheduler binds it.
-            node = likely_node(preferences, full)
-            admission.book(node, bandwidth, now, key, workload, unlearned, template)
+            admission.book(booked_on, bandwidth, now, key, workload, unlearned, template)
         return Decision(patch, tuple(preferences), None, warnings, key)
 
     def _no_candidate(self, pod: Pod, warnings: tuple[str, ...]) -> Decision:
