@@ -28,6 +28,11 @@ count in unary (binary steps), so the program stays linear.
 
 Where the solver runs out of time the best placement found is kept and its
 bound (the best any placement could still reach) is reported beside it.
+Under PreferSameNode at 500 nodes the solver's own bound is no help: its
+linear relaxation alone takes longer than the time given, so it stays at
+0. There the bound is also taken from the nodes each workload holds
+(_Rules.held_nodes_bound), a small program solved at once, and the better
+of the two is reported.
 """
 
 import itertools
@@ -104,6 +109,20 @@ def solve(
         objective = rules.measure(counts, routing)
         return Optimum(counts, objective, by_zone.bound, by_zone.optimal)
     return rules.by_node(routing, seconds, None)
+
+
+def held_nodes_bound(
+    graph: Graph,
+    background: np.ndarray,
+    zone: np.ndarray,
+    slots: np.ndarray,
+    hostname_max_skew: int | None,
+    seconds: float = 10.0,
+) -> float:
+    """The least bytes across nodes any placement sends under PreferSameNode,
+    from the nodes each workload holds (_Rules.held_nodes_bound)."""
+    rules = _Rules(graph, background, zone, slots, None, hostname_max_skew)
+    return rules.held_nodes_bound(seconds)
 
 
 @dataclass
@@ -201,8 +220,43 @@ class _Rules:
         x, _ = self._nodes(program)
         offset = self._objective(program, routing, x, self.per_node)
         values, _, bound, optimal = program.solve(seconds, None if start is None else (x, start))
-        counts = np.rint(values[x]).astype(int)
-        return Optimum(counts, self.measure(counts, routing), bound + offset, optimal)
+        counts, bound = np.rint(values[x]).astype(int), bound + offset
+        if routing == SAME_NODE and not optimal:
+            bound = max(bound, self.held_nodes_bound(seconds))
+        return Optimum(counts, self.measure(counts, routing), bound, optimal)
+
+    def held_nodes_bound(self, seconds: float) -> float:
+        """No placement sends fewer bytes across nodes under PreferSameNode.
+
+        In any placement, let N_w be the nodes holding a pod of workload w:
+        at least replicas / per_node (a node holds at most per_node), at
+        least one a zone for a workload that keeps every zone, at most its
+        replicas and the nodes that take pods. A caller a's pods beside a
+        pod of its server b sit on the nodes holding both, at most
+        min(N_a, N_b) of them with per_node(a) each; and at least N_a - N_b
+        nodes hold a but not b, each with a pod of a that the server's pods
+        cannot serve. So the pods served are at most
+        min(r_a, per_node(a) N_a, per_node(a) N_b, r_a - N_a + N_b), and
+        the least bytes across nodes over every choice of the N_w bound
+        every placement. Slots, links and zone counts are left out, which
+        only lowers the bound."""
+        program, graph = Program(), self.graph
+        usable = int((self.slots >= 1).sum())
+        held = []
+        for w in range(self.workloads):
+            replicas = graph.replicas[w]
+            column = program.column(min(replicas, usable))
+            least = ZONES if replicas >= ZONE_KEEPING_PODS else 1
+            program.lower[column] = max(least, math.ceil(replicas / self.per_node(w)))
+            held.append(column)
+        for (a, b), rate in graph.pairs.items():
+            replicas, most = graph.replicas[a], self.per_node(a)
+            served = program.column(replicas, cost=-rate / replicas, integer=False)
+            program.row({served: 1.0, held[a]: -float(most)}, -np.inf, 0.0)
+            program.row({served: 1.0, held[b]: -float(most)}, -np.inf, 0.0)
+            program.row({served: 1.0, held[a]: 1.0, held[b]: -1.0}, -np.inf, replicas)
+        _, _, least_served, _ = program.solve(seconds)
+        return sum(graph.pairs.values()) + least_served
 
     def _zone_counts(self, program: Program) -> np.ndarray:
         """Each workload's pods per zone: all placed, one in every zone for

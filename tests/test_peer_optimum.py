@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from bench.peer_cluster import ROUTINGS, SAME_NODE, Cluster, Graph
-from bench.peer_optimum import HOT, fan_in_cap, solve
+from bench.peer_optimum import HOT, fan_in_cap, held_nodes_bound, solve
 
 LINK = 1.25e9
 ZONE = np.arange(6) % 3
@@ -104,3 +104,23 @@ def test_the_optimum_is_the_best_placement_under_the_rules(
 def test_no_placement_meets_the_rules_is_said() -> None:
     with pytest.raises(RuntimeError, match="no placement meets the rules"):
         solve(GRAPH, BACKGROUND, ZONE, np.zeros(6, dtype=int), "spread", seconds=10)
+
+
+@pytest.mark.parametrize("hostname_max_skew", [None, 1])
+def test_the_held_nodes_bound_is_below_every_placement_under_prefer_same_node(
+    hostname_max_skew: int | None,
+) -> None:
+    bound = held_nodes_bound(GRAPH, BACKGROUND, ZONE, SLOTS, hostname_max_skew)
+    best = _best_by_trying(SAME_NODE, None, hostname_max_skew)
+    assert 0 < bound <= best * (1 + 1e-6)
+
+
+@pytest.mark.parametrize(("hostname_max_skew", "unserved"), [(None, 3), (1, 4)])
+def test_a_one_pod_server_serves_at_most_a_node_full_of_its_callers(
+    hostname_max_skew: int | None, unserved: int
+) -> None:
+    # 5 callers of a one-pod store: its node holds at most 2 of them (the
+    # fan-in cap), or 1 under a hostname maxSkew of 1.
+    graph = Graph(names=["front", "store"], replicas=[5, 1], pairs={(0, 1): 10e6}, external=[0, 0])
+    bound = held_nodes_bound(graph, BACKGROUND, ZONE, SLOTS, hostname_max_skew)
+    assert bound == pytest.approx(10e6 * unserved / 5)
