@@ -31,6 +31,7 @@ from kubectl_nettraffic.measuring.scoreview import (
 from kubectl_nettraffic.scoring.spread import HOSTNAME_KEY
 from kubectl_nettraffic.scoring.tiers import TIER_LABEL
 from kubectl_nettraffic.sources.prometheus import PrometheusSource
+from tests.harness.affinity import zone_terms
 from tests.harness.flow_series import Flow, istio_lines
 from tests.harness.kube_series import PodSeries, ReplicaSetSeries, kube_lines
 from tests.harness.scoreboards import MEASURED_AT, FixedBoard
@@ -306,12 +307,7 @@ def test_top_workloads_computes_the_peers_itself_with_the_prometheus_source(prom
 
 
 def _zone_terms(patch) -> list[dict]:
-    terms = next(op["value"] for op in patch or [] if op["path"] == "/spec/affinity")
-    return [
-        term
-        for term in terms["nodeAffinity"][PREFERRED]
-        if term["preference"].get("matchExpressions", [{}])[0].get("key") == ZONE_COPY_LABEL
-    ]
+    return zone_terms(next(op["value"] for op in patch or [] if op["path"] == "/spec/affinity"))
 
 
 def test_a_term_on_the_peers_zone_once_the_nodes_carry_its_copy(prometheus):

@@ -21,7 +21,6 @@ from kubectl_nettraffic.config import settings_from_mapping
 from kubectl_nettraffic.errors import ClusterError
 from kubectl_nettraffic.kube.client import api_client
 from kubectl_nettraffic.kube.nodes import ZONE_COPY_LABEL, ZONE_LABEL
-from kubectl_nettraffic.kube.pods import PREFERRED
 from kubectl_nettraffic.kube.service_routing import (
     NODE,
     SPREAD,
@@ -46,6 +45,7 @@ from kubectl_nettraffic.scoring.scheduler_sample import scores_a_sample
 from kubectl_nettraffic.sources.prometheus import PrometheusSource
 from kubectl_nettraffic.steering.peer_pull import PullPlans
 from kubectl_nettraffic.steering.steerer import Decision
+from tests.harness.affinity import zone_terms
 from tests.harness.flow_series import Flow, istio_lines
 from tests.harness.kube_series import PodSeries, ReplicaSetSeries, kube_lines
 from tests.harness.scoreboards import FixedBoard
@@ -391,11 +391,7 @@ def _zone_terms(api_places: dict[str, int], routing: str | None) -> list[dict]:
     """The zone terms of a pod of web whose first preference is beside api."""
     decision, patched = _web_decision(api_places, routing)
     assert decision.preferences and decision.preferences[0].node in api_places
-    return [
-        term
-        for term in patched["spec"]["affinity"]["nodeAffinity"][PREFERRED]
-        if term["preference"].get("matchExpressions", [{}])[0].get("key") == ZONE_COPY_LABEL
-    ]
+    return zone_terms(patched["spec"]["affinity"])
 
 
 def test_the_zone_term_names_every_zone_that_keeps_as_much_and_none_where_all_do():
