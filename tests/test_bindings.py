@@ -120,6 +120,54 @@ def test_a_pod_deleted_or_failed_before_binding_drops_its_booking(fake_api, stee
     )
 
 
+def test_a_pod_that_ends_after_its_binding_takes_its_booking_with_it(
+    fake_api, kubeconfig, board, steerer, watch
+):
+    """A Job's pod that exits at once sends nothing more: its node is free
+    again at once, here and on the replica that saw it, not a podStartup
+    plus a window later."""
+    other = FixedBoard({"a": 0.0, "b": 1e6, "c": 2e6}, replica="replica2")
+    theirs = _watch(fake_api, kubeconfig, other, "replica2")
+    try:
+        job, decision = _steer(steerer, "p1")
+        assert decision.preferences[0].node == "a"
+        job["spec"]["nodeName"] = "c"
+        fake_api.put(job)
+        wait_for(lambda: watch.counts()["moved"] == 1 and theirs.counts()["moved"] == 1)
+        assert _inflight(steerer) == _inflight(other.steerer) == {"c": (HEAVY, 1)}
+        job["status"] = {"phase": "Succeeded"}
+        fake_api.put(job)
+        wait_for(lambda: watch.counts()["gone"] == 1 and theirs.counts()["gone"] == 1)
+        assert _inflight(steerer) == _inflight(other.steerer) == {}
+        assert board.refresh() is not None  # a, declined, is named first again
+        # Shown first bound and failed at once: its booking, still on its
+        # first preference, goes as well.
+        crashed, decision = _steer(steerer, "p2")
+        assert decision.preferences[0].node == "a"
+        crashed["spec"]["nodeName"] = "a"
+        crashed["status"] = {"phase": "Failed"}
+        fake_api.put(crashed)
+        wait_for(lambda: watch.counts()["gone"] == 2)
+        assert _inflight(steerer) == {}
+        assert steerer.decide(pod(), {}, dry_run=True).preferences[0].node == "a"
+        # A pod still running keeps its booking; its deletion afterwards, and
+        # the ended pods' own deletions, change nothing more.
+        running, _ = _steer(steerer, "p3")
+        running["spec"]["nodeName"] = "a"
+        fake_api.put(running)
+        wait_for(lambda: watch.counts()["kept"] == 1)
+        fake_api.delete(PODS, "p1")
+        fake_api.delete(PODS, "p2")
+        running["status"] = {"phase": "Running"}  # an event after them, to wait on
+        fake_api.put(running)
+        wait_for(lambda: watch.ignored()["no-booking"] == 1)
+        assert _inflight(steerer) == {"a": (HEAVY, 1)}
+        assert watch.counts()["gone"] == 2 and watch.counts()["dropped"] == 0
+    finally:
+        theirs.stop()
+        fake_api.close_watches()
+
+
 def _watch(fake_api, kubeconfig, board, replica, horizon=150.0):
     watch = BindingWatch(api_client(kubeconfig), board.inflight, replica, horizon)
     watch.start()

@@ -276,6 +276,27 @@ def test_a_booking_moves_once():
     assert store.view == {"b": (1000.0, 1)} and store.unlearned == {WEB: {"b": 1}}
 
 
+def test_a_pod_that_ends_after_its_binding_takes_what_is_unseen_of_its_row_once():
+    store = Bookings(pod_startup=10, window=120, replica="r1")
+    store.measure(90.0)
+    store.add("a", 1000.0, at=100.0, key=7, replica="r1", workload=WEB, unlearned=True)
+    store.add("a", 500.0, at=101.0, key=8, replica="r1", workload=API)
+    store.add("c", 200.0, at=102.0, key=9, replica="r1", workload=API)
+    assert store.move(7, "b") is not None and store.move(8, "a") is not None
+    # In the ramp, half shown: the other half goes, with its unlearned count.
+    store.measure(100.0 + 10 + 60)
+    assert store.view["b"] == (pytest.approx(500.0), 1)
+    assert store.end(7) == ("b", [(WEB, "b", -1)])
+    assert "b" not in store.view and store.unlearned == {} and 7 not in store.placed
+    assert store.end(7) is None  # once
+    # Ended while still pending (its binding and its end shown at once).
+    assert store.end(9) == ("c", []) and "c" not in store.view
+    assert store.in_flight.per_node == {API: {"a": 1}}
+    # Measured already: nothing left to take.
+    store.measure(400.0)
+    assert store.end(8) is None
+
+
 def test_unlearned_pods_count_where_their_booking_is_until_measured():
     store = Bookings(pod_startup=10, window=120)
     assert store.add("a", 1.0, at=100.0, key=1, workload=WEB, unlearned=True) == (WEB, "a", 1)

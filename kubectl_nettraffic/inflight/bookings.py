@@ -7,7 +7,8 @@ default), whether it is this replica's and not shown by the watch yet (another
 replica's is booked when the watch shows it), and its state:
 pending (its key may still move it to the node its pod was bound to, or
 drop it), settled (moved or kept once, or booked without a key), dropped
-(bandwidth 0: the pod will not run), measured (forgotten; cut later).
+(bandwidth 0: the pod will not run, or ended after its binding), measured
+(forgotten; cut later).
 
 One expiry rule, the measurement's. A pod admitted at ``t`` starts sending
 at ``t + pod_startup``; a rate() over ``window`` shows a growing share of
@@ -116,6 +117,8 @@ class Bookings:
         self._owners: list[Owners | None] = [None]
         self._index: dict[Owners | None, int] = {None: 0}
         self._index_of: dict[int, int] = {}  # pending key -> absolute row (position + _base)
+        # Moved or kept key -> absolute row, until measured: ``end`` finds it.
+        self._bound_of: dict[int, int] = {}
         self._base = 0
         self._measured = self._hidden = self._unkeyed = 0
         self._delay_from = 0  # rows before it are timed for the watch already
@@ -224,6 +227,7 @@ class Bookings:
         index = self._settle(key)
         if index is None:
             return None
+        self._bound_of[key] = index + self._base
         old = self._nodes[index]
         if old == node:
             return Moved(old, [], 0.0)
@@ -255,8 +259,21 @@ class Bookings:
         pod's place goes, pending or not."""
         self.placed.remove(key)
         index = self._settle(key)
-        if index is None:
-            return None
+        return None if index is None else self._take_back(index)
+
+    def end(self, key: int) -> tuple[str, list[CountChange]] | None:
+        """The pod booked as ``key`` ended after its binding (terminating,
+        finished or deleted): it sends nothing more, so what of its row the
+        measurements do not show yet goes, pending or moved, once; a Job's pod
+        that exits at once holds its node no longer. As ``drop`` otherwise."""
+        self.placed.remove(key)
+        absolute = self._index_of.pop(key, None)
+        if absolute is None:
+            absolute = self._bound_of.pop(key, None)
+        index = self._row(absolute)
+        return None if index is None else self._take_back(index)
+
+    def _take_back(self, index: int) -> tuple[str, list[CountChange]]:
         self._withdraw(index)
         self._bandwidths[index] = 0.0
         node, owners = self._nodes[index], self._owners_of(index)
@@ -277,7 +294,10 @@ class Bookings:
 
     def _settle(self, key: int) -> int | None:
         """The log position of the pending row ``key``, which is then settled."""
-        absolute = self._index_of.pop(key, None)
+        return self._row(self._index_of.pop(key, None))
+
+    def _row(self, absolute: int | None) -> int | None:
+        """The log position of a keyed row; None when measured or dropped already."""
         if absolute is None:
             return None
         index = absolute - self._base
@@ -402,10 +422,11 @@ class Bookings:
                     forgotten.append((owners, nodes[index], bool(unlearned[index]), key))
         # Keys of rows measured at the start's edge go (those measured now go
         # at the next walk: until this one is in place, they may still move).
-        index_of = self._index_of
+        index_of, bound_of = self._index_of, self._bound_of
         for key in self._keys[start.unkeyed : start.measured]:
             if key:
                 index_of.pop(key, None)
+                bound_of.pop(key, None)
         view = {
             node: (ramp_unseen(sums, edge, self.window), sums[2]) for node, sums in ramp.items()
         }

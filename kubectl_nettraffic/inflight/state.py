@@ -437,9 +437,17 @@ class InflightState:
 
     def gone(self, key: int) -> bool:
         """The pod booked or recorded as ``key`` is terminating, finished or deleted
-        after its binding: its place goes. False when it had none."""
+        after its binding: its place goes, and what of its booking the
+        measurements do not show yet. False when it had neither."""
         with self._lock:
-            return self._bookings.placed.remove(key)
+            while self._walking:
+                self._walked.wait()
+            bookings = self._bookings
+            placed = key in bookings.placed
+            ended = bookings.end(key)
+            if ended is not None:
+                self._rerank((ended[0],), ended[1])
+            return placed or ended is not None
 
     def keep_placed(self, keys: set[int]) -> None:
         """After a fresh list of the steered pods: forget the steered pods

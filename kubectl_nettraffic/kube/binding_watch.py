@@ -14,7 +14,8 @@ we, from a watch:
 - not seen bound yet: the first preference keeps it, as without the watch;
 - terminating, finished or deleted after its binding: its place goes
   (inflight/placed.py: each steered pod's node, counted by its workload's
-  spread until it ends, as kube-scheduler's spread counts it; watch_lines.py);
+  spread until it ends, as kube-scheduler's spread counts it; watch_lines.py),
+  and so does its booking, if not measured yet: it sends nothing more;
 - not shown bound by the time its booking is measured: its place goes
   (never created, or Pending: kube-scheduler's spread counts bound pods
   alone); shown bound later, placed again.
