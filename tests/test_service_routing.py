@@ -163,9 +163,13 @@ def test_a_caller_of_a_zone_routed_service_keeps_its_bytes_in_any_zone_with_a_se
 def test_a_pod_of_a_zone_routed_server_is_pulled_where_callers_have_no_server_near():
     routed = peer_split(_conversations(ZONE), API, WEB, ZONE_OF)
     # api's even part is 6 MB/s / 3 pods; a web pod sends 3 MB/s. In zone c
-    # (a web pod, no api pod) a new api pod takes all of it (capped at its
-    # even part); in zone a it shares with the api pod there.
-    assert routed.in_zone == pytest.approx({"a": 0.75, "c": 1.0})
+    # (a web pod, no api pod) a new api pod keeps all of it there (capped at
+    # its even part); zone a's web pod keeps its bytes in a with the api pod
+    # there wherever the new one goes, so a saves nothing.
+    assert routed.in_zone == pytest.approx({"c": 1.0})
+    # On the web pod's node in a, it shares that pod's bytes with the api pod
+    # in a: 3 MB/s over 2, in units of its even part.
+    assert routed.local == pytest.approx({"a2": 0.75, "c1": 1.0})
     # Unknown direction (each end said to call the other): spread evenly.
     both = _conversations(ZONE, calls=((WEB, API), (API, WEB)))
     assert both.route(API, WEB) is None
@@ -193,11 +197,11 @@ def test_a_rolled_out_server_pod_is_pulled_to_its_clients_not_away_from_the_pod_
     rollout = peer_split(conversations, API, WEB, ZONE_OF, "api-2")
     # Zone a keeps two web pods' bytes (capped at its even part), b one's.
     assert rollout.in_zone == pytest.approx({"a": 2 / 3, "b": 1 / 3})
-    # A pod of the same ReplicaSet (scaling up) or of none shares zone a's
-    # clients with the pod there, which stays.
+    # A pod of the same ReplicaSet (scaling up) or of none: zone a's clients
+    # have the pod there, which stays; zone b's have none.
     for template in ("api-1", None):
         assert peer_split(conversations, API, WEB, ZONE_OF, template).in_zone == pytest.approx(
-            {"a": 1 / 3, "b": 1 / 3}
+            {"b": 1 / 3}
         )
     # Mid-rollout, each ReplicaSet's pods apart: api-2's first pod in b.
     places.record([PodSample("shop", "api-2-x", 1.0, 1.0, API, None, "b2", "api-2")])
@@ -205,6 +209,39 @@ def test_a_rolled_out_server_pod_is_pulled_to_its_clients_not_away_from_the_pod_
     assert conversations.templates[API] == {"api-1": {"a1": 1}, "api-2": {"b2": 1}}
     assert conversations.staying(API, "api-2") == {"b2": 1}
     assert conversations.staying(API, "api-3") == {}
+
+
+def test_a_routed_server_s_next_pod_goes_where_callers_have_no_server_in_their_zone():
+    """web runs two pods in zone a, one in b and one in c, and calls api,
+    whose one pod runs in a, under PreferSameNode. A second api pod beside
+    a web pod in a would keep that pod's bytes on its node, but they stay in
+    zone a anyway; beside the one in b or c it also keeps that zone's bytes
+    in it. So b's and c's nodes beside web come first, and the zone term
+    names those zones."""
+    # Every link alike: only the pull tells the nodes apart.
+    loads = {f"{z}{i}": 1e6 for z in "abc" for i in range(1, 4)}
+    zones = {name: {"labels": {ZONE_LABEL: name[0], ZONE_COPY_LABEL: name[0]}} for name in loads}
+    board = FixedBoard(loads, **zones)
+    server = pod(generate_name="api-5f6d7-", labels={"app": "api"})
+    api, web = pod_workload(server), pod_workload(pod())
+    assert api is not None and web is not None
+    board.measure_with(
+        Conversations(
+            {web: ((api, 6e6),), api: ((web, 6e6),)},
+            {web: {"a1": 1, "a2": 1, "b2": 1, "c2": 1}, api: {"a3": 1}},
+            0.0,
+            calls=frozenset({(web, api)}),
+            routing={api: NODE},
+        )
+    )
+    settings = board.settings
+    board.steerer.settings = dataclasses.replace(
+        settings, peers=dataclasses.replace(settings.peers, source="istio")
+    )
+    decision = board.steerer.decide(server, {}, dry_run=False)
+    assert [p.node for p in decision.preferences][:2] == ["b2", "c2"]
+    (term,) = zone_terms(jsonpatch.apply_patch(server, decision.patch or [])["spec"]["affinity"])
+    assert term["preference"]["matchExpressions"][0]["values"] == ["b", "c"]
 
 
 def test_shares_show_the_bytes_as_routed():

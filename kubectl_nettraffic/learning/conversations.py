@@ -237,8 +237,12 @@ def peer_split(
     would keep its bytes with ``peer``, as the pair's routing sends them
     (``Conversations.route``): spread evenly over the peer's pods; a client
     kept on its node's or zone's server pods; or a server pod that the
-    clients near it call, shared with the workload's pods already near them
-    that stay (``Conversations.staying``: not those its rollout replaces)."""
+    clients near it call, shared on a node with the workload's pods
+    already near them that stay (``Conversations.staying``: not those its
+    rollout replaces). A server pod keeps a zone's bytes there only where
+    none of those runs in the zone yet: else the clients' bytes stay in
+    it wherever the new pod goes, and a zone without one sends them all
+    across zones."""
     theirs = conversations.places.get(peer, {})
     their_pods = sum(theirs.values())
     if not their_pods:
@@ -267,8 +271,9 @@ def peer_split(
     own_zones = _per_zone(own, zone_of)
     scale = max(1, conversations.pods(workload)) / their_pods
     in_zone = {
-        zone: min(1.0, scale * pods / (own_zones.get(zone, 0) + 1))
+        zone: min(1.0, scale * pods)
         for zone, pods in their_zones.items()
+        if not own_zones.get(zone)
     }
     local = {}
     for node, pods in theirs.items():
