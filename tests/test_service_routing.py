@@ -220,27 +220,19 @@ def test_a_routed_server_s_next_pod_goes_where_callers_have_no_server_in_their_z
     names those zones."""
     # Every link alike: only the pull tells the nodes apart.
     loads = {f"{z}{i}": 1e6 for z in "abc" for i in range(1, 4)}
-    zones = {name: {"labels": {ZONE_LABEL: name[0], ZONE_COPY_LABEL: name[0]}} for name in loads}
-    board = FixedBoard(loads, **zones)
     server = pod(generate_name="api-5f6d7-", labels={"app": "api"})
     api, web = pod_workload(server), pod_workload(pod())
     assert api is not None and web is not None
-    board.measure_with(
-        Conversations(
-            {web: ((api, 6e6),), api: ((web, 6e6),)},
-            {web: {"a1": 1, "a2": 1, "b2": 1, "c2": 1}, api: {"a3": 1}},
-            0.0,
-            calls=frozenset({(web, api)}),
-            routing={api: NODE},
-        )
+    conversations = Conversations(
+        {web: ((api, 6e6),), api: ((web, 6e6),)},
+        {web: {"a1": 1, "a2": 1, "b2": 1, "c2": 1}, api: {"a3": 1}},
+        0.0,
+        calls=frozenset({(web, api)}),
+        routing={api: NODE},
     )
-    settings = board.settings
-    board.steerer.settings = dataclasses.replace(
-        settings, peers=dataclasses.replace(settings.peers, source="istio")
-    )
-    decision = board.steerer.decide(server, {}, dry_run=False)
+    decision, patched = _zoned_decision(server, loads, conversations)
     assert [p.node for p in decision.preferences][:2] == ["b2", "c2"]
-    (term,) = zone_terms(jsonpatch.apply_patch(server, decision.patch or [])["spec"]["affinity"])
+    (term,) = zone_terms(patched["spec"]["affinity"])
     assert term["preference"]["matchExpressions"][0]["values"] == ["b", "c"]
 
 
@@ -394,6 +386,23 @@ def test_top_workloads_counts_the_pairs_as_routed_as_the_webhook_does(
     assert spread is not None and spread[WEB][0]["crossZoneShare"] == pytest.approx(0.5)
 
 
+def _zoned_decision(
+    admitted: dict, loads: dict[str, float], conversations: Conversations, **steering: int
+) -> tuple[Decision, dict]:
+    """The Steerer's decision on ``admitted`` with peers read from
+    ``conversations``, on nodes named by their zone's letter (each carrying
+    its zone's copy) with ``loads``, and the pod patched."""
+    zones = {name: {"labels": {ZONE_LABEL: name[0], ZONE_COPY_LABEL: name[0]}} for name in loads}
+    board = FixedBoard(loads, steering=steering, **zones)
+    board.measure_with(conversations)
+    settings = board.settings
+    board.steerer.settings = dataclasses.replace(
+        settings, peers=dataclasses.replace(settings.peers, source="istio")
+    )
+    decision = board.steerer.decide(admitted, {}, dry_run=False)
+    return decision, jsonpatch.apply_patch(admitted, decision.patch or [])
+
+
 def _web_decision(
     api_places: dict[str, int], routing: str | None, racks: int = 3, **steering: int
 ) -> tuple[Decision, dict]:
@@ -404,8 +413,6 @@ def _web_decision(
     loads = {
         f"{z}{i}": 1e6 * (i + racks * k) for k, z in enumerate("abc") for i in range(1, racks + 1)
     }
-    zones = {name: {"labels": {ZONE_LABEL: name[0], ZONE_COPY_LABEL: name[0]}} for name in loads}
-    board = FixedBoard(loads, steering=steering, **zones)
     web = pod_workload(pod())
     assert web is not None
     conversations = Conversations(
@@ -415,13 +422,7 @@ def _web_decision(
         calls=frozenset({(web, API)}),
         routing={} if routing is None else {API: routing},
     )
-    board.measure_with(conversations)
-    settings = board.settings
-    board.steerer.settings = dataclasses.replace(
-        settings, peers=dataclasses.replace(settings.peers, source="istio")
-    )
-    decision = board.steerer.decide(pod(), {}, dry_run=False)
-    return decision, jsonpatch.apply_patch(pod(), decision.patch or [])
+    return _zoned_decision(pod(), loads, conversations, **steering)
 
 
 def _zone_terms(api_places: dict[str, int], routing: str | None) -> list[dict]:
