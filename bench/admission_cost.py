@@ -24,6 +24,7 @@ import json
 import random
 import statistics
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, NamedTuple
@@ -35,6 +36,7 @@ from harness.reviews import pod, review
 from kubectl_nettraffic.config import Settings, settings_from_mapping
 from kubectl_nettraffic.kube.nodes import ZONE_LABEL, node_from_json
 from kubectl_nettraffic.kube.pods import EXPECTED_BANDWIDTH
+from kubectl_nettraffic.kube.service_routing import ZONE
 from kubectl_nettraffic.kube.workloads import Workload, pod_workload
 from kubectl_nettraffic.learning.conversations import Conversations
 from kubectl_nettraffic.learning.workload_bandwidth import LearnedBandwidth
@@ -68,6 +70,9 @@ class Shape(NamedTuple):
     pods_each: int
     talker_pods: int  # the workload's own pods (the fan-in room on each node)
     rate: float | None  # each pair's bytes/s over the workload's pods; None: drawn
+    # The peers call the workload through a Service routed by zone: its
+    # plan reads its own pods too, worked out again at each admission.
+    serves_by_zone: bool = False
 
 
 PEERS, PEER_PODS = 8, 20  # the known pod's workload talks to 8, each with 20 pods
@@ -81,8 +86,10 @@ MIXED_LINKS = (GBIT, 10 * GBIT, 25 * GBIT)
 KNOWN_ON_MIXED_LINKS = "known, links of 1, 10 and 25 Gbit/s, scoring.mode link-utilization"
 KNOWN_WITH_PEERS = f"known, its workload talking to {PEERS} others"
 KNOWN_CALLING_SERVER = f"known, its workload calling one server of {SERVER_PODS} pods"
+KNOWN_SERVING_BY_ZONE = f"known, its workload serving {PEERS} others, routed by zone"
 SHAPES = {
     KNOWN_WITH_PEERS: Shape(PEERS, PEER_PODS, 5, None),
+    KNOWN_SERVING_BY_ZONE: Shape(PEERS, PEER_PODS, 5, None, serves_by_zone=True),
     KNOWN_CALLING_SERVER: Shape(1, SERVER_PODS, CALLERS, float(2**20 * CALLERS)),
 }
 
@@ -145,7 +152,14 @@ def with_peers(
     }
     for peer, rate in pairs[workload]:
         pairs[peer] = ((workload, rate),)
-    conversations = Conversations(pairs, places, time.time())
+    served = shape.serves_by_zone
+    conversations = Conversations(
+        pairs,
+        places,
+        time.time(),
+        calls=frozenset((peer, workload) for peer in peers if served),
+        routing={workload: ZONE} if served else {},
+    )
     learned = LearnedBandwidth({workload: 2**20}, None, time.time(), conversations)
     return dataclasses.replace(
         outcome, snapshot=dataclasses.replace(snapshot, nodes=nodes, learned=learned)
@@ -274,11 +288,25 @@ def _paths(
         ),
         # - a known pod whose workload talks to PEERS others (peers.source):
         #   their nodes and zones pull it (steering/peer_pull.py).
-        KNOWN_WITH_PEERS: (serving_parts(peer_settings), obj, None),
+        #   Their pods are where the watches show them (a webhook that
+        #   follows bindings), so each admission works its plan out again.
+        KNOWN_WITH_PEERS: (_following(serving_parts(peer_settings)), obj, None),
         # - ... or whose workload calls one server of SERVER_PODS pods: each
         #   of the server's nodes pulls it (looked up one by one).
-        KNOWN_CALLING_SERVER: (serving_parts(peer_settings), obj, None),
+        KNOWN_CALLING_SERVER: (_following(serving_parts(peer_settings)), obj, None),
+        # - ... or whose workload PEERS others call through a Service routed
+        #   by zone: its own pods' places count too (its plan at each pod).
+        KNOWN_SERVING_BY_ZONE: (_following(serving_parts(peer_settings)), obj, None),
     }
+
+
+def _following(parts: Serving) -> Serving:
+    """``parts`` as serving.py starts them where the watches of the steered
+    and the unsteered pods have listed: the pull reads the placed pods."""
+    listed = threading.Event()
+    listed.set()
+    parts.inflight.follow_places(listed)
+    return parts
 
 
 def measure(count: int, flush: CacheFlusher) -> dict[str, Timed]:

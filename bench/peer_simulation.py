@@ -21,7 +21,8 @@ The model (bench/peers.py prints it beside the figures):
 - Nodes: 10 Gbit/s links, zone = node index mod 3, background load as in
   bench.placement (log-normal around 12%; 5% of nodes at 75-95%).
 - Before the install every pod was placed by kube-scheduler alone; the
-  learner has read that cluster for three passes. Then every workload is
+  learner has read that cluster for three passes, and the webhook's watch
+  of the pods no replica steered has listed them. Then every workload is
   rolled out, in a drawn order, its pods replaced one at a time (the old
   one goes, the new one is admitted), two seconds apart; ROUNDS rollouts
   in all, each a new order. Metrics refresh every 15 s and the learner
@@ -29,9 +30,8 @@ The model (bench/peers.py prints it beside the figures):
   no 2 m window: a limit of the model).
 """
 
-import json
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -40,22 +40,25 @@ import numpy as np
 
 from bench.labelled_nodes import labelled_nodes
 from bench.peer_cluster import LINK, SAME_NODE, SAME_ZONE, SPREAD, ZONES, Cluster, Graph, draw_graph
+from bench.pod_events import event_line, unsteered_pod
 from bench.scheduler_model import (
     MAX_SKEW_HOSTNAME,
     ClusterState,
     KubeScheduler,
     node_affinity_terms,
 )
+from bench.simulated_flows import SimulatedFlows
 from bench.simulated_pod_traffic import SimulatedPodTraffic
 from bench.workload_spread import ZONE_KEEPING_PODS, SpreadSummary, spreads_of
 from harness.reviews import pod as pod_object
 from kubectl_nettraffic.config import Settings, SteeringSettings, settings_from_mapping
 from kubectl_nettraffic.kube.binding_watch import BindingWatch
 from kubectl_nettraffic.kube.nodes import ZONE_COPY_LABEL, ZONE_LABEL
+from kubectl_nettraffic.kube.pods import STEERED_BY
 from kubectl_nettraffic.kube.service_routing import NODE, ZONE, ServiceRouting
+from kubectl_nettraffic.kube.unsteered_pods import UnsteeredPods
 from kubectl_nettraffic.kube.workloads import Workload
 from kubectl_nettraffic.learning.learner import BandwidthLearning
-from kubectl_nettraffic.learning.peer_traffic import PeerReport, pairs_in
 from kubectl_nettraffic.learning.pod_sample import PodSample
 from kubectl_nettraffic.learning.pod_traffic import PodTrafficReport
 from kubectl_nettraffic.learning.schedule import PEERS
@@ -111,32 +114,6 @@ def draw_cluster(nodes: int, rng: np.random.Generator) -> tuple[np.ndarray, Clus
         zone=np.arange(nodes) % ZONES,
     )
     return utilisation * LINK, state
-
-
-class SimulatedFlows:
-    """The learner's flow reader: the pairs as Istio's series would carry
-    them (one reporter: the caller as source, the called as destination),
-    matched by the product's own pairs_in."""
-
-    def __init__(self, graph: Graph, settings: Settings) -> None:
-        self.graph, self.settings = graph, settings
-
-    def read(
-        self, known: Iterable[Workload], at: float, waypoints: frozenset[tuple[str, str]]
-    ) -> PeerReport:
-        result = [
-            {
-                "metric": {
-                    "source_workload": self.graph.names[a],
-                    "source_workload_namespace": "default",
-                    "destination_workload": self.graph.names[b],
-                    "destination_workload_namespace": "default",
-                },
-                "value": [0, f"{rate:.3f}"],
-            }
-            for (a, b), rate in self.graph.pairs.items()
-        ]
-        return pairs_in(result, known, self.settings.peers, waypoints)
 
 
 def _settings(peers: bool, pull_points: float | None = None) -> Settings:
@@ -283,9 +260,24 @@ class RollOut:
         # reaches it before the next admission: the watch's delay is tens of
         # ms (bench/control_plane.py, watch_latency), the pods two seconds apart.
         self.watch = BindingWatch(None, self.serving.inflight, REPLICA, clock=lambda: self.now)  # type: ignore[arg-type]
-        # (workload, pod) -> the steered pod as the API server holds it: its
-        # deletion is shown to the watch when a rollout replaces it.
+        # The watch of the pods no replica steered (kube/unsteered_pods.py)
+        # lists those that ran before the install; with both listed, the
+        # peers' pull reads where their pods run now (serving.py).
+        self.unsteered = UnsteeredPods(None, self.serving.inflight)  # type: ignore[arg-type]
+        # (workload, pod) -> the pod as the API server holds it: its deletion
+        # is shown to its watch when a rollout replaces it.
         self.objects: dict[tuple[int, int], dict] = {}
+        if self.steered:
+            for w, nodes_of in enumerate(cluster.pods):
+                for k, node in enumerate(nodes_of):
+                    number = len(self.objects)
+                    pod = unsteered_pod(cluster.graph.names[w], FIRST_TEMPLATE, number, names[node])
+                    self.objects[(w, k)] = pod
+                    self._watched("ADDED", pod)
+            # Both listed: the watches keep the places from here on.
+            self.watch.synced.set()
+            self.unsteered.synced.set()
+            self.serving.inflight.follow_places(self.watch.synced, self.unsteered.synced)
         # The traffic-tier labels (steering.trafficTiers, on by default) as the
         # leader writes them at each refresh; the scheduler model weighs each
         # node by the terms of the patched pod it matches.
@@ -443,10 +435,10 @@ class RollOut:
         return chosen
 
     def _watched(self, kind: str, pod: dict | None) -> None:
-        """The watch shown ``pod``'s event, as the API server writes it."""
+        """``pod``'s watch shown its event, as the API server writes it."""
         if pod is not None:
-            event = {"type": kind, "object": pod}
-            self.watch.receive(json.dumps(event, separators=(",", ":")).encode())
+            watch = self.watch if STEERED_BY in pod["metadata"]["labels"] else self.unsteered
+            watch.receive(event_line(kind, pod))
 
 
 def spread_group(scheduler: KubeScheduler, owner: str, workload: str) -> str:

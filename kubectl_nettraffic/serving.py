@@ -99,4 +99,6 @@ def start_serving(settings: Settings) -> Serving:
             # The pods no replica steered count in their workloads' spread too.
             serving.unsteered = UnsteeredPods(api, serving.inflight)
             serving.unsteered.start()
+            # Once both listed, the peers' pull reads where the pods run now.
+            serving.inflight.follow_places(serving.bindings.synced, serving.unsteered.synced)
     return serving

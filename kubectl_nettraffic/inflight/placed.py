@@ -1,5 +1,7 @@
 """The steered pods that run or will, each on the node it was bound to:
-what a workload's spread counts (scoring/spread.py).
+what a workload's spread counts (scoring/spread.py), and where a pod's
+peers run for their pull (steering/peer_pull.py), with the pods no
+replica steered.
 
 A booking lives until a measurement shows its pod (bookings.py); the
 spread must count the pod as long as it runs, as kube-scheduler's own
@@ -52,6 +54,26 @@ class _Placed(NamedTuple):
     shown: bool  # False: admitted here, not shown by the watch yet (maybe never created)
 
 
+class LivePlaces(NamedTuple):
+    """Every workload's pods per node as the watches show them now, and the
+    change that last counted each (``stamps``: what was worked out of them
+    holds while they stay); the zones each workload's and each ReplicaSet's
+    pods run in (``zones``)."""
+
+    per_node: Mapping[Workload, Mapping[str, int]]
+    stamps: Mapping[Workload, int]
+    per_zone: Mapping[Workload, Mapping[str, int]]
+    template_zones: Mapping[Workload, Mapping[str, int]]
+
+    def zones(self, workload: Workload, template: str | None) -> frozenset[str]:
+        """The zones of ``workload``'s pods of ``template`` (its ReplicaSet's
+        name; None: every pod of it)."""
+        if template is None:
+            return frozenset(self.per_zone.get(workload, ()))
+        replica_set = Workload(workload.namespace, "ReplicaSet", template)
+        return frozenset(self.template_zones.get(replica_set, ()))
+
+
 class PlacedPods:
     """Pods per workload (``workloads``) and per template (``templates``,
     for the pods a ReplicaSet owns), per node and per zone; per workload
@@ -61,6 +83,10 @@ class PlacedPods:
     def __init__(self) -> None:
         self._pods: dict[int, _Placed] = {}
         self.workloads = WorkloadCounts()
+        # workload -> the change that last counted it (none left: not here);
+        # a workload counted again later gets a later one.
+        self.stamps: dict[Workload, int] = {}
+        self._changes = 0
         self.templates = WorkloadCounts()
         self.unbound: dict[Workload, int] = {}
         self.off_zone_share = 0.0
@@ -144,8 +170,19 @@ class PlacedPods:
         self.workloads.set_zones(zone_of)
         self.templates.set_zones(zone_of)
 
+    def live(self) -> LivePlaces:
+        """The places as they are: a view, read under the in-flight lock."""
+        workloads, templates = self.workloads, self.templates
+        return LivePlaces(workloads.per_node, self.stamps, workloads.per_zone, templates.per_zone)
+
     def _count(self, placed: _Placed, pods: int) -> None:
-        self.workloads.add(placed.workload, placed.node, pods)
+        workload = placed.workload
+        self.workloads.add(workload, placed.node, pods)
+        self._changes += 1
+        if workload in self.workloads.pods:
+            self.stamps[workload] = self._changes
+        else:
+            self.stamps.pop(workload, None)
         if placed.template is not None:
             self.templates.add(placed.template, placed.node, pods)
         if placed.bound:

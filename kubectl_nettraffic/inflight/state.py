@@ -18,6 +18,7 @@ from typing import Any, NamedTuple
 
 from kubectl_nettraffic.config import Settings
 from kubectl_nettraffic.inflight.bookings import Bookings, CountChange, UnseenView
+from kubectl_nettraffic.inflight.placed import LivePlaces
 from kubectl_nettraffic.kube.node_affinity import has_node_constraints, pod_fits
 from kubectl_nettraffic.kube.nodes import ineligibility
 from kubectl_nettraffic.kube.pods import Pod
@@ -224,6 +225,13 @@ class Admission:
         the live view, read within this admission only."""
         return self._state._bookings.in_flight.per_node.get(workload, {})
 
+    def live_places(self) -> LivePlaces | None:
+        """Every workload's pods per node as the watches show them (a view,
+        read within this admission only); None until the watches of the
+        steered and the unsteered pods have listed them all."""
+        state = self._state
+        return state._bookings.placed.live() if state.places_followed() else None
+
 
 class InflightState:
     """``replica``: this process's id among the replicas (its steered-by
@@ -251,6 +259,18 @@ class InflightState:
         self._snapshot: Snapshot | None = None  # adopted
         self._heaps: Heaps | None = None
         self._grouped_by: tuple[int, int] | None = None  # the heaps' (place, replicas)
+        # Set once the watches that place every pod that runs have listed
+        # (follow_places); none: the placed pods are the bookings' alone.
+        self._listed: tuple[threading.Event, ...] = ()
+
+    def follow_places(self, *listed: threading.Event) -> None:
+        """The placed pods are every pod that runs once each of ``listed``
+        is set: the watches of the steered and the unsteered pods
+        (``synced``) have listed them."""
+        self._listed = listed
+
+    def places_followed(self) -> bool:
+        return bool(self._listed) and all(event.is_set() for event in self._listed)
 
     def admission(self, snapshot: Snapshot) -> Admission:
         """``with inflight.admission(snapshot) as admission:`` one admission's

@@ -11,6 +11,7 @@ carries stays as small as the conversations are.
 
 from collections import Counter
 from collections.abc import Iterable, Mapping
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -232,6 +233,7 @@ def peer_split(
     peer: Workload,
     zone_of: Mapping[str, str],
     template: str | None = None,
+    served: AbstractSet[str] | None = None,
 ) -> PeerSplit:
     """Where a new pod of ``workload`` (of ``template``, its ReplicaSet)
     would keep its bytes with ``peer``, as the pair's routing sends them
@@ -240,8 +242,9 @@ def peer_split(
     clients near it call, shared on a node with the workload's pods
     already near them that stay (``Conversations.staying``: not those its
     rollout replaces). A server pod keeps a zone's bytes there only where
-    none of those runs in the zone yet: else the clients' bytes stay in
-    it wherever the new pod goes, and a zone without one sends them all
+    none of those runs in the zone yet (the zones ``served``, where given:
+    as the watches show them now): else the clients' bytes stay in it
+    wherever the new pod goes, and a zone without one sends them all
     across zones."""
     theirs = conversations.places.get(peer, {})
     their_pods = sum(theirs.values())
@@ -270,10 +273,10 @@ def peer_split(
     own = conversations.staying(workload, template)
     own_zones = _per_zone(own, zone_of)
     scale = max(1, conversations.pods(workload)) / their_pods
+    if served is None:
+        served = own_zones.keys()
     in_zone = {
-        zone: min(1.0, scale * pods)
-        for zone, pods in their_zones.items()
-        if not own_zones.get(zone)
+        zone: min(1.0, scale * pods) for zone, pods in their_zones.items() if zone not in served
     }
     local = {}
     for node, pods in theirs.items():

@@ -23,6 +23,16 @@ talks to its peers for a tenth of its bytes, up to 8.
 A node's own part under MIN_OWN_POINTS is left out (the zone's part
 stays): the choice then looks up only the nodes that pull for real.
 
+The peers' pods are where they run now: once the watches of the steered
+and the unsteered pods have listed them (inflight/placed.py), each peer's
+pods are counted there, not where the learner's last pass saw them, a
+pass (``learning.interval``) old: a client rolled out within a pass of
+its server's rollout followed the server's old zones, and under
+PreferSameZone sent its bytes across zones. A plan is worked out again
+when a peer's pods move (``PullPlans.plan``). W's own pods stay as the
+pass saw them plus those booked since, but for the zones a routed
+server's pods serve (``peer_split``'s ``served``).
+
 A pull only raises scores, so every node without one ranks as before, and
 a pod of a workload with no known peers has no pull at all: it is steered
 exactly as without a flow source. Two guards, and a term:
@@ -39,8 +49,8 @@ exactly as without a flow source. Two guards, and a term:
   server pod away from its own clients' zone, where the pod it replaces
   ran, and under PreferSameZone sent its clients across zones).
 - *Never past hot.* A node whose link, with what is booked on it and this
-  pod's whole expected bytes (as if none stayed: the peers' places are a
-  pass old), would be fuller than ``peers.maxLinkUtilization`` gains
+  pod's whole expected bytes (as if none stayed: the bytes kept are an
+  estimate, and the pod may run elsewhere), would be fuller than ``peers.maxLinkUtilization`` gains
   nothing (nodes whose link speed is unknown are not guarded).
 - *A zone term.* Where the nodes carry their zone's copy
   (``nettraffic.io/zone``, written by the tier label writer with a flow
@@ -60,15 +70,17 @@ a pair of pods from the peers they share: half of the pair's bytes crossed
 zones). It has no zone to keep (ZONE_KEEPING_PODS), and a third pod goes
 to an empty zone as ever. Under PreferSameZone or PreferSameNode a server
 pod in each zone its clients run in is what keeps their bytes there, and
-the learner's places are a pass old: the empty zones stay first.
+its own places are a pass old: the empty zones stay first.
 """
 
+import dataclasses
 import math
 from collections.abc import Iterator, Mapping
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 
 from kubectl_nettraffic.config import PeerSettings
+from kubectl_nettraffic.inflight.placed import LivePlaces
 from kubectl_nettraffic.kube.nodes import ZONE_COPY_LABEL, Node, zones_of
 from kubectl_nettraffic.kube.workloads import Workload
 from kubectl_nettraffic.learning.conversations import Conversations, peer_split
@@ -104,19 +116,38 @@ class PullPlan:
     keeps_zones: bool = True
 
 
+def as_placed(conversations: Conversations, live: LivePlaces, workload: Workload) -> Conversations:
+    """``conversations`` with the pods of ``workload``'s peers where ``live``
+    shows them: the learner's pass is as old as its interval, and a peer
+    rolled out since runs elsewhere now. A peer ``live`` shows no pod of
+    keeps the pass's places."""
+    places = {}
+    for w in (workload, *(peer for peer, _ in conversations.peers.get(workload, ()))):
+        shown = (live.per_node.get(w) if w != workload else None) or conversations.places.get(w)
+        if shown:
+            places[w] = shown
+    templates = {}
+    if workload in conversations.templates:
+        templates[workload] = conversations.templates[workload]
+    # Only these workloads' places are read for its plan.
+    return dataclasses.replace(conversations, places=places, templates=templates)
+
+
 def plan_for(
     workload: Workload,
     conversations: Conversations,
     zone_of: Mapping[str, str],
     template: str | None = None,
     zone_weight: float = 1.0,
+    served: AbstractSet[str] | None = None,
 ) -> PullPlan | None:
     """The pull of ``workload``'s pods of ``template`` (their ReplicaSet;
     None: they have none), its bytes kept in a zone weighed by
     ``zone_weight`` (the price over PRICE_UNIT); None when it has no peer
     with a pod placed.
     Its pods already placed, for the fan-in and for sharing the clients
-    near a server pod, are those that stay (``Conversations.staying``)."""
+    near a server pod, are those that stay (``Conversations.staying``);
+    the zones they serve, ``served`` where given (``peer_split``)."""
     pairs = conversations.peers.get(workload)
     if not pairs:
         return None
@@ -128,7 +159,7 @@ def plan_for(
     peers_on: dict[str, list[Workload]] = {}
     to_peers = 0.0
     for peer, rate in pairs:
-        split = peer_split(conversations, workload, peer, zone_of, template)
+        split = peer_split(conversations, workload, peer, zone_of, template, served)
         if not split.local:
             continue  # no pod of it seen: nowhere to pull toward
         per_pod = rate / pods
@@ -166,7 +197,11 @@ class PullPlans:
     nodes: Mapping[str, Node]
     settings: PeerSettings
     zone_of: dict[str, str] = field(init=False)
-    plans: dict[tuple[Workload, str | None], PullPlan | None] = field(default_factory=dict)
+    # (workload, template) -> (what of ``live`` it was worked out by, the plan)
+    plans: dict[tuple[Workload, str | None], tuple[tuple[object, ...], PullPlan | None]] = field(
+        default_factory=dict
+    )
+    serves: dict[Workload, bool] = field(default_factory=dict)  # _serves_routed's answers
 
     def __post_init__(self) -> None:
         self.zone_of = zones_of(self.nodes.values())
@@ -179,15 +214,49 @@ class PullPlans:
             if node.labels.get(ZONE_COPY_LABEL)
         }
 
-    def plan(self, workload: Workload | None, template: str | None = None) -> PullPlan | None:
+    def plan(
+        self,
+        workload: Workload | None,
+        template: str | None = None,
+        live: LivePlaces | None = None,
+    ) -> PullPlan | None:
+        """``workload``'s plan, its peers' pods where ``live`` shows them
+        (``as_placed``), worked out again when they moved since (a binding,
+        a pod's end). A workload whose clients a Service routes to it by
+        zone or node also counts the zones its staying pods serve where
+        ``live`` shows them: its rollout's new pods serve theirs already."""
         if workload is None:
             return None
-        key = (workload, template)
-        if key not in self.plans:
-            self.plans[key] = plan_for(
-                workload, self.conversations, self.zone_of, template, self.zone_weight
+        key, conversations = (workload, template), self.conversations
+        stamps: tuple[object, ...] = ()
+        served = None
+        if live is not None:
+            peers = conversations.peers.get(workload, ())
+            stamps = tuple(live.stamps.get(peer, 0) for peer, _ in peers)
+            if self._serves_routed(workload):
+                served = live.zones(workload, template)
+                stamps = (*stamps, served)
+        known = self.plans.get(key)
+        if known is None or known[0] != stamps:
+            if live is not None:
+                conversations = as_placed(conversations, live, workload)
+            plan = plan_for(
+                workload, conversations, self.zone_of, template, self.zone_weight, served
             )
-        return self.plans[key]
+            known = self.plans[key] = (stamps, plan)
+        return known[1]
+
+    def _serves_routed(self, workload: Workload) -> bool:
+        """Whether a Service routes a peer's calls to ``workload`` by zone or node."""
+        serves = self.serves.get(workload)
+        if serves is None:
+            conversations = self.conversations
+            pairs = conversations.peers.get(workload, ())
+            routes = (conversations.route(workload, peer) for peer, _ in pairs)
+            serves = self.serves[workload] = any(
+                r is not None and r.server == workload for r in routes
+            )
+        return serves
 
     def for_pod(
         self,
@@ -205,10 +274,12 @@ class PullPlans:
         unseen: Mapping[str, tuple[float, int]],
         in_flight: Mapping[str, int],
         template: str | None = None,
+        live: LivePlaces | None = None,
     ) -> "PodPull | None":
         """The pull of a pod of ``workload`` (of ``template``, its
-        ReplicaSet); None when it has no peer placed."""
-        plan = self.plan(workload, template)
+        ReplicaSet), its peers where ``live`` shows them; None when it has
+        no peer placed."""
+        plan = self.plan(workload, template, live)
         return None if plan is None else self.for_pod(plan, bandwidth, unseen, in_flight)
 
 

@@ -237,7 +237,12 @@ class Steerer:
         pull = None
         if conversations is not None and workload is not None:
             pull = self._plans_of(conversations, snapshot).pod_pull(
-                workload, bandwidth, unseen, in_flight, None if template is None else template.name
+                workload,
+                bandwidth,
+                unseen,
+                in_flight,
+                None if template is None else template.name,
+                admission.live_places(),
             )
         ranked, relaxed, full, barred, crowded = admission.choose(
             pod,
