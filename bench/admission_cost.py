@@ -395,7 +395,7 @@ def verdict_of(checks: list[tuple[int, str, float, float]]) -> str:
         f"{worst[1]}, {worst[2]:.2f}x a known pod's decision (median of rounds; worst round "
         f"{worst[3]:.2f}x; goal: at most {MOST_RELATIVE}x): "
         + ("met." if worst[2] <= MOST_RELATIVE else "NOT met.")
-        + " A known pod with peers, of either shape at either size, warm or cold: "
+        + " A known pod with peers, of any shape at either size, warm or cold: "
         f"{peers[2]:.2f}x (worst round {peers[3]:.2f}x; goal: at most {MOST_RELATIVE_PEERS}x): "
         + ("met." if peers[2] <= MOST_RELATIVE_PEERS else "NOT met.")
     )
