@@ -215,7 +215,7 @@ class Steerer:
         # Read once: its booking's key (a dry run books nothing:
         # sideEffects None), and the live views its peers' pull reads.
         key = 0 if dry_run else admission.new_key()
-        unseen = admission.unseen
+        unseen, live = admission.unseen, admission.live_places()
         in_flight = admission.in_flight(workload) if workload is not None else {}
         # Its burst: its workload's pods in flight, itself included.
         burst = 1 + (admission.pods_in_flight(workload) if workload is not None else 0)
@@ -242,7 +242,7 @@ class Steerer:
                 unseen,
                 in_flight,
                 None if template is None else template.name,
-                admission.live_places(),
+                live,
             )
         ranked, relaxed, full, barred, crowded = admission.choose(
             pod,
