@@ -71,7 +71,7 @@ class Shape(NamedTuple):
     talker_pods: int  # the workload's own pods (the fan-in room on each node)
     rate: float | None  # each pair's bytes/s over the workload's pods; None: drawn
     # The peers call the workload through a Service routed by zone: its
-    # plan reads its own pods too, worked out again at each admission.
+    # plan also reads the zones its own pods serve, as the watches show them.
     serves_by_zone: bool = False
 
 
@@ -289,13 +289,13 @@ def _paths(
         # - a known pod whose workload talks to PEERS others (peers.source):
         #   their nodes and zones pull it (steering/peer_pull.py).
         #   Their pods are where the watches show them (a webhook that
-        #   follows bindings), so each admission works its plan out again.
+        #   follows bindings): its plan is kept while they stay.
         KNOWN_WITH_PEERS: (_following(serving_parts(peer_settings)), obj, None),
         # - ... or whose workload calls one server of SERVER_PODS pods: each
         #   of the server's nodes pulls it (looked up one by one).
         KNOWN_CALLING_SERVER: (_following(serving_parts(peer_settings)), obj, None),
         # - ... or whose workload PEERS others call through a Service routed
-        #   by zone: its own pods' places count too (its plan at each pod).
+        #   by zone: the zones its own pods serve count too.
         KNOWN_SERVING_BY_ZONE: (_following(serving_parts(peer_settings)), obj, None),
     }
 
