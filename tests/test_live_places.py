@@ -2,22 +2,19 @@
 the steered and the unsteered pods keep (against the fake API server over
 HTTP), not the learner's last pass, once both have listed them."""
 
-import dataclasses
-
 import pytest
 
 from harness.reviews import pod
 from kubectl_nettraffic.inflight.placed import PlacedPods
 from kubectl_nettraffic.kube.binding_watch import BindingWatch
 from kubectl_nettraffic.kube.client import api_client
-from kubectl_nettraffic.kube.nodes import ZONE_COPY_LABEL, ZONE_LABEL
 from kubectl_nettraffic.kube.service_routing import ZONE
 from kubectl_nettraffic.kube.unsteered_pods import UnsteeredPods
 from kubectl_nettraffic.kube.workloads import Workload, pod_template, pod_workload
 from kubectl_nettraffic.learning.conversations import Conversations
 from kubectl_nettraffic.steering.peer_pull import PullPlans
 from tests.conftest import wait_for
-from tests.harness.scoreboards import FixedBoard
+from tests.harness.scoreboards import FixedBoard, peer_board
 
 PODS = ("api/v1", "shop", "pods")
 # Two nodes in each of zones a, b and c, the quietest in a.
@@ -47,11 +44,6 @@ API = Workload("shop", "Deployment", "api")
 def _board(api_places: dict[str, int]) -> FixedBoard:
     """web calls api, routed by zone; the learner's last pass saw api on
     ``api_places`` and web on c2."""
-    zones = {name: {"labels": {ZONE_LABEL: name[0], ZONE_COPY_LABEL: name[0]}} for name in LOADS}
-    board = FixedBoard(LOADS, replica="replica1", **zones)
-    board.steerer.settings = dataclasses.replace(
-        board.settings, peers=dataclasses.replace(board.settings.peers, source="istio")
-    )
     conversations = Conversations(
         {WEB: ((API, 6e6),), API: ((WEB, 6e6),)},
         {WEB: {"c2": 1}, API: api_places},
@@ -59,8 +51,7 @@ def _board(api_places: dict[str, int]) -> FixedBoard:
         calls=frozenset({(WEB, API)}),
         routing={API: ZONE},
     )
-    board.measure_with(conversations)
-    return board
+    return peer_board(LOADS, conversations, replica="replica1")
 
 
 def _web_prefers(board: FixedBoard) -> str:

@@ -48,7 +48,7 @@ from kubectl_nettraffic.steering.steerer import Decision
 from tests.harness.affinity import zone_terms
 from tests.harness.flow_series import Flow, istio_lines
 from tests.harness.kube_series import PodSeries, ReplicaSetSeries, kube_lines
-from tests.harness.scoreboards import FixedBoard
+from tests.harness.scoreboards import FixedBoard, peer_board
 
 WEB = Workload("shop", "Deployment", "web")
 API = Workload("shop", "Deployment", "api")
@@ -392,13 +392,7 @@ def _zoned_decision(
     """The Steerer's decision on ``admitted`` with peers read from
     ``conversations``, on nodes named by their zone's letter (each carrying
     its zone's copy) with ``loads``, and the pod patched."""
-    zones = {name: {"labels": {ZONE_LABEL: name[0], ZONE_COPY_LABEL: name[0]}} for name in loads}
-    board = FixedBoard(loads, steering=steering, **zones)
-    board.measure_with(conversations)
-    settings = board.settings
-    board.steerer.settings = dataclasses.replace(
-        settings, peers=dataclasses.replace(settings.peers, source="istio")
-    )
+    board = peer_board(loads, conversations, **steering)
     decision = board.steerer.decide(admitted, {}, dry_run=False)
     return decision, jsonpatch.apply_patch(admitted, decision.patch or [])
 

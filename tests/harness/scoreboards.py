@@ -11,7 +11,7 @@ from harness.fakeapi import node
 from harness.reviews import pod
 from kubectl_nettraffic.config import Settings, settings_from_mapping
 from kubectl_nettraffic.inflight.state import InflightState
-from kubectl_nettraffic.kube.nodes import ZONE_LABEL, Node, node_from_json
+from kubectl_nettraffic.kube.nodes import ZONE_COPY_LABEL, ZONE_LABEL, Node, node_from_json
 from kubectl_nettraffic.kube.pods import EXPECTED_BANDWIDTH
 from kubectl_nettraffic.learning.conversations import Conversations
 from kubectl_nettraffic.learning.learner import BandwidthLearning
@@ -122,6 +122,26 @@ def zoned_board(replica: str) -> FixedBoard:
     loads = {"a": 0.0, "b": 1e6, "c": 2e6}
     zones = {name: {"labels": {ZONE_LABEL: f"zone-{name}"}} for name in loads}
     return FixedBoard(loads, replica=replica, steering={"zoneMaxSkew": 1}, **zones)
+
+
+def peer_board(
+    loads: dict[str, float],
+    conversations: Conversations,
+    replica: str | None = None,
+    **steering: Any,
+) -> FixedBoard:
+    """Nodes named by their zone's letter (each carrying its zone's copy, as
+    the tier label writer writes it) with ``loads``, measured with the
+    peers of ``conversations``, and a Steerer that pulls by them (a flow
+    source set)."""
+    zones = {name: {"labels": {ZONE_LABEL: name[0], ZONE_COPY_LABEL: name[0]}} for name in loads}
+    board = FixedBoard(loads, replica=replica, steering=steering, **zones)
+    board.measure_with(conversations)
+    settings = board.settings
+    board.steerer.settings = dataclasses.replace(
+        settings, peers=dataclasses.replace(settings.peers, source="istio")
+    )
+    return board
 
 
 def first_choice(board: FixedBoard) -> str:
