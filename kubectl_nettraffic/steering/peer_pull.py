@@ -121,15 +121,12 @@ def as_placed(conversations: Conversations, live: LivePlaces, workload: Workload
     shows them: the learner's pass is as old as its interval, and a peer
     rolled out since runs elsewhere now. A peer ``live`` shows no pod of
     keeps the pass's places."""
-    places = {}
-    for w in (workload, *(peer for peer, _ in conversations.peers.get(workload, ()))):
-        shown = (live.per_node.get(w) if w != workload else None) or conversations.places.get(w)
-        if shown:
-            places[w] = shown
-    templates = {}
-    if workload in conversations.templates:
-        templates[workload] = conversations.templates[workload]
-    # Only these workloads' places are read for its plan.
+    # Its plan reads these workloads' places alone: its own (the pass's) and its peers'.
+    places = {workload: conversations.places.get(workload, {})}
+    for peer, _ in conversations.peers.get(workload, ()):
+        places[peer] = live.per_node.get(peer) or conversations.places.get(peer, {})
+    own_templates = conversations.templates.get(workload)
+    templates = {} if own_templates is None else {workload: own_templates}
     return dataclasses.replace(conversations, places=places, templates=templates)
 
 
