@@ -13,12 +13,20 @@ n in zone z:
   off n's link): ``peers.pullPoints`` x their share;
 - *in the zone*: the bytes to peers in z are not billed; at
   ``peers.crossZonePricePerGB`` p they are worth ``peers.pullPoints`` x
-  p / 0.01 x their share (at the default $0.01, as much as the same bytes
-  kept on the node; at 0, zones are not counted).
+  ZONE_OVER_NODE (4) x p / 0.01 x their share (at the default $0.01, four
+  times the same bytes kept on the node; at 0, zones are not counted).
+  A byte across zones is billed and slower whatever the links' load,
+  where the NIC bytes a node keeps cost nothing until the link is busy
+  (steering.busyAbove); weighed alike, a pod took a node beside some
+  peers in a zone without another, and under PreferSameZone about one
+  draw in ten of bench.peers sent more bytes across zones than
+  kube-scheduler alone (docs/design/peers.md, "A zone over a node").
 
-So a pod all of whose bytes go to one peer's node may be placed on a node
-up to 80 points (of 100) busier than the quietest, by default; one that
-talks to its peers for a tenth of its bytes, up to 8.
+So a pod all of whose bytes go to peers in one zone may be placed on any
+node there that the guard below admits (160 points, more than a score's
+whole range) rather than on the quietest node of another zone; one that talks to its
+peers for a tenth of its bytes, up to 16 points busier. Between the nodes
+of a zone, a node holding the peers pulls up to 40 points.
 
 A node's own part under MIN_OWN_POINTS is left out (the zone's part
 stays): the choice then looks up only the nodes that pull for real.
@@ -87,8 +95,10 @@ from kubectl_nettraffic.learning.conversations import Conversations, peer_split
 from kubectl_nettraffic.scoring.node_scores import NodeScore
 from kubectl_nettraffic.scoring.spread import ZONE_KEEPING_PODS
 
-# The price per GB each way at which the zone pulls as much as the node.
+# At this price per GB each way a byte kept in its zone pulls ZONE_OVER_NODE
+# times what a byte kept on its node does (the module's docstring says why).
 PRICE_UNIT = 0.01
+ZONE_OVER_NODE = 4.0
 # A node's own pull (its peers' pods there) under this many points is not
 # counted: a sliver of the pod's bytes, less than a refresh moves a score,
 # and leaving it out spares an admission a look-up per node holding a peer.
@@ -203,7 +213,8 @@ class PullPlans:
     def __post_init__(self) -> None:
         self.zone_of = zones_of(self.nodes.values())
         # A byte kept in its zone, against one kept on its node.
-        self.zone_weight = self.settings.cross_zone_price_per_gb / PRICE_UNIT
+        price = self.settings.cross_zone_price_per_gb
+        self.zone_weight = ZONE_OVER_NODE * price / PRICE_UNIT
         # The zones the tier label writer has copied to nettraffic.io/zone.
         self.copied_zones = {
             node.labels[ZONE_COPY_LABEL]
