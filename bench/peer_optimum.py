@@ -31,13 +31,15 @@ bound (the best any placement could still reach) is reported beside it.
 Under PreferSameNode at 500 nodes the solver's own bound is no help: its
 linear relaxation alone takes longer than the time given, so it stays at
 0. There the bound is also taken from the nodes each workload holds
-(_Rules.held_nodes_bound), a small program solved at once, and the better
-of the two is reported.
+(_Rules.held_nodes), a small program solved at once, and the better
+of the two is reported; and the solver starts from a placement after
+that bound (_Rules.nested) where it sends fewer bytes across nodes than
+the one packed by zones, so the placement reported is at least that.
 """
 
 import itertools
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -98,11 +100,19 @@ def solve(
     if routing == SAME_NODE:
         # Started from the zones best for PreferSameZone, each zone's pods
         # packed onto its first nodes, so that callers sit beside servers.
+        # Or, where it sends fewer across nodes, the placement after the
+        # held nodes' bound (``nested``).
         zoned = rules.by_zone(SAME_ZONE, seconds).counts
         start = rules.packed(zoned)
         if start is None:
             start = rules.onto_nodes(zoned, seconds)
-        return rules.by_node(routing, seconds, start)
+        least, held = rules.held_nodes(seconds)
+        nested = rules.nested(held)
+        if nested is not None and (
+            start is None or rules.measure(nested, routing) < rules.measure(start, routing)
+        ):
+            start = nested
+        return rules.by_node(routing, seconds, start, least)
     by_zone = rules.by_zone(routing, seconds)
     counts = rules.onto_nodes(by_zone.counts, seconds)
     if counts is not None:
@@ -123,6 +133,20 @@ def held_nodes_bound(
     from the nodes each workload holds (_Rules.held_nodes_bound)."""
     rules = _Rules(graph, background, zone, slots, None, hostname_max_skew)
     return rules.held_nodes_bound(seconds)
+
+
+def nested_placement(
+    graph: Graph,
+    background: np.ndarray,
+    zone: np.ndarray,
+    slots: np.ndarray,
+    zone_max_skew: int | None,
+    hostname_max_skew: int | None,
+    seconds: float = 10.0,
+) -> np.ndarray | None:
+    """The placement after the held nodes' bound (_Rules.nested), or None."""
+    rules = _Rules(graph, background, zone, slots, zone_max_skew, hostname_max_skew)
+    return rules.nested(rules.held_nodes(seconds)[1])
 
 
 @dataclass
@@ -215,18 +239,80 @@ class _Rules:
                     return None
         return counts
 
-    def by_node(self, routing: str, seconds: float, start: np.ndarray | None) -> Optimum:
+    def by_node(
+        self, routing: str, seconds: float, start: np.ndarray | None, least: float = 0.0
+    ) -> Optimum:
+        """The whole program, from ``start``; its bound, or ``least`` where
+        that is more (a bound worked out otherwise)."""
         program = Program()
         x, _ = self._nodes(program)
         offset = self._objective(program, routing, x, self.per_node)
         values, _, bound, optimal = program.solve(seconds, None if start is None else (x, start))
         counts, bound = np.rint(values[x]).astype(int), bound + offset
-        if routing == SAME_NODE and not optimal:
-            bound = max(bound, self.held_nodes_bound(seconds))
+        if not optimal:
+            bound = max(bound, least)
         return Optimum(counts, self.measure(counts, routing), bound, optimal)
 
     def held_nodes_bound(self, seconds: float) -> float:
-        """No placement sends fewer bytes across nodes under PreferSameNode.
+        return self.held_nodes(seconds)[0]
+
+    def nested(self, held: Sequence[int]) -> np.ndarray | None:
+        """A placement after the held nodes' bound (``held``: the nodes each
+        workload holds at it), where slots and links let it be: the nodes
+        in one order (the zones in turn, the roomiest first), each workload
+        on the first ``held[w]`` of them that take it, the workloads held
+        by fewest first, so that a server held by more nodes runs on every
+        node of a caller held by fewer; then its other pods on those nodes,
+        the first first. Where no node fills (slots, links), it sends what
+        the bound says: a caller's pods beside its server's are those on
+        the first nodes of both. None where it breaks a zone rule."""
+        graph, zone = self.graph, self.zone
+        free, room = self.slots.astype(int), self.room.copy()
+        by_zone = [
+            sorted(np.flatnonzero((zone == z) & (free >= 1)), key=lambda n: (-free[n], n))
+            for z in range(ZONES)
+        ]
+        order = [int(n) for turn in itertools.zip_longest(*by_zone) for n in turn if n is not None]
+        counts = np.zeros((self.workloads, len(zone)), dtype=int)
+
+        def takes(w: int, n: int) -> bool:
+            if counts[w, n] >= self.per_node(w) or free[n] < 1 or room[n] < self.halves[w]:
+                return False
+            counts[w, n] += 1
+            free[n] -= 1
+            room[n] -= self.halves[w]
+            return True
+
+        for w in sorted(range(self.workloads), key=lambda w: held[w]):
+            need = graph.replicas[w]
+            on = []
+            for n in order:
+                if len(on) == held[w] or not need:
+                    break
+                if takes(w, n):
+                    on.append(n)
+                    need -= 1
+            for n in on + order:
+                while need and takes(w, n):
+                    need -= 1
+            if need:
+                return None
+        return counts if self._keeps_zones(counts) else None
+
+    def _keeps_zones(self, counts: np.ndarray) -> bool:
+        """Whether ``counts`` keeps a pod in every zone where the rules ask
+        for one, and the zone spread."""
+        by_zone = np.stack([counts[:, self.zone == z].sum(axis=1) for z in range(ZONES)], axis=1)
+        for w, zones in enumerate(by_zone):
+            if self.graph.replicas[w] >= ZONE_KEEPING_PODS and not zones.all():
+                return False
+            if self.zone_max_skew is not None and zones.max() - zones.min() > self.zone_max_skew:
+                return False
+        return True
+
+    def held_nodes(self, seconds: float) -> tuple[float, list[int]]:
+        """No placement sends fewer bytes across nodes under PreferSameNode
+        than the first; the second, the nodes each workload holds at it.
 
         In any placement, let N_w be the nodes holding a pod of workload w:
         at least replicas / per_node (a node holds at most per_node), at
@@ -255,8 +341,8 @@ class _Rules:
             program.row({served: 1.0, held[a]: -float(most)}, -np.inf, 0.0)
             program.row({served: 1.0, held[b]: -float(most)}, -np.inf, 0.0)
             program.row({served: 1.0, held[a]: 1.0, held[b]: -1.0}, -np.inf, replicas)
-        _, _, least_served, _ = program.solve(seconds)
-        return sum(graph.pairs.values()) + least_served
+        values, _, least_served, _ = program.solve(seconds)
+        return sum(graph.pairs.values()) + least_served, [round(float(values[c])) for c in held]
 
     def _zone_counts(self, program: Program) -> np.ndarray:
         """Each workload's pods per zone: all placed, one in every zone for

@@ -100,7 +100,9 @@ zones (across nodes under PreferSameNode). Where the solver runs out of
 time, (d) is the best placement it found and the gap is taken to its bound
 (the least any placement could send; under PreferSameNode the better of the
 solver's and one from the number of nodes each workload holds,
-bench/peer_optimum.py held_nodes_bound), said beside the verdicts. Limits:
+bench/peer_optimum.py held_nodes; there the solver starts from a placement
+that holds those nodes, each server on every node of its callers where the
+nodes' slots and links allow, nested), said beside the verdicts. Limits:
 metrics are read as instant rates (no 2 m window), the learner's places
 and pairs are 30 s old at most, no pod fails or restarts; the optimum
 places the pods once, the others roll them out {ROUNDS} times."""

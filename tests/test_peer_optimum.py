@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from bench.peer_cluster import ROUTINGS, SAME_NODE, Cluster, Graph
-from bench.peer_optimum import HOT, fan_in_cap, held_nodes_bound, solve
+from bench.peer_optimum import HOT, fan_in_cap, held_nodes_bound, nested_placement, solve
 
 LINK = 1.25e9
 ZONE = np.arange(6) % 3
@@ -124,3 +124,33 @@ def test_a_one_pod_server_serves_at_most_a_node_full_of_its_callers(
     graph = Graph(names=["front", "store"], replicas=[5, 1], pairs={(0, 1): 10e6}, external=[0, 0])
     bound = held_nodes_bound(graph, BACKGROUND, ZONE, SLOTS, hostname_max_skew)
     assert bound == pytest.approx(10e6 * unserved / 5)
+
+
+@pytest.mark.parametrize("hostname_max_skew", [None, 3, 1])
+def test_where_no_node_fills_the_nested_placement_sends_what_the_bound_says(
+    hostname_max_skew: int | None,
+) -> None:
+    # Roomy nodes, four a zone: slots and links are no limit, so the bound
+    # is reached. The servers must hold as many nodes as their callers do,
+    # not as few as their pods fit on (else a zone is left out: None).
+    zone = np.arange(12) % 3
+    graph = Graph(
+        names=["front", "service", "store", "cache"],
+        replicas=[8, 4, 2, 6],
+        pairs={(0, 1): 30e6, (0, 2): 10e6, (1, 2): 20e6, (0, 3): 5e6, (3, 2): 8e6},
+        external=[0.0] * 4,
+    )
+    roomy, quiet = np.full(12, 40), np.full(12, 0.1 * LINK)
+    counts = nested_placement(graph, quiet, zone, roomy, 5, hostname_max_skew)
+    assert counts is not None
+    assert counts.sum(axis=1).tolist() == graph.replicas
+    for w, replicas in enumerate(graph.replicas):
+        cap = fan_in_cap(replicas)
+        assert counts[w].max() <= (
+            cap if hostname_max_skew is None else min(cap, hostname_max_skew)
+        )
+        if replicas >= 3:
+            assert (np.bincount(zone, weights=counts[w], minlength=3) > 0).all()
+    bound = held_nodes_bound(graph, quiet, zone, roomy, hostname_max_skew)
+    cluster = Cluster(graph, quiet, zone, counts.astype(float), routing=SAME_NODE)
+    assert cluster.pair_cut()[0] == pytest.approx(bound)
