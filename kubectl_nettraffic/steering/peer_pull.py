@@ -18,15 +18,16 @@ n in zone z:
   A byte across zones is billed and slower whatever the links' load,
   where the NIC bytes a node keeps cost nothing until the link is busy
   (steering.busyAbove); weighed alike, a pod took a node beside some
-  peers in a zone without another, and under PreferSameZone about one
-  draw in ten of bench.peers sent more bytes across zones than
-  kube-scheduler alone (docs/design/peers.md, "A zone over a node").
+  peers in a zone without another, and under PreferSameZone three draws
+  in 36 of bench.peers sent more bytes across zones than kube-scheduler
+  alone (docs/design/peers.md, "A zone over a node").
 
 So a pod all of whose bytes go to peers in one zone may be placed on any
 node there that the guard below admits (160 points, more than a score's
-whole range) rather than on the quietest node of another zone; one that talks to its
-peers for a tenth of its bytes, up to 16 points busier. Between the nodes
-of a zone, a node holding the peers pulls up to 40 points.
+whole range) rather than on the quietest node of another zone; one that
+talks to its peers for a tenth of its bytes, up to 16 points busier.
+Between the nodes of a zone, a node holding the peers pulls up to 40
+points.
 
 A node's own part under MIN_OWN_POINTS is left out (the zone's part
 stays): the choice then looks up only the nodes that pull for real.
