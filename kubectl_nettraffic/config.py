@@ -262,8 +262,9 @@ class PeerSettings:
     # their totals (docs/operations.md, "Reading the pairs at scale").
     bytes_each_way: bool = key(False, values.boolean)
     # The score points (of 100) a node gains for a pod all of whose bytes
-    # go to peers on it; the same again for its zone at the default price
-    # below. A tenth of the bytes, a tenth of the points (steering/peer_pull.py).
+    # go to peers on it; four times as much again for its zone at the default
+    # price below. A tenth of the bytes, a tenth of the points
+    # (steering/peer_pull.py).
     pull_points: float = key(40.0, values.weight)
     # What crossing zones costs, per GB each way ($0.01 on AWS and GCP):
     # shown by top workloads; the zone's pull scales with it (0: zones are
