@@ -56,7 +56,7 @@ from bench.peer_simulation import (
     spread_of,
 )
 from bench.scheduler_model import MAX_SKEW_HOSTNAME, MAX_SKEW_ZONE
-from bench.workload_spread import ZONE_KEEPING_PODS
+from bench.workload_spread import ZONE_KEEPING_PODS, spreads_of
 
 
 @dataclass(frozen=True)
@@ -130,9 +130,9 @@ def held_nodes_bound(
     seconds: float = 10.0,
 ) -> float:
     """The least bytes across nodes any placement sends under PreferSameNode,
-    from the nodes each workload holds (_Rules.held_nodes_bound)."""
+    from the nodes each workload holds (_Rules.held_nodes)."""
     rules = _Rules(graph, background, zone, slots, None, hostname_max_skew)
-    return rules.held_nodes_bound(seconds)
+    return rules.held_nodes(seconds)[0]
 
 
 def nested_placement(
@@ -253,9 +253,6 @@ class _Rules:
             bound = max(bound, least)
         return Optimum(counts, self.measure(counts, routing), bound, optimal)
 
-    def held_nodes_bound(self, seconds: float) -> float:
-        return self.held_nodes(seconds)[0]
-
     def nested(self, held: Sequence[int]) -> np.ndarray | None:
         """A placement after the held nodes' bound (``held``: the nodes each
         workload holds at it), where slots and links let it be: the nodes
@@ -301,14 +298,15 @@ class _Rules:
 
     def _keeps_zones(self, counts: np.ndarray) -> bool:
         """Whether ``counts`` keeps a pod in every zone where the rules ask
-        for one, and the zone spread."""
-        by_zone = np.stack([counts[:, self.zone == z].sum(axis=1) for z in range(ZONES)], axis=1)
-        for w, zones in enumerate(by_zone):
-            if self.graph.replicas[w] >= ZONE_KEEPING_PODS and not zones.all():
-                return False
-            if self.zone_max_skew is not None and zones.max() - zones.min() > self.zone_max_skew:
-                return False
-        return True
+        for one, and the zone spread, as the benchmark judges a placement's
+        spread (workload_spread.spreads_of)."""
+        names = self.graph.names
+        spreads = spreads_of(self.zone, dict(zip(names, counts, strict=True)), names)
+        most = math.inf if self.zone_max_skew is None else self.zone_max_skew
+        return all(
+            (s.pods < ZONE_KEEPING_PODS or not s.zones_missing) and s.zone_skew <= most
+            for s in spreads
+        )
 
     def held_nodes(self, seconds: float) -> tuple[float, list[int]]:
         """No placement sends fewer bytes across nodes under PreferSameNode
