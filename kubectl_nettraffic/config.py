@@ -262,7 +262,7 @@ class PeerSettings:
     # their totals (docs/operations.md, "Reading the pairs at scale").
     bytes_each_way: bool = key(False, values.boolean)
     # The score points (of 100) a node gains for a pod all of whose bytes
-    # go to peers on it; four times as much again for its zone at the default
+    # go to peers on it; eight times as much again for its zone at the default
     # price below. A tenth of the bytes, a tenth of the points
     # (steering/peer_pull.py).
     pull_points: float = key(40.0, values.weight)

@@ -238,23 +238,24 @@ def test_a_routed_server_s_next_pod_goes_where_callers_have_no_server_in_their_z
 
 
 def test_a_byte_kept_in_the_zone_outweighs_one_kept_on_the_node():
-    """web calls api (its one pod on a1) for 0.6 MB/s and db (its one pod
+    """web calls api (its one pod on a1) for 0.85 MB/s and db (its one pod
     on b1) for 1 MB/s, both routed by zone. Beside api on a1, a web pod
     keeps api's bytes on the node and in zone a; on b2 it keeps db's bytes
     in zone b only. A byte across zones is billed whatever the links' load,
-    so b2 comes before a1: weighed alike, a1 (0.6 on the node and in the
-    zone) came first."""
+    so b2 comes before a1. Weighed alike, a1 (0.85 on the node and in the
+    zone) came first, and with a byte in the zone at four times one on the
+    node still did (0.85 x 5 against 1 x 4)."""
     loads = {name: 1e6 for name in ("a1", "a2", "b1", "b2", "c1")}
     web, db = pod_workload(pod()), Workload("shop", "Deployment", "db")
     assert web is not None
     conversations = Conversations(
-        {web: ((API, 0.6e6), (db, 1e6)), API: ((web, 0.6e6),), db: ((web, 1e6),)},
+        {web: ((API, 0.85e6), (db, 1e6)), API: ((web, 0.85e6),), db: ((web, 1e6),)},
         {web: {"c1": 1}, API: {"a1": 1}, db: {"b1": 1}},
         0.0,
         calls=frozenset({(web, API), (web, db)}),
         routing={API: ZONE, db: ZONE},
     )
-    admitted = pod(annotations={EXPECTED_BANDWIDTH: "1600k"})
+    admitted = pod(annotations={EXPECTED_BANDWIDTH: "1850k"})
     decision, _ = _zoned_decision(admitted, loads, conversations)
     assert [p.node for p in decision.preferences] == ["b1", "b2", "a1"]
 

@@ -13,19 +13,20 @@ n in zone z:
   off n's link): ``peers.pullPoints`` x their share;
 - *in the zone*: the bytes to peers in z are not billed; at
   ``peers.crossZonePricePerGB`` p they are worth ``peers.pullPoints`` x
-  ZONE_OVER_NODE (4) x p / 0.01 x their share (at the default $0.01, four
+  ZONE_OVER_NODE (8) x p / 0.01 x their share (at the default $0.01, eight
   times the same bytes kept on the node; at 0, zones are not counted).
   A byte across zones is billed and slower whatever the links' load,
   where the NIC bytes a node keeps cost nothing until the link is busy
   (steering.busyAbove); weighed alike, a pod took a node beside some
   peers in a zone without another, and under PreferSameZone three draws
   in 36 of bench.peers sent more bytes across zones than kube-scheduler
-  alone (docs/design/peers.md, "A zone over a node").
+  alone; at four times, one in 37 still did (docs/design/peers.md, "A
+  zone over a node").
 
 So a pod all of whose bytes go to peers in one zone may be placed on any
-node there that the guard below admits (160 points, more than a score's
+node there that the guard below admits (320 points, more than a score's
 whole range) rather than on the quietest node of another zone; one that
-talks to its peers for a tenth of its bytes, up to 16 points busier.
+talks to its peers for a tenth of its bytes, up to 32 points busier.
 Between the nodes of a zone, a node holding the peers pulls up to 40
 points.
 
@@ -99,7 +100,7 @@ from kubectl_nettraffic.scoring.spread import ZONE_KEEPING_PODS
 # At this price per GB each way a byte kept in its zone pulls ZONE_OVER_NODE
 # times what a byte kept on its node does (the module's docstring says why).
 PRICE_UNIT = 0.01
-ZONE_OVER_NODE = 4.0
+ZONE_OVER_NODE = 8.0
 # A node's own pull (its peers' pods there) under this many points is not
 # counted: a sliver of the pod's bytes, less than a refresh moves a score,
 # and leaving it out spares an admission a look-up per node holding a peer.
