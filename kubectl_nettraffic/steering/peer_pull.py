@@ -21,7 +21,7 @@ n in zone z:
   peers in a zone without another, and under PreferSameZone three draws
   in 36 of bench.peers sent more bytes across zones than kube-scheduler
   alone; at four times, one in 37 still did (docs/design/peers.md, "A
-  zone over a node").
+  zone over a node" and "Eight times").
 
 So a pod all of whose bytes go to peers in one zone may be placed on any
 node there that the guard below admits (320 points, more than a score's
