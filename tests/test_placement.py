@@ -18,7 +18,7 @@ from kubectl_nettraffic.labels import parse_selector
 from kubectl_nettraffic.learning.workload_bandwidth import LearnedBandwidth
 from kubectl_nettraffic.scoring.placement import Preference
 from kubectl_nettraffic.serving import serving_parts
-from kubectl_nettraffic.steering.affinity_patch import affinity_patch, patch_text
+from kubectl_nettraffic.steering.affinity_patch import affinity_patch, metadata_ops, patch_text
 from kubectl_nettraffic.steering.patch_check import PatchCheckFailed, apply_and_check
 from kubectl_nettraffic.steering.pod_bandwidth import expected_bandwidth
 from tests.harness.choices import choose, heap_choice, heaps_over, scanned
@@ -402,6 +402,32 @@ def test_patch_check_rejects_an_op_writing_inside_an_earlier_value():
     with pytest.raises(PatchCheckFailed, match="inside the value added at /metadata/annotations"):
         apply_and_check(original, nested)
     assert nested[0]["value"] == {}
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    keys=st.lists(st.text(alphabet="ab~/01", max_size=5), min_size=1, max_size=4, unique=True),
+    field=st.sampled_from(["annotations", "labels"]),
+)
+def test_patch_check_adds_map_members_as_jsonpatch_does(keys, field):
+    """Members added to a map the pod has are set without jsonpatch's walk,
+    to the same result, keys with escaped "/" and "~" included."""
+    original = pod(annotations={"a~/": "old", "b": "kept"}, labels={"ab": "old"})
+    patch = metadata_ops(original, field, {key: f"v{i}" for i, key in enumerate(keys)})
+    checked = apply_and_check(original, patch)
+    stock = jsonpatch.apply_patch(copy.deepcopy(original), patch)
+    assert checked["metadata"][field] == stock["metadata"][field]
+    assert original["metadata"]["annotations"] == {"a~/": "old", "b": "kept"}  # a copy was patched
+
+
+@pytest.mark.parametrize("path", ["/metadata/annotations/a~2", "/metadata/labels/~"])
+def test_patch_check_fails_a_stray_tilde_as_jsonpatch_does(path):
+    original = pod(annotations={"a": "b"})  # both maps there
+    patch = [{"op": "add", "path": path, "value": "b"}]
+    with pytest.raises(PatchCheckFailed, match="does not apply: .*escape"):
+        apply_and_check(original, patch)
+    with pytest.raises(jsonpatch.JsonPointerException):
+        jsonpatch.apply_patch(original, patch)
 
 
 def test_stale_and_missing_snapshots_skip_with_a_warning():

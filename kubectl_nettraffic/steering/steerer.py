@@ -190,21 +190,19 @@ class Steerer:
             )
         workload, template = pod_workload(pod), pod_template(pod)
         spread = SpreadRules.of(pod, steering.zone_max_skew, steering.hostname_max_skew)
-        # A pod of unknown size is steered in full, its zones kept even while calm.
-        spreads = (spread, spread.balanced())
         if spread.unknown:
             self.notes["spread-unknown-key"] += 1
         # The snapshot the in-flight state follows (this one or a newer one)
         # is the one this decision reads throughout: candidates and learned figures.
         with self.inflight.admission(snapshot) as admission:
-            return self._steer(pod, admission, (workload, template), spreads, now, dry_run)
+            return self._steer(pod, admission, (workload, template), spread, now, dry_run)
 
     def _steer(
         self,
         pod: Pod,
         admission: Admission,
         owners: tuple[Workload | None, Workload | None],
-        spreads: tuple[SpreadRules, SpreadRules],
+        spread: SpreadRules,
         now: float,
         dry_run: bool,
     ) -> Decision:
@@ -233,7 +231,8 @@ class Steerer:
         # its spread says.
         unlearned = bandwidth_source == "default"
         derived = self._derived_of(snapshot)
-        spread = spreads[1] if unlearned and derived.calm else spreads[0]
+        if unlearned and derived.calm:
+            spread = spread.balanced()
         pull = None
         if conversations is not None and workload is not None:
             pull = self._plans_of(conversations, snapshot).pod_pull(
