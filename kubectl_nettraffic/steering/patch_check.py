@@ -120,7 +120,8 @@ def _object(value: Any) -> Any:
 
 
 def apply_and_check(pod: Pod, patch: JsonPatch) -> dict[str, Any]:
-    """Apply ``patch`` with jsonpatch and check the result before it is sent.
+    """Apply ``patch`` as jsonpatch would (``_apply_sharing_values``) and
+    check the result before it is sent.
 
     Every op must be an ``add`` under spec.affinity, metadata.annotations or
     metadata.labels,
