@@ -177,6 +177,24 @@ def test_a_pod_of_a_zone_routed_server_is_pulled_where_callers_have_no_server_ne
     assert peer_split(both, API, WEB, ZONE_OF).in_zone == pytest.approx({"a": 0.5, "c": 0.5})
 
 
+def test_a_pod_of_a_node_routed_server_is_pulled_by_callers_without_a_server_beside_them():
+    """web (pods on a1 and a2, three on c1) calls api (pods on a1 and b1)
+    under PreferSameNode. web's pod on a1 calls the api pod beside it: a
+    new api pod there keeps nothing more on its node. On a2 it keeps one
+    web pod's bytes, on c1 three, past its even part."""
+    conversations = Conversations(
+        {WEB: ((API, 6e6),), API: ((WEB, 6e6),)},
+        {WEB: {"a1": 1, "a2": 1, "c1": 3}, API: {"a1": 1, "b1": 1}},
+        0.0,
+        calls=frozenset({(WEB, API)}),
+        routing={API: NODE},
+    )
+    split = peer_split(conversations, API, WEB, ZONE_OF)
+    # A web pod sends 1.2 MB/s, api's even part is 3 MB/s: 0.4 of it each.
+    assert split.local == pytest.approx({"a2": 0.4, "c1": 1.2})
+    assert split.in_zone == pytest.approx({"c": 1.0})
+
+
 def test_a_rolled_out_server_pod_is_pulled_to_its_clients_not_away_from_the_pod_it_replaces():
     """api (one pod, ReplicaSet api-1, in zone a) serves web's pods, two in
     zone a and one in b, under PreferSameZone. A new pod of api-2 replaces

@@ -245,7 +245,8 @@ def peer_split(
     none of those runs in the zone yet (the zones ``served``, where given:
     as the watches show them now): else the clients' bytes stay in it
     wherever the new pod goes, and a zone without one sends them all
-    across zones."""
+    across zones. Routed by node, likewise a node's bytes: on a node
+    where none of those runs, all its clients' bytes, on any other none."""
     theirs = conversations.places.get(peer, {})
     their_pods = sum(theirs.values())
     if not their_pods:
@@ -280,11 +281,17 @@ def peer_split(
     }
     local = {}
     for node, pods in theirs.items():
-        zone = zone_of.get(node)
         if route.routing == NODE:
-            sharing = own.get(node, 0)
-        else:
-            sharing = own_zones.get(zone, 0) if zone else sum(own.values())
+            # The clients on a node call the server pod there: a new pod
+            # beside one that stays keeps no more on the node, and one
+            # beside none keeps every client pod's bytes, more than its
+            # even part where several run (a node with three pulls more
+            # than a node with one).
+            if not own.get(node):
+                local[node] = scale * pods
+            continue
+        zone = zone_of.get(node)
+        sharing = own_zones.get(zone, 0) if zone else sum(own.values())
         local[node] = min(1.0, scale * pods / (sharing + 1))
     return PeerSplit(local, in_zone)
 
