@@ -28,7 +28,8 @@ node there that the guard below admits (320 points, more than a score's
 whole range) rather than on the quietest node of another zone; one that
 talks to its peers for a tenth of its bytes, up to 32 points busier.
 Between the nodes of a zone, a node holding the peers pulls up to 40
-points.
+points; for a pod of a server its callers reach by node (PreferSameNode),
+as many times more as its callers there send it past its even part.
 
 A node's own part under MIN_OWN_POINTS is left out (the zone's part
 stays): the choice then looks up only the nodes that pull for real.
