@@ -81,15 +81,15 @@ def _check_paths(patch: JsonPatch) -> None:
 @functools.lru_cache(maxsize=64)
 def _map_member(path: str) -> tuple[str, str] | None:
     """(field, key) where ``path`` adds one member to metadata.annotations or
-    metadata.labels, the key unescaped (RFC 6901); else None."""
-    for field in ("annotations", "labels"):
-        prefix = f"/metadata/{field}/"
-        token = path[len(prefix) :]
-        # One token, no stray "~" (which jsonpatch rejects).
-        if path.startswith(prefix) and "/" not in token:
-            if "~" in token.replace("~0", "").replace("~1", ""):
-                return None
-            return field, token.replace("~1", "/").replace("~0", "~")
+    metadata.labels, as jsonpatch's pointer parses it (RFC 6901); else None,
+    also for a path it rejects (jsonpatch then fails it with its message).
+    Parsed once: our paths come from a handful of constants."""
+    try:
+        parts = jsonpatch.JsonPointer(path).parts
+    except jsonpatch.JsonPointerException:
+        return None
+    if len(parts) == 3 and parts[0] == "metadata" and parts[1] in ("annotations", "labels"):
+        return parts[1], parts[2]
     return None
 
 
