@@ -121,9 +121,9 @@ def test_the_choice_is_the_full_scan_s(seed, replicas):
             (in_flight, per_zone(in_flight)),
             zone_of,
             {zone_of[s.name] for s in snapshot.candidates if s.name in zone_of},
-            # No binding watch here: its pods booked are never shown bound,
-            # and no binding has left its zone, so one pod's room is kept.
-            skew_room=1 if in_flight else 0,
+            # No binding has left its zone: one pod's room is kept, for the
+            # pod being placed (and its pods booked, never shown bound here).
+            skew_room=1,
         )
 
         def points(s, pull=pull, others=others, unlearned=unlearned, spread=spread):

@@ -381,6 +381,21 @@ def test_a_pod_s_own_zone_constraint_is_kept_and_unknown_keys_are_counted():
     assert board.steerer.notes["spread-unknown-key"] == 3
 
 
+def test_the_pod_being_placed_keeps_a_pod_s_room_in_the_zone_skew():
+    # Its own zone constraint, maxSkew 2, and every pod shown bound where it
+    # was booked: the preferences keep the zones within a skew of 1, so the
+    # pod still keeps 2 if kube-scheduler puts it in a fuller zone than its
+    # first preference (its terms weigh against its other plugins).
+    admitted = pod(annotations={EXPECTED_BANDWIDTH: "1Mi"})
+    admitted["spec"]["topologySpreadConstraints"] = [_constraint(ZONE_KEY, 2)]
+    board = _board("r1", zoneMaxSkew=0, hostnameMaxSkew=0)
+    zones = [first[0] for first in _first_terms(board, admitted, 6, bound=True)]
+    assert zones[:4] == ["a", "b", "c", "a"] or zones[:4] == ["a", "c", "b", "a"]
+    for placed in range(1, len(zones) + 1):
+        counts = [zones[:placed].count(zone) for zone in "abc"]
+        assert max(counts) - min(counts) <= 1, zones
+
+
 def test_a_spread_that_leaves_no_node_the_pod_fits_is_relaxed():
     # Kept to zone a by its nodeSelector; after one pod there, zone a is
     # barred (b and c hold none), so the choice is made without the spread.
@@ -408,6 +423,7 @@ def test_bindings_outside_the_zone_booked_widen_the_room_kept_for_unbound_pods()
     placed.move(3, "a1")
     placed.move(4, "a1")
     assert placed.off_zone_share == 0.25
-    assert placed.unbound == {} and placed.skew_room(web) == 0
+    # Every pod shown bound: one pod's room stays, the pod being placed.
+    assert placed.unbound == {} and placed.skew_room(web) == 1
     # The pods counted where they were bound.
     assert placed.workloads.per_zone[web] == {"a": 3, "b": 1}

@@ -21,7 +21,8 @@ run in another zone than its first preference, as often as the bindings
 shown lately did (``off_zone_share``): kube-scheduler scores only a sample
 of a large cluster's nodes (percentageOfNodesToScore), and the sample may
 hold none of the pod's preferred nodes. So the spread keeps room for the
-pods that may have gone astray (``skew_room``; scoring/spread.py).
+pods that may have gone astray, and for the pod being placed, which may
+go astray too (``skew_room``; scoring/spread.py).
 
 A pod admitted here and not shown bound by the time a measurement would
 show its traffic (bookings.py) goes then. Never shown at all, it was never
@@ -97,9 +98,10 @@ class PlacedPods:
         """The zone skew to keep free for the pods of ``group`` (a workload
         or a template) not shown bound yet: each that runs outside the zone
         it was booked in may add two (one zone more, one less); as many as
-        the share of bindings outside their zone says, and one at least."""
+        the share of bindings outside their zone says, and one at least:
+        the pod being placed may itself run in a fuller zone."""
         unbound = self.unbound.get(group, 0)
-        return max(1, round(2 * unbound * self.off_zone_share)) if unbound else 0
+        return max(1, round(2 * unbound * self.off_zone_share))
 
     def __contains__(self, key: int) -> bool:
         return key in self._pods

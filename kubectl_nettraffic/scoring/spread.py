@@ -21,10 +21,11 @@ the fewest of the workload's pods: ``crowded``, scoring/placement.py's
   (``keeps_zones`` False: steering/peer_pull.py's ``PodPull.keeps_zones``):
   a workload of one or two pods has no zone to keep, and its default zone
   constraint (maxSkew 5) holds two pods in one zone; its third pod is
-  barred as ever, so a workload that grows keeps every zone. While some of
-  the workload's pods are not shown bound, each may run in another zone
+  barred as ever, so a workload that grows keeps every zone. The pod, and
+  those of the workload not shown bound yet, may each run in another zone
   than its first preference, so the skew kept is maxSkew less the room
-  for those (``skew_room``: inflight/placed.py), and at least 1;
+  for those (``skew_room``: inflight/placed.py, one pod's at least), and
+  at least 1;
 - hostname (``kubernetes.io/hostname``): a node that, with this pod,
   would hold more than maxSkew pods of the workload over the candidate
   with fewest.
@@ -162,8 +163,9 @@ class Spread:
                 keeps_zones or sum(booked[1].values()) >= ZONE_KEEPING_PODS - 1
             )
             # The pods a zone may hold before this one: none while a zone
-            # is empty, else maxSkew (less the room kept for its pods not
-            # shown bound) over the fewest; no limit without a zone skew.
+            # is empty, else maxSkew (less the room kept for this pod and
+            # its pods not shown bound) over the fewest; no limit without a
+            # zone skew.
             most = math.inf
             if fewest == 0 and fill_empty:
                 most = 0
