@@ -96,10 +96,11 @@ class PlacedPods:
 
     def skew_room(self, group: Workload) -> int:
         """The zone skew to keep free for the pods of ``group`` (a workload
-        or a template) not shown bound yet: each that runs outside the zone
-        it was booked in may add two (one zone more, one less); as many as
-        the share of bindings outside their zone says, and one at least:
-        the pod being placed may itself run in a fuller zone."""
+        or a template) not shown bound yet and the pod being placed: each
+        not shown bound that runs outside the zone it was booked in may add
+        two (one zone more, one less), as often as the share of bindings
+        outside their zone says; one at least, the pod being placed, which
+        may itself run in a fuller zone than its preference."""
         unbound = self.unbound.get(group, 0)
         return max(1, round(2 * unbound * self.off_zone_share))
 
