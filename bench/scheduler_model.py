@@ -334,21 +334,31 @@ def node_affinity_terms(
     preferred terms: one-node terms by node index, and per node the weights
     of the label terms it matches (nodeaffinity/node_affinity.go, Score;
     ``In`` and ``NotIn`` as apimachinery pkg/labels/selector.go's
-    Requirement.Matches reads them: NotIn matches a node without the label)."""
+    Requirement.Matches reads them: NotIn matches a node without the label;
+    a label term's ``metadata.name NotIn`` fields leave those nodes out,
+    ANDed as component-helpers' nodeaffinity.go ``nodeSelectorTerm.match``
+    does)."""
     preferred: dict[int, int] = {}
     weights = np.zeros(len(node_labels), dtype=np.int64)
     affinity = (pod["spec"].get("affinity") or {}).get("nodeAffinity") or {}
     for term in affinity.get(PREFERRED) or []:
         preference = term["preference"]
-        for field_ in preference.get("matchFields") or []:
-            for name in field_["values"]:
-                node = int(name.removeprefix("node-"))
-                preferred[node] = preferred.get(node, 0) + term["weight"]
+        fields_ = preference.get("matchFields") or []
         expressions = preference.get("matchExpressions") or []
-        if expressions:
-            for node, labels in enumerate(node_labels):
-                if all(_matches(labels, e) for e in expressions):
-                    weights[node] += term["weight"]
+        if not expressions:
+            for field_ in fields_:
+                assert field_["operator"] == "In", term
+                for name in field_["values"]:
+                    node = int(name.removeprefix("node-"))
+                    preferred[node] = preferred.get(node, 0) + term["weight"]
+            continue
+        left_out = set()
+        for field_ in fields_:
+            assert field_["operator"] == "NotIn", term
+            left_out.update(int(name.removeprefix("node-")) for name in field_["values"])
+        for node, labels in enumerate(node_labels):
+            if node not in left_out and all(_matches(labels, e) for e in expressions):
+                weights[node] += term["weight"]
     return preferred, weights
 
 

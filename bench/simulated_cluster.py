@@ -41,7 +41,9 @@ def scheduled_terms(
     terms, and from the terms on the traffic-tier label as the nodes carry
     it now (``tier_codes``: 0 for none, else 1 + its place in TIER_NAMES), with
     the zones they leave out (``zones``: each node's zone, which its zone
-    copy holds once it has a tier: the writer PATCHes both at once)."""
+    copy holds once it has a tier: the writer PATCHes both at once) and the
+    nodes they leave out by name (matchFields NotIn, ANDed with the labels:
+    component-helpers' nodeaffinity.go, ``nodeSelectorTerm.match``)."""
     affinity = (pod.get("spec") or {}).get("affinity") or {}
     terms = (affinity.get("nodeAffinity") or {}).get(
         "preferredDuringSchedulingIgnoredDuringExecution"
@@ -56,13 +58,17 @@ def scheduled_terms(
             assert fields[0]["operator"] == "In", term
             for name in fields[0]["values"]:
                 preferred[index[name]] = preferred.get(index[name], 0) + weight
-        elif expressions and not fields and expressions[0]["key"] == TIER_LABEL:
+        elif expressions and expressions[0]["key"] == TIER_LABEL:
             tiers, *outside = expressions
             assert tiers["operator"] == "In", term
             matches = np.isin(tier_codes, [1 + TIER_NAMES.index(tier) for tier in tiers["values"]])
             for zone in outside:  # a node without a tier has no zone copy: no match anyway
                 assert zone["key"] == ZONE_COPY_LABEL and zone["operator"] == "NotIn", term
                 matches &= ~np.isin(zones, zone["values"])
+            for left_out in fields:  # the nodes booked since the measurement, by name
+                assert left_out["key"] == "metadata.name" and left_out["operator"] == "NotIn", term
+                (name,) = left_out["values"]
+                matches[index[name]] = False
             weights += weight * matches
         else:
             raise ValueError(f"the scheduler model reads no such term: {term}")

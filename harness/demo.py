@@ -48,7 +48,7 @@ def _term_weights(patched: dict) -> dict[str, int]:
     return {
         term["preference"]["matchFields"][0]["values"][0]: term["weight"]
         for term in affinity.get("preferredDuringSchedulingIgnoredDuringExecution") or []
-        if term["preference"].get("matchFields")
+        if term["preference"].get("matchFields") and not term["preference"].get("matchExpressions")
     }
 
 

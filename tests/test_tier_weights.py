@@ -4,6 +4,7 @@ the tiers kube-scheduler then picks among."""
 
 from dataclasses import replace
 
+from bench.testbed.cluster import preferred_weights
 from harness.fakeapi import node
 from harness.reviews import pod
 from kubectl_nettraffic.kube.nodes import node_from_json
@@ -12,7 +13,11 @@ from kubectl_nettraffic.measuring.tier_labels import snapshot_tiers
 from kubectl_nettraffic.scoring.node_scores import NodeScore
 from kubectl_nettraffic.scoring.placement import weighed
 from kubectl_nettraffic.scoring.savings import FieldCost
-from kubectl_nettraffic.scoring.tier_weights import BY_RANK, TierCosts
+from kubectl_nettraffic.scoring.tier_weights import (
+    BY_RANK,
+    LEFT_OUT_MOST,
+    TierCosts,
+)
 from kubectl_nettraffic.scoring.tiers import TIER_LABEL
 from kubectl_nettraffic.steering.patch_check import apply_and_check
 from tests.harness.scoreboards import FixedBoard
@@ -152,3 +157,56 @@ def test_one_hot_node_is_the_only_one_its_pods_tier_term_leaves_out():
     ]
     matched = [name for name, tier in tiers.items() if tier in ("1", "2", "3")]
     assert sorted(matched) == sorted(name for name in loads if name != "h")
+
+
+def test_a_node_booked_past_a_point_since_the_measurement_leaves_the_tier_terms():
+    """The tiers follow the measurement: a quiet node a heavy pod was just
+    booked on is still tier 1, and its term would draw the next light pod
+    beside it. The light pod's tier terms leave that node out by name, so
+    kube-scheduler's NodeAffinity scores it nothing from them."""
+    loads = {f"q{i}": (i + 1) * 1e8 for i in range(7)} | {"h": 2.2e9}  # h: 88% of its link
+    board = FixedBoard(loads, link_speed=10 * GBIT)
+    default = board.settings.steering.default_pod_bandwidth
+    tiers = snapshot_tiers(board.snapshot, {}, default, busy_above=0.5)
+    labelled = {name: {"labels": {TIER_LABEL: tier}} for name, tier in tiers.items()}
+    board = FixedBoard(loads, link_speed=10 * GBIT, **labelled)
+    nodes = [node(name, labels={TIER_LABEL: tier}) for name, tier in tiers.items()]
+
+    def light_pod_weights() -> tuple[list[dict], dict[str, int]]:
+        admitted = pod(annotations={EXPECTED_BANDWIDTH: "1Mi"})
+        decision = board.steerer.decide(admitted, {}, True)  # a dry run books nothing
+        patched = apply_and_check(admitted, decision.patch)
+        weights = preferred_weights(patched, nodes)
+        terms = (patched["spec"].get("affinity") or {})["nodeAffinity"][PREFERRED]
+        return terms, {item["metadata"]["name"]: weights.get(i, 0) for i, item in enumerate(nodes)}
+
+    terms, before = light_pod_weights()
+    assert not any("matchFields" in t["preference"] for t in terms)
+    assert before == {name: 60 if name != "h" else 0 for name in tiers}
+    # A pod of 6 Gbit/s (60% of a link) booked on the quietest node.
+    heavy = pod(annotations={EXPECTED_BANDWIDTH: f"{int(0.6 * 10 * GBIT)}"})
+    decision = board.steerer.decide(heavy, {}, False)
+    booked_on = max(decision.preferences, key=lambda p: p.weight).node
+    assert tiers[booked_on] == "1"
+    terms, after = light_pod_weights()
+    assert [t["preference"].get("matchFields") for t in terms] == [
+        [{"key": "metadata.name", "operator": "NotIn", "values": [booked_on]}]
+    ]
+    assert after == before | {booked_on: 0}
+
+
+def test_only_the_costliest_bookings_are_left_out_each_by_name():
+    names = [f"n{i}" for i in range(LEFT_OUT_MOST + 3)]
+    utilisation = dict.fromkeys([*names, "light", "named", "busy"], 0.1) | {"busy": 0.9}
+    tiers = dict.fromkeys(utilisation, "1") | {"busy": "4", "unlabelled": ""}
+    costs = _costs(utilisation | {"unlabelled": 0.1}, tiers)
+    link = 10 * GBIT
+    # n0 the heaviest booking; "light" booked under a point's cost; "busy"
+    # outside the terms' tiers, "unlabelled" in none, "gone" not a candidate.
+    unseen = {name: ((0.9 - 0.02 * i) * link, 1) for i, name in enumerate(names)}
+    unseen |= {"light": (0.3 * link, 2), "named": (link, 1), "busy": (0.5 * link, 1)}
+    unseen |= {"unlabelled": (link, 1), "gone": (link, 1)}
+    terms = ((60, ("1", "2")),)
+    left_out = costs.booked_since(terms, unseen, 1e6, named={"named"})
+    assert left_out == tuple(sorted(names[:LEFT_OUT_MOST]))
+    assert costs.booked_since((), unseen, 1e6) == ()  # no tier terms

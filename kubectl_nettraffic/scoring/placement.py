@@ -75,10 +75,12 @@ class Preference(NamedTuple):  # a tuple: several are made on every admission
 
 
 class Weighed(NamedTuple):
-    """A pod's terms: its chosen nodes, weighed, and its tier terms."""
+    """A pod's terms: its chosen nodes, weighed, its tier terms and the
+    nodes they leave out (scoring/tier_weights.py's ``booked_since``)."""
 
     preferences: list[Preference]
     tier_terms: TierTerms
+    left_out: tuple[str, ...] = ()
 
 
 def weighed(
@@ -94,6 +96,7 @@ def weighed(
     spread_pick: SpreadPick | None = None,
     own_size: bool = True,
     beside_peers: AbstractSet[str] = frozenset(),
+    unseen: Mapping[str, tuple[float, int]] | None = None,
 ) -> Weighed:
     """The pod's tier terms, where the ``tiers`` (None: steering.trafficTiers
     off) differ in what they cost it (scoring/tier_weights.py; by rank
@@ -125,7 +128,10 @@ def weighed(
     keep the pod's bytes on it (``beside_peers``) is graded by its score
     gap alone, not at most a quarter of the one before: the sample misses
     the first preference about half the time (scoring/scheduler_sample.py),
-    and the next node beside the peers must then outweigh the tier terms."""
+    and the next node beside the peers must then outweigh the tier terms.
+    The tier terms leave out the nodes of their tiers that what is booked
+    since the measurement (``unseen``: node -> (bytes/s, pods)) makes cost
+    the pod a point more, but those the node terms name."""
     burst = stacked_burst(field, bandwidth, burst)
     if tiers is None:
         tiered = NO_TIERS
@@ -168,7 +174,11 @@ def weighed(
         preferences.append(Preference(score.name, weight(saving, graded), effective))
     if tiered is BY_RANK and not any(p.weight for p in preferences):
         tiered = NO_TIERS  # by rank they go with node terms alone, as the pod is steered
-    return Weighed(preferences, tiered.terms)
+    left_out: tuple[str, ...] = ()
+    if tiers is not None and tiered.terms and unseen:
+        named = {p.node for p in preferences if p.weight}
+        left_out = tiers.booked_since(tiered.terms, unseen, bandwidth, named)
+    return Weighed(preferences, tiered.terms, left_out)
 
 
 def _keeping_spread(

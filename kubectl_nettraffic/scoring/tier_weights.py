@@ -30,14 +30,26 @@ verdicts missed to 29 (new heavy workloads in an empty cluster, +0.4 to
 heavy or the size unknown, 17; also where the size is the cluster's, 9):
 the measured costs do not see what is booked since, and a pod booked at
 another's size may send far more.
+
+Nor do the tiers: the labels follow the measurement, so a quiet node that
+a heavy pod was booked on a few seconds ago is still in the quietest
+tier, and its term drew the next light pod there (the testbed's run 1 of
+the kernel's TCP bursts: a frontend pod bound beside a bulk pod booked 7 s
+before it, off its node terms, which saved it nothing over tier 1). So
+the tier terms leave out (``booked_since``) the nodes of their tiers that
+what is booked since the measurement makes cost the pod MIN_SAVING more,
+the costliest LEFT_OUT_MOST of them: kube-scheduler then picks among the
+rest of the tier, which cost it what the tier's measured mean says.
 """
 
+import heapq
 from collections.abc import Iterable, Mapping
+from collections.abc import Set as AbstractSet
 from typing import NamedTuple
 
 from kubectl_nettraffic.kube.nodes import Node
 from kubectl_nettraffic.scoring.node_scores import NodeScore
-from kubectl_nettraffic.scoring.savings import FULL_SAVING, MIN_SAVING, FieldCost, weight
+from kubectl_nettraffic.scoring.savings import FULL_SAVING, MIN_SAVING, FieldCost, cost, weight
 from kubectl_nettraffic.scoring.tiers import TIER_LABEL, TIERS
 
 TIER_NAMES = tuple(str(tier) for tier in range(1, TIERS + 1))
@@ -45,6 +57,11 @@ TIER_NAMES = tuple(str(tier) for tier in range(1, TIERS + 1))
 # The cheapest tier's weight: against a node term's 100 for the best node,
 # the named node scores 100 + 60 and any other node of the tier 60.
 TOP = 60
+
+# The most nodes a pod's tier terms leave out (``booked_since``): each is a
+# matchFields requirement in every tier term, and past a few the heaviest
+# bookings are what matters.
+LEFT_OUT_MOST = 8
 
 # (weight, the tiers that weigh it), heaviest first: a term each.
 TierTerms = tuple[tuple[int, tuple[str, ...]], ...]
@@ -70,17 +87,20 @@ class TierCosts:
     nodes carry their tier labels (one snapshot's: the labels the last node
     list read, up to a refresh behind the writer)."""
 
-    __slots__ = ("_fields",)
+    __slots__ = ("_busy", "_fields", "_tier_of")
 
     def __init__(
         self, candidates: Iterable[NodeScore], nodes: Mapping[str, Node], busy_above: float
     ) -> None:
         members: dict[str, list[NodeScore]] = {}
+        self._tier_of: dict[str, tuple[str, NodeScore]] = {}
         for score in candidates:
             node = nodes.get(score.name)
             tier = node.labels.get(TIER_LABEL) if node is not None else None
             if tier in TIER_NAMES:
                 members.setdefault(tier, []).append(score)
+                self._tier_of[score.name] = (tier, score)
+        self._busy = busy_above
         self._fields = {
             tier: FieldCost(scores, busy_above) for tier, scores in sorted(members.items())
         }
@@ -92,12 +112,40 @@ class TierCosts:
             return NO_TIERS
         best = min(costs.values())
         by_weight: dict[int, list[str]] = {}
-        for tier, cost in costs.items():
+        for tier, tier_cost in costs.items():
             # Under a point more the tier saves nothing next to the best: alike.
-            extra = cost - best if cost - best >= MIN_SAVING else 0.0
+            extra = tier_cost - best if tier_cost - best >= MIN_SAVING else 0.0
             by_weight.setdefault(weight(FULL_SAVING - extra, TOP), []).append(tier)
         by_weight.pop(0, None)  # a tier that saves nothing next to the best: no term
         if len(by_weight) == 1 and len(by_weight[TOP]) == len(costs):
             return NO_TIERS
         terms = tuple((w, tuple(tiers)) for w, tiers in sorted(by_weight.items(), reverse=True))
         return TierChoice(terms, best)
+
+    def booked_since(
+        self,
+        terms: TierTerms,
+        unseen: Mapping[str, tuple[float, int]],
+        bandwidth: float,
+        named: AbstractSet[str] = frozenset(),
+    ) -> tuple[str, ...]:
+        """The nodes of the ``terms``' tiers that the bytes booked on them
+        since the measurement (``unseen``: node -> (bytes/s, pods)) make
+        cost a pod of ``bandwidth`` bytes/s MIN_SAVING more than measured:
+        the costliest LEFT_OUT_MOST, by name. Not the nodes its node terms
+        name (``named``): they were chosen by live score, what is booked on
+        them counted, and a tier term left off one put the tier's nodes not
+        named above it (bench.placement's heavy rows)."""
+        if not terms or not unseen:
+            return ()
+        tiers = {tier for _, names in terms for tier in names}
+        busy, extra = self._busy, []
+        for name, (booked, _) in unseen.items():
+            member = self._tier_of.get(name)
+            if member is None or member[0] not in tiers or name in named:
+                continue
+            score = member[1]
+            more = cost(score, bandwidth + booked, busy) - cost(score, bandwidth, busy)
+            if more >= MIN_SAVING:
+                extra.append((more, name))
+        return tuple(sorted(name for _, name in heapq.nlargest(LEFT_OUT_MOST, extra)))

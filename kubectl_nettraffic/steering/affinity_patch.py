@@ -56,17 +56,30 @@ _QUIET_EXPRESSION_TEXT = json.dumps(_QUIET, separators=(",", ":"))
 
 @lru_cache(maxsize=256)
 def _tier_terms(
-    tiers: TierTerms, quiet: bool, barred: frozenset[str]
+    tiers: TierTerms, quiet: bool, barred: frozenset[str], left_out: tuple[str, ...]
 ) -> tuple[list[dict[str, Any]], list[str]]:
     """The terms on the traffic-tier label (``quiet``: the quiet term
     alone), each also outside the ``barred`` zones (on the zone copy): a
     workload's spread keeps its node terms out of those zones, and quiet
     nodes there matched the tier terms, so kube-scheduler put pods in them
     all the same. A node without the zone copy matches NotIn, as before it
-    is written. Few weights and zone sets recur: built once each."""
+    is written. Each also leaves out the ``left_out`` nodes by name (one
+    matchFields requirement each: the API server takes one value per
+    field requirement), booked past a point since the tiers were measured
+    (scoring/tier_weights.py's ``booked_since``). Few weights and zone
+    sets recur: built once each."""
     chosen = ((QUIET_WEIGHT, QUIET_TIERS),) if quiet else tiers
     outside = (
         [{"key": ZONE_COPY_LABEL, "operator": "NotIn", "values": sorted(barred)}] if barred else []
+    )
+    by_name = (
+        {
+            "matchFields": [
+                {"key": "metadata.name", "operator": "NotIn", "values": [name]} for name in left_out
+            ]
+        }
+        if left_out
+        else {}
     )
     terms = [
         {
@@ -75,7 +88,8 @@ def _tier_terms(
                 "matchExpressions": [
                     {"key": TIER_LABEL, "operator": "In", "values": list(names)},
                     *outside,
-                ]
+                ],
+                **by_name,
             },
         }
         for weight, names in chosen
@@ -147,12 +161,14 @@ def affinity_patch(
     tier_terms: TierTerms = (),
     zone_term: tuple[tuple[str, ...], int] | None = None,
     barred_zones: frozenset[str] = frozenset(),
+    left_out: tuple[str, ...] = (),
 ) -> JsonPatch:
     """JSON patch appending our terms to whatever affinity the pod has;
     ``tier_terms``: (weight, tiers) of each term on the traffic-tier label;
     ``zone_term``: (zones, weight) of a term on the peers' zones (with tier
     terms, on its quiet tiers, and the quiet tiers instead of the tier
-    terms); ``barred_zones``: zones the tier terms leave out."""
+    terms); ``barred_zones``: zones the tier terms leave out; ``left_out``:
+    nodes they leave out."""
     # isinstance(..., dict), not Mapping: the pod is decoded JSON, and the
     # abstract check costs several times more on every admission.
     affinity = (pod.get("spec") or {}).get("affinity")
@@ -176,7 +192,7 @@ def affinity_patch(
             )
     quiet_zone = bool(tier_terms) and zone_term is not None
     if tier_terms and TIER_LABEL not in already:
-        tiered, tiered_texts = _tier_terms(tier_terms, quiet_zone, barred_zones)
+        tiered, tiered_texts = _tier_terms(tier_terms, quiet_zone, barred_zones, left_out)
         terms.extend(tiered)
         texts.extend(tiered_texts)
     if zone_term is not None and ZONE_COPY_LABEL not in already:

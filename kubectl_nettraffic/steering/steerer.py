@@ -264,7 +264,7 @@ class Steerer:
         spread_pick = None
         if crowded is not None and spread.defaults:
             spread_pick = derived.field.spread_pick(bandwidth, crowded)
-        preferences, tier_terms = self._weighed(
+        preferences, tier_terms, left_out = self._weighed(
             ranked,
             derived,
             bandwidth,
@@ -274,6 +274,7 @@ class Steerer:
             full,
             spread_pick,
             bandwidth_source in OWN_SIZE,
+            unseen,
         )
         terms = [p for p in preferences if p.weight]
         if not terms and not tier_terms:
@@ -305,8 +306,11 @@ class Steerer:
             labels = {STEERED_BY: replica}
         # The tier terms keep pods off hot links where kube-scheduler samples
         # none of the node terms; outside the zones the spread kept the node
-        # terms out of (on the zone copy the tier labeller writes).
-        patch = affinity_patch(pod, terms, annotations, labels, tier_terms, zone_term, barred)
+        # terms out of (on the zone copy the tier labeller writes), and off
+        # the nodes booked past a point since the measurement.
+        patch = affinity_patch(
+            pod, terms, annotations, labels, tier_terms, zone_term, barred, left_out
+        )
         try:
             apply_and_check(pod, patch)
         except PatchCheckFailed as error:
@@ -339,6 +343,7 @@ class Steerer:
         full: frozenset[str],
         spread_pick: SpreadPick | None,
         own_size: bool,
+        unseen: Mapping[str, tuple[float, int]],
     ) -> Weighed:
         """The chosen nodes' terms and the tier terms (scoring/placement.py's
         ``weighed``: under tier terms kube-scheduler picks among the cheapest
@@ -347,7 +352,8 @@ class Steerer:
         default spread where it saves a point over the pick of
         kube-scheduler's own spread (``spread_pick``); where kube-scheduler
         scores a sample, the nodes beside the pod's peers are graded by their
-        score gap alone."""
+        score gap alone; the tier terms leave out the nodes booked past a
+        point since the measurement (``unseen``)."""
         return weighed(
             ranked,
             derived.field,
@@ -363,6 +369,7 @@ class Steerer:
             beside_peers=pull.beside_peers()
             if pull is not None and derived.sampled
             else frozenset(),
+            unseen=unseen,
         )
 
     def _plans_of(self, conversations: Conversations, snapshot: Snapshot) -> PullPlans:
