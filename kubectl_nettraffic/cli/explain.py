@@ -71,6 +71,25 @@ def _label_terms(
     ]
 
 
+def _left_out(spec: dict[str, Any]) -> list[str]:
+    """The nodes the pod's tier terms leave out by name (``metadata.name NotIn``)."""
+    terms = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(PREFERRED) or []
+    return sorted(
+        {
+            str(name)
+            for term in terms
+            if isinstance(term, dict)
+            and any(
+                e.get("key") == TIER_LABEL
+                for e in (term.get("preference") or {}).get("matchExpressions") or []
+            )
+            for field in (term.get("preference") or {}).get("matchFields") or []
+            if field.get("key") == "metadata.name" and field.get("operator") == "NotIn"
+            for name in field.get("values") or []
+        }
+    )
+
+
 def _tiers_line(spec: dict[str, Any]) -> str | None:
     """What the pod's terms on the traffic-tier label ask for, if any: the
     tiers by their weights, or (a pod its peers pull to a zone) any tier
@@ -182,6 +201,12 @@ def explain_text(
                 lines.append(
                     f"            outside zone {', '.join(outside)}, which its workload's "
                     f"spread keeps it out of ({ZONE_COPY_LABEL})"
+                )
+            left_out = _left_out(spec)
+            if left_out:
+                lines.append(
+                    f"            but not {', '.join(left_out)}: booked since the measurement "
+                    "(a pod bound there whose bytes did not show yet)"
                 )
         landed = spec.get("nodeName")
         if not landed:

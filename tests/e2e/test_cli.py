@@ -210,8 +210,12 @@ def test_explain_a_steered_pod(cluster, webhook):
     steered["spec"]["nodeName"] = "q2"
     # As the webhook writes them where the workload's spread bars a zone.
     outside = {"key": "nettraffic.io/zone", "operator": "NotIn", "values": ["zone-x"]}
+    # ... and where a node was booked past a point since the measurement.
+    booked = {"key": "metadata.name", "operator": "NotIn", "values": ["q3"]}
     for term in steered["spec"]["affinity"]["nodeAffinity"][PREFERRED]:
-        term["preference"].get("matchExpressions", []).append(outside)
+        if "matchExpressions" in term["preference"]:
+            term["preference"]["matchExpressions"].append(outside)
+            term["preference"]["matchFields"] = [booked]
     cluster.put(steered, plural="pods")
     result = kubectl(cluster, "explain", "web-1", "-n", "default", "--source", "webhook")
     assert result.returncode == 0, result.stderr
@@ -228,6 +232,7 @@ def test_explain_a_steered_pod(cluster, webhook):
     )
     assert "outside zone zone-x, which its workload's spread keeps it out of" in result.stdout
     assert "and zone" not in result.stdout  # a NotIn is no zone the pod is pulled to
+    assert "but not q3: booked since the measurement" in result.stdout
 
 
 def test_explain_a_skipped_pod(cluster):
