@@ -210,3 +210,17 @@ def test_only_the_costliest_bookings_are_left_out_each_by_name():
     left_out = costs.booked_since(terms, unseen, 1e6, named={"named"})
     assert left_out == tuple(sorted(names[:LEFT_OUT_MOST]))
     assert costs.booked_since((), unseen, 1e6) == ()  # no tier terms
+    # kube-scheduler picks one of the term's 13 nodes: a booking must cost
+    # 13 points more to save a point. 0.43 of a link on 0.1 costs 6.
+    n10 = (0.43 * link, 1)
+    assert costs.booked_since(terms, {"n10": n10}, 1e6) == ()
+    assert costs.booked_since(terms, {"n10": (0.5 * link, 1)}, 1e6) == ("n10",)  # 40 points
+    # Over more than 100 nodes no booking saves a point: none left out.
+    many = _costs(
+        dict.fromkeys(map(str, range(101)), 0.1), dict.fromkeys(map(str, range(101)), "1")
+    )
+    assert many.booked_since(((60, ("1",)),), {"0": (10 * link, 1)}, 1e6) == ()
+    fewer = _costs(
+        dict.fromkeys(map(str, range(100)), 0.1), dict.fromkeys(map(str, range(100)), "1")
+    )
+    assert fewer.booked_since(((60, ("1",)),), {"0": (10 * link, 1)}, 1e6) == ("0",)

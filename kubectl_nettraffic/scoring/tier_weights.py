@@ -37,9 +37,14 @@ tier, and its term drew the next light pod there (the testbed's run 1 of
 the kernel's TCP bursts: a frontend pod bound beside a bulk pod booked 7 s
 before it, off its node terms, which saved it nothing over tier 1). So
 the tier terms leave out (``booked_since``) the nodes of their tiers that
-what is booked since the measurement makes cost the pod MIN_SAVING more,
-the costliest LEFT_OUT_MOST of them: kube-scheduler then picks among the
-rest of the tier, which cost it what the tier's measured mean says.
+what is booked since the measurement makes cost the pod more, the
+costliest LEFT_OUT_MOST of them: kube-scheduler then picks among the rest
+of the tier, which cost it what the tier's measured mean says. It picks
+a node of the heaviest term's tiers about once in as many as they hold,
+so a node is left out where its extra cost over that count saves the pod
+MIN_SAVING: where they hold more than MOST_EXTRA / MIN_SAVING nodes, none
+is (nor is the bookings' view read), as a node past a full link's cost
+more is hot whatever its tier says, and the next measurement shows it.
 """
 
 import heapq
@@ -62,6 +67,9 @@ TOP = 60
 # matchFields requirement in every tier term, and past a few the heaviest
 # bookings are what matters.
 LEFT_OUT_MOST = 8
+# The most a node's bookings since the measurement are taken to cost a pod
+# (points): a full link's worth.
+MOST_EXTRA = 100.0
 
 # (weight, the tiers that weigh it), heaviest first: a term each.
 TierTerms = tuple[tuple[int, tuple[str, ...]], ...]
@@ -87,7 +95,7 @@ class TierCosts:
     nodes carry their tier labels (one snapshot's: the labels the last node
     list read, up to a refresh behind the writer)."""
 
-    __slots__ = ("_busy", "_fields", "_tier_of")
+    __slots__ = ("_busy", "_fields", "_sizes", "_tier_of")
 
     def __init__(
         self, candidates: Iterable[NodeScore], nodes: Mapping[str, Node], busy_above: float
@@ -101,6 +109,7 @@ class TierCosts:
                 members.setdefault(tier, []).append(score)
                 self._tier_of[score.name] = (tier, score)
         self._busy = busy_above
+        self._sizes = {tier: len(scores) for tier, scores in members.items()}
         self._fields = {
             tier: FieldCost(scores, busy_above) for tier, scores in sorted(members.items())
         }
@@ -131,13 +140,18 @@ class TierCosts:
     ) -> tuple[str, ...]:
         """The nodes of the ``terms``' tiers that the bytes booked on them
         since the measurement (``unseen``: node -> (bytes/s, pods)) make
-        cost a pod of ``bandwidth`` bytes/s MIN_SAVING more than measured:
-        the costliest LEFT_OUT_MOST, by name. Not the nodes its node terms
-        name (``named``): they were chosen by live score, what is booked on
-        them counted, and a tier term left off one put the tier's nodes not
-        named above it (bench.placement's heavy rows)."""
+        cost a pod of ``bandwidth`` bytes/s MIN_SAVING more than measured
+        for every node of the heaviest term's tiers (kube-scheduler picks
+        one of them): the costliest LEFT_OUT_MOST, by name. Not the nodes
+        its node terms name (``named``): they were chosen by live score,
+        what is booked on them counted, and a tier term left off one put
+        the tier's nodes not named above it."""
         if not terms or not unseen:
             return ()
+        among = sum(self._sizes.get(tier, 0) for tier in terms[0][1])
+        floor = MIN_SAVING * among
+        if not among or floor > MOST_EXTRA:
+            return ()  # no node carries those tiers, or no booking costs a point over so many
         tiers = {tier for _, names in terms for tier in names}
         busy, extra = self._busy, []
         for name, (booked, _) in unseen.items():
@@ -146,6 +160,6 @@ class TierCosts:
                 continue
             score = member[1]
             more = cost(score, bandwidth + booked, busy) - cost(score, bandwidth, busy)
-            if more >= MIN_SAVING:
+            if more >= floor:
                 extra.append((more, name))
         return tuple(sorted(name for _, name in heapq.nlargest(LEFT_OUT_MOST, extra)))
