@@ -70,10 +70,14 @@ def test_a_round_trip_to_another_zone_takes_the_zones_distance_more(zoned):
     finally:
         server.stop()
     assert len(near) > 200 and len(far) > 200
-    added = (statistics.median(far) - statistics.median(near)) * 1e3
-    # Each way the packet waits DELAY_MS in the tun's reader, and a few tens
-    # of microseconds more for the trip through it.
-    assert 2 * DELAY_MS * 0.9 <= added <= 2 * DELAY_MS + 0.5, added
+    # The 10th percentiles: the medians move with the machine's load (the
+    # tun's reader is a process that must wake up for each packet).
+    added = (statistics.quantiles(far, n=10)[0] - statistics.quantiles(near, n=10)[0]) * 1e3
+    # Each way the packet waits DELAY_MS in the tun's reader, and 100-200 µs
+    # more for the trip through it (a read and a write in user space): 1.2-
+    # 1.4 ms here idle, the medians 1.44-1.50 ms (1.59 ms once under a CI
+    # run). A delay applied twice would add 2 ms and more.
+    assert 2 * DELAY_MS * 0.9 <= added <= 2 * DELAY_MS + 0.75, added
     # What a sidecar would count: every request and every answer, by endpoint.
     for rtts, counts in ((near, near_counts), (far, far_counts)):
         ((sent, received),) = counts.values()
