@@ -131,7 +131,8 @@ def weighed(
     and the next node beside the peers must then outweigh the tier terms.
     The tier terms leave out the nodes of their tiers that what is booked
     since the measurement (``unseen``: node -> (bytes/s, pods)) makes cost
-    the pod a point more, but those the node terms name."""
+    the pod a point more per node of their heaviest term, but those the
+    node terms name (``TierCosts.booked_since``)."""
     burst = stacked_burst(field, bandwidth, burst)
     if tiers is None:
         tiered = NO_TIERS

@@ -40,11 +40,12 @@ the tier terms leave out (``booked_since``) the nodes of their tiers that
 what is booked since the measurement makes cost the pod more, the
 costliest LEFT_OUT_MOST of them: kube-scheduler then picks among the rest
 of the tier, which cost it what the tier's measured mean says. It picks
-a node of the heaviest term's tiers about once in as many as they hold,
-so a node is left out where its extra cost over that count saves the pod
-MIN_SAVING: where they hold more than MOST_EXTRA / MIN_SAVING nodes, none
-is (nor is the bookings' view read), as a node past a full link's cost
-more is hot whatever its tier says, and the next measurement shows it.
+each node of the heaviest term's tiers about once in as many as they
+hold, so a node is left out where its extra cost over that count is
+MIN_SAVING or more, as a node term needs a point. A booking is taken to
+cost at most MOST_EXTRA (a full link's worth), so where those tiers hold
+more than MOST_EXTRA / MIN_SAVING nodes none can be, and the bookings'
+view is not read.
 """
 
 import heapq
@@ -140,12 +141,12 @@ class TierCosts:
     ) -> tuple[str, ...]:
         """The nodes of the ``terms``' tiers that the bytes booked on them
         since the measurement (``unseen``: node -> (bytes/s, pods)) make
-        cost a pod of ``bandwidth`` bytes/s MIN_SAVING more than measured
-        for every node of the heaviest term's tiers (kube-scheduler picks
-        one of them): the costliest LEFT_OUT_MOST, by name. Not the nodes
-        its node terms name (``named``): they were chosen by live score,
-        what is booked on them counted, and a tier term left off one put
-        the tier's nodes not named above it."""
+        cost a pod of ``bandwidth`` bytes/s more than measured by
+        MIN_SAVING per node of the heaviest term's tiers (kube-scheduler
+        picks one of those): the costliest LEFT_OUT_MOST, by name. Not
+        the nodes its node terms name (``named``): they were chosen by
+        live score, what is booked on them counted, and a tier term left
+        off one put the tier's nodes not named above it."""
         if not terms or not unseen:
             return ()
         among = sum(self._sizes.get(tier, 0) for tier in terms[0][1])
