@@ -34,7 +34,8 @@ UNUSED_PARTS = ("kubernetes/aio", "kubernetes/client/api")
 IMPORTS_PROBE = """
 import json, os, sys, tempfile
 import webhook.app, webhook.server, kubectl_nettraffic.cli.main
-import kubectl_nettraffic.kube.cluster as cluster, kubectl_nettraffic.tls.certs
+import kubectl_nettraffic.kube.cluster, kubectl_nettraffic.tls.certs
+import kubectl_nettraffic.kube.client as client
 import kubectl_nettraffic.sources.metrics_server
 path = os.path.join(tempfile.mkdtemp(), "config")
 with open(path, "w") as handle:
@@ -45,7 +46,7 @@ users: [{name: u, user: {token: t}}]
 contexts: [{name: c, context: {cluster: c, user: u}}]
 current-context: c
 ''')
-cluster.api_client(path)
+client.api_client(path)
 print(json.dumps(sorted(m for m in sys.modules if m.split(".")[0] == "kubernetes")))
 """
 
