@@ -138,25 +138,31 @@ def test_tiers_by_rank_go_only_with_a_node_term():
     assert hot.preferences[0].weight and hot.tier_terms == BY_RANK.terms
 
 
+# Seven quiet nodes and h at 88% of its link.
+LOADS = {f"q{i}": (i + 1) * 1e8 for i in range(7)} | {"h": 2.2e9}
+
+
+def _labelled_board(loads: dict[str, float]) -> tuple[FixedBoard, dict[str, str]]:
+    """A board whose nodes carry the tiers the writer gives them, and those tiers."""
+    measured = FixedBoard(loads, link_speed=10 * GBIT)
+    default = measured.settings.steering.default_pod_bandwidth
+    tiers = snapshot_tiers(measured.snapshot, {}, default, busy_above=0.5)
+    labelled = {name: {"labels": {TIER_LABEL: tier}} for name, tier in tiers.items()}
+    return FixedBoard(loads, link_speed=10 * GBIT, **labelled), tiers
+
+
 def test_one_hot_node_is_the_only_one_its_pods_tier_term_leaves_out():
     """The tiers as the writer labels them: a hot link is tier 4 alone, so
     a pod's tier term leaves out that node and no quiet one."""
-    loads = {f"q{i}": (i + 1) * 1e8 for i in range(7)} | {"h": 2.2e9}  # h: 88% of its link
-    measured = FixedBoard(loads, link_speed=10 * GBIT)
-    snapshot = measured.scoreboard.snapshot
-    assert snapshot is not None
-    default = measured.settings.steering.default_pod_bandwidth
-    tiers = snapshot_tiers(snapshot, {}, default, busy_above=0.5)
+    board, tiers = _labelled_board(LOADS)
     assert [name for name, tier in tiers.items() if tier == "4"] == ["h"]
-    labelled = {name: {"labels": {TIER_LABEL: tier}} for name, tier in tiers.items()}
-    board = FixedBoard(loads, link_speed=10 * GBIT, **labelled)
     admitted = pod(annotations={EXPECTED_BANDWIDTH: "1Mi"})
     terms = _terms(board.steerer.decide(admitted, {}, False), admitted)
     assert [(t["weight"], t["preference"]["matchExpressions"][0]["values"]) for t in terms] == [
         (60, ["1", "2", "3"])
     ]
     matched = [name for name, tier in tiers.items() if tier in ("1", "2", "3")]
-    assert sorted(matched) == sorted(name for name in loads if name != "h")
+    assert sorted(matched) == sorted(name for name in LOADS if name != "h")
 
 
 def test_a_node_booked_past_a_point_since_the_measurement_leaves_the_tier_terms():
@@ -164,12 +170,7 @@ def test_a_node_booked_past_a_point_since_the_measurement_leaves_the_tier_terms(
     booked on is still tier 1, and its term would draw the next light pod
     beside it. The light pod's tier terms leave that node out by name, so
     kube-scheduler's NodeAffinity scores it nothing from them."""
-    loads = {f"q{i}": (i + 1) * 1e8 for i in range(7)} | {"h": 2.2e9}  # h: 88% of its link
-    board = FixedBoard(loads, link_speed=10 * GBIT)
-    default = board.settings.steering.default_pod_bandwidth
-    tiers = snapshot_tiers(board.snapshot, {}, default, busy_above=0.5)
-    labelled = {name: {"labels": {TIER_LABEL: tier}} for name, tier in tiers.items()}
-    board = FixedBoard(loads, link_speed=10 * GBIT, **labelled)
+    board, tiers = _labelled_board(LOADS)
     nodes = [node(name, labels={TIER_LABEL: tier}) for name, tier in tiers.items()]
 
     def light_pod_weights() -> tuple[list[dict], dict[str, int]]:

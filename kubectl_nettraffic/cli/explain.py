@@ -57,11 +57,16 @@ def _tier(tiers: dict[str, str | None] | None, node: str) -> str:
     return (tiers or {}).get(node) or "-"
 
 
+def _preferred_terms(spec: dict[str, Any]) -> list[Any]:
+    """The pod's preferred node affinity terms."""
+    return ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(PREFERRED) or []
+
+
 def _label_terms(
     spec: dict[str, Any], key: str, operator: str = "In"
 ) -> list[tuple[int, list[str]]]:
     """(weight, values) of the pod's preferred terms on the node label ``key``."""
-    terms = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(PREFERRED) or []
+    terms = _preferred_terms(spec)
     return [
         (int(term.get("weight") or 0), list(expression.get("values") or []))
         for term in terms
@@ -73,7 +78,7 @@ def _label_terms(
 
 def _left_out(spec: dict[str, Any]) -> list[str]:
     """The nodes the pod's tier terms leave out by name (``metadata.name NotIn``)."""
-    terms = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(PREFERRED) or []
+    terms = _preferred_terms(spec)
     return sorted(
         {
             str(name)
@@ -128,9 +133,8 @@ def _peer_lines(pulled: str) -> list[str]:
 
 def _node_weights(spec: dict[str, Any]) -> dict[str, int]:
     """node -> the weight of the pod's one-node preferred term on it."""
-    affinity = (spec.get("affinity") or {}).get("nodeAffinity") or {}
     weights = {}
-    for term in affinity.get(PREFERRED) or []:
+    for term in _preferred_terms(spec):
         for field in (term.get("preference") or {}).get("matchFields") or []:
             if field.get("key") == "metadata.name" and field.get("operator") == "In":
                 for node in field.get("values") or []:
