@@ -58,6 +58,38 @@ def test_young_rounds_keep_their_interval_while_slices_wait_for_room():
     assert schedule.next_round(sliced=True) == (SLICE, 62.2)
 
 
+def test_slices_budget_what_alternating_young_rounds_take_on_average():
+    # Young rounds look for new controllers every other round: 0.4 s, then
+    # next to nothing. The slices' part is what the young rounds take on
+    # average, whichever came last.
+    schedule = LearningSchedule(interval=15.0, share=0.05)
+    for index, seconds in enumerate((0.4, 0.0, 0.4, 0.0)):
+        schedule.finished(YOUNG, started=15.0 * index, seconds=seconds)
+        if index % 2:  # a cheap one came last
+            assert schedule.slice_budget(sliced=True) == pytest.approx(3 - 4 * 0.2)
+
+
+def test_an_hour_of_slices_over_their_part_and_alternating_young_rounds_keeps_the_budget():
+    # The learner's loop (it looks again on waking, an interval at most)
+    # over an hour: every slice bigger than its part, young rounds of 0.4 s
+    # and 0.01 s by turns. Pacing each slice by the last young round alone
+    # ran slices just after a cheap one, at the whole budget's pace. The
+    # hour may hold one slice more than its part: the last, whose wait
+    # runs past the hour.
+    schedule = LearningSchedule(interval=15.0, share=0.05)
+    now, spent, young = 0.0, 0.0, 0
+    while now < 3600.0:
+        kind, at = schedule.next_round(sliced=True, now=now)
+        if at > now:
+            now = min(at, now + 15.0)
+            continue
+        seconds = 2.6 if kind == SLICE else (0.4, 0.01)[young % 2]
+        young += kind == YOUNG
+        schedule.finished(kind, started=now, seconds=seconds)
+        spent, now = spent + seconds, now + seconds
+    assert spent <= 60 * schedule.budget + 2.6
+
+
 def test_a_slice_never_holds_up_a_young_round():
     schedule = LearningSchedule(interval=15.0, share=0.05)
     schedule.finished(YOUNG, started=0.0, seconds=0.5)

@@ -34,10 +34,12 @@ fixed cost, set by the number of nodes and refresh.interval (bench.learning
 reports it beside the learner's).
 """
 
+from collections import deque
 from dataclasses import dataclass, field
 
 SLICE, YOUNG, PEERS = "slice", "young", "peers"
 MINUTE = 60.0  # the budget's window: the goal is a share of a core per minute
+YOUNG_MEAN_OF = 8  # young rounds: an even number, as looks and reads between them alternate
 
 
 @dataclass
@@ -51,6 +53,8 @@ class LearningSchedule:
     expected: dict[str, float] = field(default_factory=dict)  # the last round of each kind
     # part -> (start, seconds) of its last round, kept after it leaves the window
     last: dict[str, tuple[float, float]] = field(default_factory=dict)
+    # the last young rounds' times, for what they are expected to take a minute
+    young_seconds: deque[float] = field(default_factory=lambda: deque(maxlen=YOUNG_MEAN_OF))
 
     @property
     def budget(self) -> float:
@@ -59,12 +63,18 @@ class LearningSchedule:
 
     def slice_budget(self, sliced: bool) -> float:
         """What slice rounds may use of a minute: what the young rounds due
-        in it (one every interval) are expected to leave, half at least."""
+        in it (one every interval, at their recent mean) are expected to
+        leave, half at least."""
         if not sliced:
             return self.budget
         young_rounds = -(-MINUTE // self.interval)  # started within any minute, at most
-        young = young_rounds * self.expected.get(YOUNG, 0.0)
-        return max(self.budget / 2, self.budget - young)
+        # Their mean over the last few, not the last one: young rounds that
+        # look for new controllers every other round alternate between a
+        # read of every controller and almost nothing, and a slice paced
+        # after a cheap one would spend the budget the next look needs.
+        young = self.young_seconds
+        each = sum(young) / len(young) if young else 0.0
+        return max(self.budget / 2, self.budget - young_rounds * each)
 
     def next_round(
         self, sliced: bool, now: float = 0.0, peers_due: bool = False
@@ -109,6 +119,7 @@ class LearningSchedule:
         self.rounds.append((kind, started, seconds))
         if kind == YOUNG:
             self.young_due = started + self.interval
+            self.young_seconds.append(seconds)
         elif kind == SLICE:
             self.slice_due = started + self.interval
 
