@@ -330,7 +330,9 @@ def measure() -> list[str]:
         worst = worst_sliding_minute(run.rounds, steady, end)
         steady_spent = sum(max(0.0, min(s + d, end) - max(s, steady)) for _, s, d in run.rounds)
         flow_rounds = [d for kind, _, d in run.rounds if kind == "peers"]
-        slice_rounds = [d for kind, _, d in run.rounds if kind == "slice"]
+        live_rounds = ", ".join(
+            _rounds_of(run.rounds, kind) for kind in ("slice", "young", "peers")
+        )
         learned = run.learning.latest()
         live_conversations = learned.conversations if learned else None
     finally:
@@ -348,11 +350,18 @@ def measure() -> list[str]:
         *cut_rows,
         f"| the conversations table from the pairs and the pods' nodes | {table_seconds:.2f} s |",
         f"| ... as sent to the serving process with the learned figures; pickling and loading it | {wire / 2**20:.1f} MiB; {roundtrip * 1000:.0f} ms |",
-        f"| live, {LIVE_MINUTES} minutes, one replica at learning.prometheusShare {share:g} / {replicas} ({budget:.2f} s of query time a minute): slice rounds, flow reads | {len(slice_rounds)} (median {statistics.median(slice_rounds) if slice_rounds else 0:.2f} s), {len(flow_rounds)} (median {statistics.median(flow_rounds) if flow_rounds else 0:.2f} s); the first pairs after {first} |",
+        f"| live, {LIVE_MINUTES} minutes, one replica at learning.prometheusShare {share:g} / {replicas} ({budget:.2f} s of query time a minute): slice rounds, young rounds, flow reads (median; all) | {live_rounds}; the first pairs after {first} |",
         f"| ... its query time a minute from the {WARM_MINUTES + 1}rd minute on, on average, and the most in any 60 s of them (a round over a minute's budget runs alone, then the schedule waits) | {average:.2f} s ({average / budget:.0%} of the budget); {worst:.2f} s ({worst / budget:.0%}) |",
         f"| goal: the pairs learned, within learning.prometheusShare on average (a flow read done, and the steady minutes' mean at most the budget) | {within} |",
         f"| ... workloads with peers in the published table | {0 if live_conversations is None else len(live_conversations.peers):,} |",
     ]
+
+
+def _rounds_of(rounds: list[tuple[str, float, float]], kind: str) -> str:
+    """How many rounds of ``kind``, their median and their total query time."""
+    seconds = [d for k, _, d in rounds if k == kind]
+    median = statistics.median(seconds) if seconds else 0.0
+    return f"{len(seconds)} ({median:.2f} s; {sum(seconds):.1f} s)"
 
 
 def _rule_file(directory: str, each_way: bool) -> str:
