@@ -4,8 +4,9 @@ ties. Prints only.
 
     python -m bench.placement_seeds --row "50 nodes, heavy new workloads among light pods already learned, 3 replicas, bindings shown after 500 ms" --seed 29289141 --count 60
 
-Run it in two worktrees (the change and the commit before) with the same
-seeds: each seed draws the same cluster, bursts and ties in both, so the
+Run it in two worktrees (the change and the commit before; copy this file
+into one that predates it) with the same seeds: each seed draws the same
+cluster, bursts and ties in both, so the
 seeds placed alike, better and worse, and the mean gap to the oracle
 (``--strategy oracle``, once), compare draw for draw.
 """
