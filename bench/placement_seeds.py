@@ -6,15 +6,14 @@ ties. Prints only.
 
 Run it in two worktrees (the change and the commit before; copy this file
 into one that predates it) with the same seeds: each seed draws the same
-cluster, bursts and ties in both, so the
-seeds placed alike, better and worse, and the mean gap to the oracle
-(``--strategy oracle``, once), compare draw for draw.
+cluster, bursts and ties in both, so the seeds placed alike, better and
+worse, and the mean gap to the oracle (``--strategy oracle``, once),
+compare draw for draw.
 """
 
 import argparse
 import functools
 import multiprocessing
-import os
 
 from bench.placement_scenarios import Scenario, part_scenarios
 from bench.placement_simulation import STRATEGIES, simulate
@@ -41,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"no row named {args.row!r}; the rows are:\n  " + "\n  ".join(scenarios))
     print(f"{args.row}, strategy {args.strategy}:\n")
     print("| seed | busiest link | pods placed hot |\n|---|---|---|")
-    with multiprocessing.Pool(os.cpu_count()) as pool:
+    with multiprocessing.Pool() as pool:  # one process per core
         for seed, top, hot, placed in pool.imap(
             functools.partial(busiest, scenarios[args.row], args.strategy), seeds
         ):
