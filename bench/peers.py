@@ -185,8 +185,8 @@ def draw_verdicts(draws: Draws) -> list[dict[str, float | bool]]:
         gap = getattr(default, draws.measure) - target
         closed = getattr(default, draws.measure) - getattr(ours, draws.measure)
         verdict: dict[str, float | bool] = {
-            "cross_b": _ratio(alone.cross_zone, default.cross_zone),
-            "cross_c": _ratio(ours.cross_zone, default.cross_zone),
+            "cross_b": bytes_ratio(alone.cross_zone, default.cross_zone),
+            "cross_c": bytes_ratio(ours.cross_zone, default.cross_zone),
             "gap": closed / gap if gap > 0 else (1.0 if closed >= 0 else -math.inf),
             "lost_b": _zones_lost(alone, default),
             "lost_c": _zones_lost(ours, default),
@@ -228,7 +228,7 @@ def _off(other: float, default: float) -> float:
     return math.inf if other > 0 else 0.0
 
 
-def _ratio(ours: float, default: float) -> float:
+def bytes_ratio(ours: float, default: float) -> float:
     """``ours`` / ``default``; where the default sends no bytes (Services
     that keep every client on its zone), none is 0 and any is infinite."""
     if default > 0:

@@ -1,0 +1,79 @@
+"""bench.peers' placements, draw by draw and without the solver: each seed's
+cross-zone and inter-node bytes under (a') kube-scheduler alone with other
+ties, (b) nettraffic without a flow source and (c) with peers, each over
+(a) kube-scheduler alone's, to tell how often a placement passes
+kube-scheduler alone from one draw's ties. Prints only.
+
+    python -m bench.peer_seeds --traffic-distribution PreferSameZone --seed 40411394 --count 20
+
+Run it in two worktrees (the change and the commit before; copy this file
+into one that predates it) with the same seeds to compare a change draw
+for draw: each seed draws the same graph, cluster, orders and ties in
+both.
+"""
+
+import argparse
+import functools
+import multiprocessing
+import statistics
+from dataclasses import replace
+
+from bench.peer_cluster import ROUTINGS, SPREAD
+from bench.peer_simulation import SimulationOptions, simulate
+from bench.peers import SCALES, bytes_ratio
+
+PLACEMENTS = {"(a')": "default", "(b)": "nettraffic", "(c)": "peers"}
+
+
+def ratios(nodes: int, factor: int, options: SimulationOptions, seed: int) -> dict[str, float]:
+    """One draw's bytes per placement over kube-scheduler alone's, keyed
+    "(b) cross-zone", "(b) inter-node" and so on; and (a)'s own MB/s."""
+    default = simulate(nodes, factor, "default", seed, options)
+    row = {"(a) cross-zone MB/s": default.cross_zone / 1e6}
+    for label, strategy in PLACEMENTS.items():
+        ties = replace(options, ties=2) if label == "(a')" else options
+        outcome = simulate(nodes, factor, strategy, seed, ties)
+        row[f"{label} cross-zone"] = bytes_ratio(outcome.cross_zone, default.cross_zone)
+        row[f"{label} inter-node"] = bytes_ratio(outcome.inter_node, default.inter_node)
+    return row
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seed", type=int, required=True, help="the first seed")
+    parser.add_argument("--count", type=int, default=20, help="seeds (default 20)")
+    parser.add_argument("--scale", choices=[name for name, _, _ in SCALES], default=SCALES[0][0])
+    parser.add_argument("--traffic-distribution", choices=ROUTINGS, default=SPREAD)
+    spread = parser.add_mutually_exclusive_group()
+    spread.add_argument("--hostname-spread-only", action="store_true")
+    spread.add_argument("--zone-constraint", action="store_true")
+    args = parser.parse_args(argv)
+    nodes, factor = next((n, f) for name, n, f in SCALES if name == args.scale)
+    options = SimulationOptions(
+        zone_spread=not args.hostname_spread_only,
+        routing=args.traffic_distribution,
+        zone_max_skew=1 if args.zone_constraint else None,
+    )
+    seeds = range(args.seed, args.seed + args.count)
+    columns = ["(a) cross-zone MB/s"] + [
+        f"{label} {measure}" for label in PLACEMENTS for measure in ("cross-zone", "inter-node")
+    ]
+    print(f"{args.scale}, {args.traffic_distribution}; bytes over (a)'s, draw by draw:\n")
+    print("| seed | " + " | ".join(columns) + " |\n" + "|---" * (len(columns) + 1) + "|")
+    rows = []
+    with multiprocessing.Pool() as pool:  # one process per core
+        for seed, row in zip(
+            seeds, pool.imap(functools.partial(ratios, nodes, factor, options), seeds), strict=True
+        ):
+            rows.append(row)
+            print(f"| {seed} | " + " | ".join(f"{row[c]:.3f}" for c in columns) + " |", flush=True)
+    print("\n| placement, measure | median | worst | draws above 1 |\n|---|---|---|---|")
+    for column in columns[1:]:
+        values = [row[column] for row in rows]
+        above = sum(value > 1 for value in values)
+        print(f"| {column} | {statistics.median(values):.3f} | {max(values):.3f} | {above} |")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
