@@ -188,8 +188,8 @@ def draw_verdicts(draws: Draws) -> list[dict[str, float | bool]]:
             "cross_b": bytes_ratio(alone.cross_zone, default.cross_zone),
             "cross_c": bytes_ratio(ours.cross_zone, default.cross_zone),
             "gap": closed / gap if gap > 0 else (1.0 if closed >= 0 else -math.inf),
-            "lost_b": _zones_lost(alone, default),
-            "lost_c": _zones_lost(ours, default),
+            "lost_b": zones_lost(alone, default),
+            "lost_c": zones_lost(ours, default),
             "hot": ours.hot / max(1, ours.placed),
             "busiest": ours.busiest - alone.busiest,
             "proven": optimum.optimal,
@@ -213,7 +213,7 @@ def missed_goals(verdict: dict[str, float | bool]) -> list[str]:
     return [goal for goal, kept in goals.items() if not kept]
 
 
-def _zones_lost(ours: Outcome, default: Outcome) -> int:
+def zones_lost(ours: Outcome, default: Outcome) -> int:
     """Workloads of 3 pods or more missing more zones than under kube-scheduler alone."""
     return sum(
         missing > default.zones_missing.get(workload, 0)
