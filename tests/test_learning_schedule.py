@@ -1,9 +1,12 @@
 """When the learner reads Prometheus: hand-computed cases, and the learner
 itself reading a synthetic cluster a slice at a time."""
 
+from collections import Counter
+
 import pytest
 
 from kubectl_nettraffic.config import settings_from_mapping
+from kubectl_nettraffic.errors import SourceError
 from kubectl_nettraffic.kube.service_routing import ServiceRouting
 from kubectl_nettraffic.kube.workloads import Workload
 from kubectl_nettraffic.learning.learner import BandwidthLearning
@@ -189,6 +192,49 @@ def test_a_large_cluster_is_read_a_slice_at_a_time_each_pod_once_a_pass():
         if learning.update() == SLICE:
             break
     assert cluster.counted == 1 and learning.slices == 1
+
+
+def test_the_published_figures_count_each_round_its_query_time_and_the_pass():
+    clock = [0.0]
+    cluster = SyntheticCluster(_deployments(12_000), clock, seconds_per_pod=1e-4)
+    learning = _learning(cluster, clock)
+    rounds: Counter[str] = Counter()
+    seconds: Counter[str] = Counter()
+    while learning.passes == 0:
+        _, at = learning.schedule.next_round(learning.slices > 1)
+        clock[0] = max(clock[0], at)
+        before = clock[0]
+        kind = learning.update()
+        rounds[kind] += 1
+        seconds[kind] += clock[0] - before
+        if learning.latest() is not None:
+            progress = learning.latest().progress
+            assert progress.rounds == rounds
+            assert progress.query_seconds == pytest.approx(dict(seconds))
+            assert (progress.slices, progress.slices_read) == (
+                learning.slices,
+                learning.next_slice,
+            )
+    # The pod count, then 3 slices of 5,000 pods at most (1.2 s for 12,000
+    # pods); young rounds between them read nothing. The next pass in 2
+    # slices: 10,000 pods a second, half of the 1.5 s slices may use.
+    progress = learning.latest().progress
+    assert progress.rounds[SLICE] == 4 and progress.query_seconds[SLICE] == pytest.approx(1.2)
+    assert (progress.passes, progress.slices, progress.slices_read) == (1, 2, 0)
+
+    def fails():
+        clock[0] += 0.5
+        raise SourceError("Prometheus did not answer", "timeout")
+
+    cluster.young_samples = fails
+    learned = learning.latest().workloads
+    while learning.update() != YOUNG:
+        pass
+    # A failed round learns nothing, but its query time counts.
+    progress = learning.latest().progress
+    assert learning.latest().workloads == learned
+    assert progress.rounds[YOUNG] == rounds[YOUNG] + 1
+    assert progress.query_seconds[YOUNG] == pytest.approx(seconds[YOUNG] + 0.5)
 
 
 def test_a_new_workload_is_learned_from_a_young_round_before_its_slice_comes():

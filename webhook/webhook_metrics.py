@@ -1,9 +1,11 @@
 """The catalogue of the webhook's own metrics (/metrics): every series, its
 help text and where its value is read from."""
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from kubectl_nettraffic.measuring.scoreview import (
+    learner_progress,
     pairs_age,
     peer_bytes_by_place,
     peer_read_failures,
@@ -255,7 +257,66 @@ class WebhookMetrics:
                 lambda: _labelled(scoreboard.source_failures),
             )
         )
+        self._add_learner(serving)
         self._add_peers(serving)
+
+    def _add_learner(self, serving: Serving) -> None:
+        """What the learner read so far: its rounds, their query time (its
+        budget), its passes and the pass under way; nothing before it published."""
+        add = self.registry.add
+
+        def field(name: str) -> Callable[[], Any]:
+            """A field of the learner's progress, read at scrape time; None
+            before it published."""
+            return lambda: getattr(learner_progress(serving.scoreboard.snapshot), name, None)
+
+        rounds, seconds, passes = field("rounds"), field("query_seconds"), field("passes")
+        slices, slices_read = field("slices"), field("slices_read")
+        add(
+            Reading(
+                "nettraffic_learner_rounds_total",
+                "The learner's rounds by kind: slice (a slice of the pods; the first pass's "
+                "pod count too), young (the pods of new workloads), peers (the pairs, once a "
+                "pass).",
+                "counter",
+                ("round",),
+                lambda: _labelled(rounds() or {}),
+            )
+        )
+        add(
+            Reading(
+                "nettraffic_learner_query_seconds_total",
+                "Query time of the learner's rounds by kind, wall-clock, from sending a query "
+                "to its parsed answer: what learning.prometheusShare holds to its share of "
+                "any minute.",
+                "counter",
+                ("round",),
+                lambda: _labelled(seconds() or {}),
+            )
+        )
+        add(
+            Reading(
+                "nettraffic_learner_passes_total",
+                "Passes of the learner over every pod, finished; the pairs are read after each.",
+                "counter",
+                (),
+                lambda: {} if passes() is None else {(): float(passes())},
+            )
+        )
+        add(
+            Gauge(
+                "nettraffic_learner_pass_slices",
+                "Slices of the pods in the learner's pass under way.",
+                slices,
+            )
+        )
+        add(
+            Gauge(
+                "nettraffic_learner_pass_slices_read",
+                "Slices of the pass under way read so far.",
+                slices_read,
+            )
+        )
 
     def _add_peers(self, serving: Serving) -> None:
         """The conversations between workloads: their bytes, their age and the failed reads."""
@@ -356,6 +417,6 @@ class WebhookMetrics:
         return counts
 
 
-def _labelled(counts: Mapping[str, int]) -> dict[tuple[str, ...], float]:
+def _labelled(counts: Mapping[str, float]) -> dict[tuple[str, ...], float]:
     """One label's counts as a reading's values."""
     return {(label,): float(n) for label, n in counts.items()}

@@ -29,6 +29,7 @@ from kubectl_nettraffic.learning.conversations import Conversations, PodPlaces, 
 from kubectl_nettraffic.learning.peer_traffic import PAIRS_RULE, PeerReport
 from kubectl_nettraffic.learning.pod_slices import WHOLE, PodSlice, slices_for
 from kubectl_nettraffic.learning.pod_traffic import PodTrafficReport
+from kubectl_nettraffic.learning.progress import LearnerProgress
 from kubectl_nettraffic.learning.schedule import PEERS, SLICE, YOUNG, LearningSchedule
 from kubectl_nettraffic.learning.workload_bandwidth import BandwidthLearner, LearnedBandwidth
 
@@ -103,6 +104,9 @@ class BandwidthLearning:
         self._latest: LearnedBandwidth | None = None
         self.missing: tuple[str, ...] = ()
         self.last_round_seconds = 0.0
+        # Rounds and their query time by kind, since the start (/metrics).
+        self.rounds: Counter[str] = Counter()
+        self.query_seconds: dict[str, float] = {}
         # The slices of the pass under way, and what the last pass measured.
         self.slices = 1
         self.next_slice = 0
@@ -151,17 +155,33 @@ class BandwidthLearning:
         finally:
             self.last_round_seconds = self.clock() - started
             self.schedule.finished(kind, started, self.last_round_seconds)
+            self._count(kind, self.last_round_seconds)
         if kind == SLICE:
             self._slice_done(len(report.samples), self.last_round_seconds)
             self.missing = report.missing
         if report.missing:
             return kind
         self.learner.observe(report.samples, report.evaluated_at)
-        self._latest = self._with_pairs(self.learner.learned(report.evaluated_at))
+        self._latest = self._published(self.learner.learned(report.evaluated_at))
         return kind
 
-    def _with_pairs(self, learned: LearnedBandwidth) -> LearnedBandwidth:
-        """``learned`` with the pairs in use, their age and the failed reads."""
+    def _count(self, kind: str, seconds: float) -> None:
+        """One more round of ``kind``, failed or not; the published figures
+        show it at once (a failed round publishes nothing else)."""
+        self.rounds[kind] += 1
+        self.query_seconds[kind] = self.query_seconds.get(kind, 0.0) + seconds
+        if self._latest is not None:
+            self._latest = replace(self._latest, progress=self._progress())
+
+    def _progress(self) -> LearnerProgress:
+        return LearnerProgress(
+            dict(self.rounds), dict(self.query_seconds), self.passes, self.slices, self.next_slice
+        )
+
+    def _published(self, learned: LearnedBandwidth) -> LearnedBandwidth:
+        """``learned`` with the learner's progress, and with a flow source
+        the pairs in use, their age and the failed reads."""
+        learned = replace(learned, progress=self._progress())
         if self.peers is None:
             return learned
         age = self.passes - self._pairs_pass
@@ -202,7 +222,7 @@ class BandwidthLearning:
             )
             self._pairs_pass = self.passes
         if self._latest is not None:
-            self._latest = self._with_pairs(self._latest)
+            self._latest = self._published(self._latest)
 
     def _service_routing(self) -> ServiceRouting:
         """How the Services route, for peers.routing services: read from the

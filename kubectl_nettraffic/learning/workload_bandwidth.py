@@ -53,6 +53,7 @@ from kubectl_nettraffic.config import Settings
 from kubectl_nettraffic.kube.workloads import Workload
 from kubectl_nettraffic.learning.conversations import Conversations
 from kubectl_nettraffic.learning.pod_sample import PodSample
+from kubectl_nettraffic.learning.progress import LearnerProgress
 from kubectl_nettraffic.scoring.node_scores import directional_load
 
 # Bytes/s. Below the first bucket everything is "about nothing".
@@ -146,6 +147,8 @@ class LearnedBandwidth:
     pairs_pull: bool = True
     # Failed flow reads so far, by reason (SourceError.reason).
     peer_failures: Mapping[str, int] = field(default_factory=dict)
+    # The learner's rounds and passes so far (/metrics).
+    progress: LearnerProgress = field(default_factory=LearnerProgress)
 
     @property
     def pulling(self) -> Conversations | None:

@@ -11,6 +11,7 @@ from typing import Any, TypedDict
 
 from kubectl_nettraffic.kube.nodes import zones_of
 from kubectl_nettraffic.learning.conversations import PeerShare, bytes_by_place, shares_of
+from kubectl_nettraffic.learning.progress import LearnerProgress
 from kubectl_nettraffic.measuring.measurement import Snapshot
 from kubectl_nettraffic.scoring.node_scores import rank_key
 from kubectl_nettraffic.scoring.tiers import TIER_LABEL
@@ -222,3 +223,9 @@ def peer_read_failures(snapshot: Snapshot | None) -> Mapping[str, int]:
     """Failed reads of the flow metrics so far, by reason."""
     learned = snapshot.learned if snapshot else None
     return {} if learned is None else learned.peer_failures
+
+
+def learner_progress(snapshot: Snapshot | None) -> LearnerProgress | None:
+    """The learner's rounds and passes so far; None before it published."""
+    learned = snapshot.learned if snapshot else None
+    return None if learned is None else learned.progress

@@ -109,3 +109,23 @@ def test_the_learned_table_is_served(learning_webhook):
         2e6 * 1.15, rel=0.06
     )
     assert document["learning"] is True and document["missing"] == []
+
+
+def test_the_learner_s_rounds_and_passes_are_on_metrics(learning_webhook):
+    def samples() -> dict[str, float] | None:
+        text = learning_webhook.session.get(learning_webhook.url + "/metrics").text
+        found = {
+            line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1])
+            for line in text.splitlines()
+            if line.startswith("nettraffic_learner_")
+        }
+        return found if found.get("nettraffic_learner_passes_total", 0) >= 1 else None
+
+    found = wait_for(samples, timeout=20)
+    # Six pods: the whole cluster in one slice a pass, and no young rounds
+    # (they run only while the cluster is read in slices) nor pairs (no flow source).
+    assert found['nettraffic_learner_rounds_total{round="slice"}'] >= 1
+    assert found['nettraffic_learner_query_seconds_total{round="slice"}'] > 0
+    assert not any('round="young"' in key or 'round="peers"' in key for key in found)
+    assert found["nettraffic_learner_pass_slices"] == 1
+    assert found["nettraffic_learner_pass_slices_read"] == 0
