@@ -93,6 +93,42 @@ def test_an_hour_of_slices_over_their_part_and_alternating_young_rounds_keeps_th
     assert spent <= 60 * schedule.budget + 2.6
 
 
+def test_young_rounds_held_back_by_their_half_leave_the_rest_to_the_slices():
+    # One replica's part of the chart's default share: 0.75 s a minute. Young
+    # rounds of 0.11 s on average (a look and a read by turns), held back by
+    # their half (0.375 s), started 26 s apart rather than every 15 s.
+    # Counted at one an interval (4 x 0.11 s, over half) the slices would
+    # have half; at the pace they ran (3 a minute at most), the rest.
+    schedule = LearningSchedule(interval=15.0, share=0.0125)
+    for index in range(8):
+        schedule.finished(YOUNG, started=26.0 * index, seconds=(0.2, 0.02)[index % 2])
+    assert schedule.slice_budget(sliced=True) == pytest.approx(0.75 - 3 * 0.11)
+
+
+def test_an_hour_at_150_000_pods_reads_a_pass_and_its_pairs_within_the_budget():
+    # The learner's loop with the rounds' times of bench.peer_learning's run
+    # on 0df03d3: 28 slices of 0.8 s, young rounds of 0.2 s and 0.025 s by
+    # turns, the pairs' read 5.1 s, at 0.75 s a minute. Counted at one an
+    # interval, the young rounds left the slices half the budget and the
+    # hour ended before the pairs (25 of 28 slices live).
+    schedule = LearningSchedule(interval=15.0, share=0.0125)
+    now, spent, young, slices, pairs_at = 0.0, 0.0, 0, 0, None
+    while now < 3600.0:
+        kind, at = schedule.next_round(sliced=True, now=now, peers_due=slices == 28)
+        if at > now:
+            now = min(at, now + 15.0)
+            continue
+        seconds = {SLICE: 0.8, PEERS: 5.1}.get(kind) or (0.2, 0.025)[young % 2]
+        young += kind == YOUNG
+        slices += kind == SLICE
+        if kind == PEERS:
+            slices, pairs_at = 0, pairs_at or now
+        schedule.finished(kind, started=now, seconds=seconds)
+        spent, now = spent + seconds, now + seconds
+    assert pairs_at is not None and pairs_at < 3000.0
+    assert spent <= 60 * schedule.budget + 5.1
+
+
 def test_a_slice_never_holds_up_a_young_round():
     schedule = LearningSchedule(interval=15.0, share=0.05)
     schedule.finished(YOUNG, started=0.0, seconds=0.5)

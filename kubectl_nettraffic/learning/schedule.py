@@ -22,14 +22,15 @@ overshoots by its excess.
 Young rounds are small and due every ``learning.interval``; they have half
 the budget to themselves and are never held up by a slice, so a new
 workload is read as soon as its pods send. Slice rounds use what the young
-rounds of a minute are expected to leave (half the budget at least), so a
-wave of new workloads never stops the rest of the cluster being read. A
-round bigger than its part runs alone (once the rounds before it have left
-the window), and the next round of its part, of either kind, starts no
-sooner than 60 s x its time / the part after it started. A minute that
-holds one is over the part by what it takes beyond it; every longer
-stretch keeps to it. A round slower than expected overruns once; the next
-waits. The refresh's node query is not counted here: it is the product's
+rounds of a minute are expected to leave (at the pace they ran: one an
+interval, or fewer where their half held them back; half the budget at
+least), so a wave of new workloads never stops the rest of the cluster
+being read. A round bigger than its part runs alone (once the rounds
+before it have left the window), and the next round of its part, of
+either kind, starts no sooner than 60 s x its time / the part after it
+started. A minute that holds one is over the part by what it takes
+beyond it; every longer stretch keeps to it. A round slower than expected
+overruns once; the next waits. The refresh's node query is not counted here: it is the product's
 fixed cost, set by the number of nodes and refresh.interval (bench.learning
 reports it beside the learner's).
 """
@@ -53,8 +54,9 @@ class LearningSchedule:
     expected: dict[str, float] = field(default_factory=dict)  # the last round of each kind
     # part -> (start, seconds) of its last round, kept after it leaves the window
     last: dict[str, tuple[float, float]] = field(default_factory=dict)
-    # the last young rounds' times, for what they are expected to take a minute
+    # the last young rounds' times and starts, for what they are expected to take a minute
     young_seconds: deque[float] = field(default_factory=lambda: deque(maxlen=YOUNG_MEAN_OF))
+    young_starts: deque[float] = field(default_factory=lambda: deque(maxlen=YOUNG_MEAN_OF))
 
     @property
     def budget(self) -> float:
@@ -63,11 +65,11 @@ class LearningSchedule:
 
     def slice_budget(self, sliced: bool) -> float:
         """What slice rounds may use of a minute: what the young rounds due
-        in it (one every interval, at their recent mean) are expected to
+        in it (at the pace they ran, at their recent mean) are expected to
         leave, half at least."""
         if not sliced:
             return self.budget
-        young_rounds = -(-MINUTE // self.interval)  # started within any minute, at most
+        young_rounds = -(-MINUTE // self._young_period())  # started within any minute, at most
         # Their mean over the last few, not the last one: young rounds that
         # look for new controllers every other round alternate between a
         # read of every controller and almost nothing, and a slice paced
@@ -75,6 +77,17 @@ class LearningSchedule:
         young = self.young_seconds
         each = sum(young) / len(young) if young else 0.0
         return max(self.budget / 2, self.budget - young_rounds * each)
+
+    def _young_period(self) -> float:
+        """How far apart the last young rounds started: their interval, or
+        more where their half of the budget held them back. Counted at one
+        an interval, rounds held back left their part of the budget unused
+        and the slices at half: 14% of the budget unspent over an hour at
+        150,000 pods (docs/design/peers.md, "What it costs to learn")."""
+        starts = self.young_starts
+        if len(starts) < 2:
+            return self.interval
+        return max(self.interval, (starts[-1] - starts[0]) / (len(starts) - 1))
 
     def next_round(
         self, sliced: bool, now: float = 0.0, peers_due: bool = False
@@ -120,6 +133,7 @@ class LearningSchedule:
         if kind == YOUNG:
             self.young_due = started + self.interval
             self.young_seconds.append(seconds)
+            self.young_starts.append(started)
         elif kind == SLICE:
             self.slice_due = started + self.interval
 
