@@ -30,9 +30,9 @@ before it have left the window), and the next round of its part, of
 either kind, starts no sooner than 60 s x its time / the part after it
 started. A minute that holds one is over the part by what it takes
 beyond it; every longer stretch keeps to it. A round slower than expected
-overruns once; the next waits. The refresh's node query is not counted here: it is the product's
-fixed cost, set by the number of nodes and refresh.interval (bench.learning
-reports it beside the learner's).
+overruns once; the next waits. The refresh's node query is not counted
+here: it is the product's fixed cost, set by the number of nodes and
+refresh.interval (bench.learning reports it beside the learner's).
 """
 
 from collections import deque
@@ -83,7 +83,9 @@ class LearningSchedule:
         more where their half of the budget held them back. Counted at one
         an interval, rounds held back left their part of the budget unused
         and the slices at half: 14% of the budget unspent over an hour at
-        150,000 pods (docs/design/peers.md, "What it costs to learn")."""
+        150,000 pods (docs/design/peers.md, "What it costs to learn").
+        A stretch without young rounds (the cluster read whole) counts in
+        the spacing until eight more have run."""
         starts = self.young_starts
         if len(starts) < 2:
             return self.interval
