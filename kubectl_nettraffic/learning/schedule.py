@@ -54,9 +54,8 @@ class LearningSchedule:
     expected: dict[str, float] = field(default_factory=dict)  # the last round of each kind
     # part -> (start, seconds) of its last round, kept after it leaves the window
     last: dict[str, tuple[float, float]] = field(default_factory=dict)
-    # the last young rounds' times and starts, for what they are expected to take a minute
-    young_seconds: deque[float] = field(default_factory=lambda: deque(maxlen=YOUNG_MEAN_OF))
-    young_starts: deque[float] = field(default_factory=lambda: deque(maxlen=YOUNG_MEAN_OF))
+    # (start, seconds) of the last young rounds, for what they are expected to take a minute
+    young: deque[tuple[float, float]] = field(default_factory=lambda: deque(maxlen=YOUNG_MEAN_OF))
 
     @property
     def budget(self) -> float:
@@ -74,8 +73,8 @@ class LearningSchedule:
         # look for new controllers every other round alternate between a
         # read of every controller and almost nothing, and a slice paced
         # after a cheap one would spend the budget the next look needs.
-        young = self.young_seconds
-        each = sum(young) / len(young) if young else 0.0
+        young = self.young
+        each = sum(seconds for _, seconds in young) / len(young) if young else 0.0
         return max(self.budget / 2, self.budget - young_rounds * each)
 
     def _young_period(self) -> float:
@@ -86,10 +85,10 @@ class LearningSchedule:
         150,000 pods (docs/design/peers.md, "What it costs to learn").
         A stretch without young rounds (the cluster read whole) counts in
         the spacing until eight more have run."""
-        starts = self.young_starts
-        if len(starts) < 2:
+        young = self.young
+        if len(young) < 2:
             return self.interval
-        return max(self.interval, (starts[-1] - starts[0]) / (len(starts) - 1))
+        return max(self.interval, (young[-1][0] - young[0][0]) / (len(young) - 1))
 
     def next_round(
         self, sliced: bool, now: float = 0.0, peers_due: bool = False
@@ -134,8 +133,7 @@ class LearningSchedule:
         self.rounds.append((kind, started, seconds))
         if kind == YOUNG:
             self.young_due = started + self.interval
-            self.young_seconds.append(seconds)
-            self.young_starts.append(started)
+            self.young.append((started, seconds))
         elif kind == SLICE:
             self.slice_due = started + self.interval
 
