@@ -19,9 +19,8 @@ import multiprocessing
 import statistics
 from dataclasses import replace
 
-from bench.peer_cluster import ROUTINGS, SPREAD
 from bench.peer_simulation import SimulationOptions, simulate
-from bench.peers import SCALES, bytes_ratio, zones_lost
+from bench.peers import SCALES, add_model_arguments, bytes_ratio, simulation_options, zones_lost
 
 PLACEMENTS = {"(a')": "default", "(b)": "nettraffic", "(c)": "peers"}
 LOST = "zones lost"
@@ -51,17 +50,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, required=True, help="the first seed")
     parser.add_argument("--count", type=int, default=20, help="seeds (default 20)")
     parser.add_argument("--scale", choices=[name for name, _, _ in SCALES], default=SCALES[0][0])
-    parser.add_argument("--traffic-distribution", choices=ROUTINGS, default=SPREAD)
-    spread = parser.add_mutually_exclusive_group()
-    spread.add_argument("--hostname-spread-only", action="store_true")
-    spread.add_argument("--zone-constraint", action="store_true")
+    add_model_arguments(parser)
     args = parser.parse_args(argv)
     nodes, factor = next((n, f) for name, n, f in SCALES if name == args.scale)
-    options = SimulationOptions(
-        zone_spread=not args.hostname_spread_only,
-        routing=args.traffic_distribution,
-        zone_max_skew=1 if args.zone_constraint else None,
-    )
+    options = simulation_options(args)
     seeds = range(args.seed, args.seed + args.count)
     columns = ["(a) cross-zone MB/s"] + [
         f"{label} {measure}"

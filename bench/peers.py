@@ -286,30 +286,9 @@ def tables(name: str, draws: Draws) -> tuple[list[str], str]:
     return rows, verdict
 
 
-def variant(args: argparse.Namespace) -> tuple[str, str, str]:
-    """The docs section, title and notes of the run's variant of the model."""
-    section, title, notes = "peers", "Steering by peers (simulation)", [MODEL_NOTE]
-    routing = args.traffic_distribution
-    if routing != SPREAD:
-        section, title = f"{section}-{routing}", f"{title}, Services with {routing}"
-        notes.append(ROUTED_NOTE.format(routing=routing))
-    if args.zone_constraint:
-        section, title = f"{section}-zone-constraint", f"{title}, pods spread over zones"
-        notes.append(ZONE_CONSTRAINT_NOTE)
-    if args.hostname_spread_only:
-        section, title = f"{section}-hostname-spread", f"{title}, pods spread per hostname only"
-        notes.append(HOSTNAME_SPREAD_NOTE)
-    if args.pull_points is not None:
-        points = f"{args.pull_points:g}"
-        section, title = f"{section}-pull-{points}", f"{title}, peers.pullPoints {points}"
-        notes.append(f"Here (c) runs with `peers.pullPoints` {points} (default {DEFAULT_PULL:g}).")
-    return section, title, "\n\n".join(notes)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = bench_parser(__doc__)
-    parser.add_argument("--draws", type=int, default=5, help="draws per scale (default 5)")
-    parser.add_argument("--seed", type=int, help="the first draw's seed (default: drawn)")
+def add_model_arguments(parser: argparse.ArgumentParser) -> None:
+    """The model's variants on the command line (SimulationOptions):
+    spread, routing and peers.pullPoints."""
     spread = parser.add_mutually_exclusive_group()
     spread.add_argument(
         "--hostname-spread-only",
@@ -336,6 +315,43 @@ def main(argv: Sequence[str] | None = None) -> int:
         type=float,
         help=f"peers.pullPoints for (c) (default: the product's default, {DEFAULT_PULL:g})",
     )
+
+
+def simulation_options(args: argparse.Namespace) -> SimulationOptions:
+    """The variant of the model that add_model_arguments' flags ask for."""
+    return SimulationOptions(
+        zone_spread=not args.hostname_spread_only,
+        routing=args.traffic_distribution,
+        zone_max_skew=1 if args.zone_constraint else None,
+        pull_points=args.pull_points,
+    )
+
+
+def variant(args: argparse.Namespace) -> tuple[str, str, str]:
+    """The docs section, title and notes of the run's variant of the model."""
+    section, title, notes = "peers", "Steering by peers (simulation)", [MODEL_NOTE]
+    routing = args.traffic_distribution
+    if routing != SPREAD:
+        section, title = f"{section}-{routing}", f"{title}, Services with {routing}"
+        notes.append(ROUTED_NOTE.format(routing=routing))
+    if args.zone_constraint:
+        section, title = f"{section}-zone-constraint", f"{title}, pods spread over zones"
+        notes.append(ZONE_CONSTRAINT_NOTE)
+    if args.hostname_spread_only:
+        section, title = f"{section}-hostname-spread", f"{title}, pods spread per hostname only"
+        notes.append(HOSTNAME_SPREAD_NOTE)
+    if args.pull_points is not None:
+        points = f"{args.pull_points:g}"
+        section, title = f"{section}-pull-{points}", f"{title}, peers.pullPoints {points}"
+        notes.append(f"Here (c) runs with `peers.pullPoints` {points} (default {DEFAULT_PULL:g}).")
+    return section, title, "\n\n".join(notes)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = bench_parser(__doc__)
+    parser.add_argument("--draws", type=int, default=5, help="draws per scale (default 5)")
+    parser.add_argument("--seed", type=int, help="the first draw's seed (default: drawn)")
+    add_model_arguments(parser)
     parser.add_argument(
         "--solver-seconds",
         type=float,
@@ -343,12 +359,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="the exact solver's time per optimum (default 60); past it, its bound is the yardstick",
     )
     args = parser.parse_args(argv)
-    options = SimulationOptions(
-        zone_spread=not args.hostname_spread_only,
-        routing=args.traffic_distribution,
-        zone_max_skew=1 if args.zone_constraint else None,
-        pull_points=args.pull_points,
-    )
+    options = simulation_options(args)
     first = drawn_seed(args.seed)
     seeds = [first + i for i in range(args.draws)]
     started = time.time()
