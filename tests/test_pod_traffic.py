@@ -248,3 +248,41 @@ def test_named_pods_are_selected_without_the_any_pod_matcher(selector, kept):
     assert f"container_network_receive_bytes_total{{{selector}}}" in build_learner_query(
         learning, 120.0, "both"
     )
+
+
+PLACED = [
+    PodSeries("shop", "web-7d9c4b-a1", 1e6, 1e6, "ReplicaSet", "web-7d9c4b", node="n1"),
+    PodSeries("shop", "web-7d9c4b-b2", 1e6, 1e6, "ReplicaSet", "web-7d9c4b", node="n2"),
+    PodSeries("shop", "api-6c8d9f-k2", 2e6, 2e6, "ReplicaSet", "api-6c8d9f", node="n3", age=90),
+    PodSeries("shop", "db-0", 1e6, 1e6, "StatefulSet", "db", node="n2"),
+]
+
+
+def test_with_nodes_each_pod_has_its_node_and_one_without_pod_info_keeps_its_sample():
+    # db-0 has no kube_pod_info series (a kube-state-metrics that leaves it
+    # out): still learned, with no node.
+    lines = [
+        line
+        for line in kube_lines(PLACED, REPLICASETS, END)
+        if not (line.startswith("kube_pod_info{") and 'pod="db-0"' in line)
+    ]
+    server = prometheus_with_history([], END, more=lines)
+    try:
+        settings = settings_from_mapping(
+            {"prometheus": {"url": server.url, "window": "2m"}, "learning": {}}
+        )
+        prometheus = PrometheusSource(settings.prometheus, clock=lambda: END)
+        source = PodTrafficSource(prometheus, settings.learning, with_nodes=True)
+        expected = {"web-7d9c4b-a1": "n1", "web-7d9c4b-b2": "n2", "api-6c8d9f-k2": "n3", "db-0": ""}
+        whole = {s.pod: s for s in source.samples().samples}
+        assert {pod: s.node for pod, s in whole.items()} == expected
+        assert whole["db-0"].workload == Workload("shop", "StatefulSet", "db")
+        sliced = [s for i in range(FINEST) for s in source.samples(PodSlice(i, FINEST)).samples]
+        assert {s.pod: s.node for s in sliced} == expected
+        young = source.young_samples().samples
+        assert [(s.pod, s.node) for s in young] == [("api-6c8d9f-k2", "n3")]
+        # Without a flow source no node is read.
+        plain = PodTrafficSource(prometheus, settings.learning)
+        assert {s.node for s in plain.samples().samples} == {""}
+    finally:
+        server.stop()

@@ -113,9 +113,9 @@ def build_learner_query(
     (bench.learning: 150,000 pods). ``pods``: a regular expression the pods'
     names must match (a slice, or the young pods); empty for every pod.
     ``replicasets``: the same for the ReplicaSets rolled up (None: every one;
-    empty: none). ``with_nodes``: each pod's node is joined on too, from
-    ``kube_pod_info`` (for steering by peers); a pod without that series
-    keeps its sample, with no node."""
+    empty: none). ``with_nodes``: each pod's node too, from ``kube_pod_info``
+    (for steering by peers), a series per pod in a part of its own; a pod
+    without that series keeps its sample, with no node."""
     names = {
         "receive": settings.receive_metric,
         "transmit": settings.transmit_metric,
@@ -143,22 +143,23 @@ def build_learner_query(
     host_network = ksm_series(settings, f'{settings.pod_info_metric}{{host_network="true"{ksm}}}')
     created = ksm_series(settings, f"{POD_CREATED_METRIC}{{{ksm.lstrip(',')}}}")
     owned = f"max by (namespace, pod, owner_kind, owner_name) ({owners})"
-    joined, carried = owned, "owner_kind, owner_name"
-    if with_nodes:
-        info = ksm_series(settings, f"{settings.pod_info_metric}{{{ksm.lstrip(',')}}}")
-        joined = (
-            f"({owned} * on (namespace, pod) group_left (node)"
-            f" max by (namespace, pod, node) ({info}) or on (namespace, pod) {owned})"
-        )
-        carried += ", node"
     parts = [
         f"label_replace(({bandwidth})"
-        f" * on (namespace, pod) group_left ({carried}) {joined}"
+        f" * on (namespace, pod) group_left (owner_kind, owner_name) {owned}"
         f" unless on (namespace, pod) ({host_network}),"
         f' "{PART_LABEL}", "pod", "", "")',
         f"label_replace(max by (namespace, pod) ({created}) > time() - {window + pod_startup:g},"
         f' "{PART_LABEL}", "created", "", "")',
     ]
+    if with_nodes:
+        # Matched to the pods here rather than joined in Prometheus: the join
+        # kept the pods without this series only by reading the owners twice,
+        # and a pass of 28 slices at 150,000 pods took a fifth longer for an
+        # answer half this size (47.6 s against 38.8 s, medians of 3).
+        info = ksm_series(settings, f"{settings.pod_info_metric}{{{ksm.lstrip(',')}}}")
+        parts.append(
+            f'label_replace(max by (namespace, pod, node) ({info}), "{PART_LABEL}", "node", "", "")'
+        )
     if replicasets != "":
         rs_selector = f'{{replicaset=~"{replicasets}"}}' if replicasets else ""
         rollup = ksm_series(settings, settings.replicaset_owner_metric + rs_selector)
@@ -188,12 +189,18 @@ def learner_samples_from(
 ) -> tuple[PodSample, ...]:
     """The learner's samples from its query's answer (the bandwidth is put
     in the direction it was measured in), each pod's ReplicaSet rolled up
-    through ``replicasets``, and its creation time when it is recent."""
+    through ``replicasets``, its creation time when it is recent, and its
+    node where the query read the nodes (none: "")."""
     pods: list[tuple[Mapping[str, str], float]] = []
     created: dict[tuple[str, str], float] = {}
+    nodes: dict[tuple[str, str], str] = {}
     for series in result:
         metric: Mapping[str, str] = series.get("metric") or {}
         part = metric.get(PART_LABEL)
+        key = (metric.get("namespace", ""), metric.get("pod", ""))
+        if part == "node":
+            nodes[key] = metric.get("node", "")
+            continue
         if part not in ("pod", "created"):
             continue
         try:
@@ -203,7 +210,7 @@ def learner_samples_from(
         if part == "pod":
             pods.append((metric, value))
         else:
-            created[(metric.get("namespace", ""), metric.get("pod", ""))] = value
+            created[key] = value
     samples = []
     for metric, value in pods:
         namespace, pod = metric.get("namespace", ""), metric.get("pod", "")
@@ -217,7 +224,7 @@ def learner_samples_from(
                 transmit,
                 _workload(namespace, owner, replicasets),
                 created.get((namespace, pod)),
-                metric.get("node", ""),
+                nodes.get((namespace, pod), ""),
                 _template(owner),
             )
         )
