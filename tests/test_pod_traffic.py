@@ -260,11 +260,17 @@ PLACED = [
 
 def test_with_nodes_each_pod_has_its_node_and_one_without_pod_info_keeps_its_sample():
     # db-0 has no kube_pod_info series (a kube-state-metrics that leaves it
-    # out): still learned, with no node.
+    # out): still learned, with no node. web-7d9c4b-b2 has two, on two
+    # nodes (a second exporter behind): learned, with one of them.
     lines = [
         line
         for line in kube_lines(PLACED, REPLICASETS, END)
         if not (line.startswith("kube_pod_info{") and 'pod="db-0"' in line)
+    ]
+    lines += [
+        line.replace('node="n2"', 'node="n5"').replace("10.0.9.9", "10.0.9.8")
+        for line in lines
+        if line.startswith("kube_pod_info{") and 'pod="web-7d9c4b-b2"' in line
     ]
     server = prometheus_with_history([], END, more=lines)
     try:
@@ -275,6 +281,8 @@ def test_with_nodes_each_pod_has_its_node_and_one_without_pod_info_keeps_its_sam
         source = PodTrafficSource(prometheus, settings.learning, with_nodes=True)
         expected = {"web-7d9c4b-a1": "n1", "web-7d9c4b-b2": "n2", "api-6c8d9f-k2": "n3", "db-0": ""}
         whole = {s.pod: s for s in source.samples().samples}
+        assert whole["web-7d9c4b-b2"].node in ("n2", "n5")
+        expected["web-7d9c4b-b2"] = whole["web-7d9c4b-b2"].node
         assert {pod: s.node for pod, s in whole.items()} == expected
         assert whole["db-0"].workload == Workload("shop", "StatefulSet", "db")
         sliced = [s for i in range(FINEST) for s in source.samples(PodSlice(i, FINEST)).samples]
