@@ -1,7 +1,7 @@
 """What learning who talks to whom costs at 5,000 nodes and 150,000 pods
 (15,000 Deployments of 10 pods, each calling two others: 30,000 pairs,
 reported by both ends over TCP as Istio's proxies do): the flow query, the
-node join the learner's query gains with a flow source, the conversations
+node read the learner's query gains with a flow source, the conversations
 table as sent to the serving process, and the learner with both live,
 on its schedule, against its budget (learning.prometheusShare). The flow
 query cut in Prometheus (each end's busiest pairs) is timed beside the
@@ -350,8 +350,8 @@ def measure() -> list[str]:
     least = joined_seconds + flow_seconds
     reach = least / budget
     return [
-        f"| the learner's query over every pod, without the node join (no flow source), median of {REPEATS} | {plain_seconds:.2f} s |",
-        f"| ... with each pod's node joined from kube_pod_info (a flow source set), median | {joined_seconds:.2f} s ({joined_seconds / plain_seconds:.2f}x); {with_node:,} of {CLUSTER.pods:,} pods with a node |",
+        f"| the learner's query over every pod, without the pods' nodes (no flow source), median of {REPEATS} | {plain_seconds:.2f} s |",
+        f"| ... with each pod's node from kube_pod_info (a flow source set), median | {joined_seconds:.2f} s ({joined_seconds / plain_seconds:.2f}x); {with_node:,} of {CLUSTER.pods:,} pods with a node |",
         f"| the flow query: {flows.pairs:,} pairs, 4 series each (TCP sent and received, both reporters), one reporter read; query, answer and matching, median | {flow_seconds:.2f} s; {sum(len(p) for p in pairs.peers.values()) // 2:,} pairs matched, {sum(pairs.ignored.values())} series left out |",
         *cut_rows,
         f"| the conversations table from the pairs and the pods' nodes | {table_seconds:.2f} s |",
