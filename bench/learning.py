@@ -293,7 +293,10 @@ def measure(cluster: Cluster, replicas: int, share: float) -> list[str]:
                 "prometheus": {"url": prometheus.url, "window": "1m", "timeout": "60s"},
                 "metricsServer": {"enabled": False},
                 "nodes": {"file": write_node_file(f"{directory.name}/nodes.json", cluster.nodes)},
-                "learning": {"prometheusShare": share / replicas},
+                # The whole-cluster reads timed offline are no round the
+                # product makes at 150,000 pods (it slices them); on a slow
+                # machine they outlast the learner's 30 s.
+                "learning": {"prometheusShare": share / replicas, "timeout": "120s"},
             }
         )
         costs = offline(settings, cluster)
