@@ -35,6 +35,10 @@ from kubectl_nettraffic.sources.prometheus import PrometheusSource
 
 SCRAPE = "15s"
 MINUTE = 60.0
+# The learner's timeout in the benches: the whole-cluster reads they time are
+# no round the product makes at 150,000 pods (it slices them), and on a slow
+# machine they outlast its 30 s.
+WHOLE_READ_TIMEOUT = "120s"
 IDLE_MINUTES, NODE_MINUTES = 3, 2
 # Live: the first minutes read the first pass and learn the new Deployment;
 # the budget is judged over the steady minutes after them.
@@ -293,10 +297,7 @@ def measure(cluster: Cluster, replicas: int, share: float) -> list[str]:
                 "prometheus": {"url": prometheus.url, "window": "1m", "timeout": "60s"},
                 "metricsServer": {"enabled": False},
                 "nodes": {"file": write_node_file(f"{directory.name}/nodes.json", cluster.nodes)},
-                # The whole-cluster reads timed offline are no round the
-                # product makes at 150,000 pods (it slices them); on a slow
-                # machine they outlast the learner's 30 s.
-                "learning": {"prometheusShare": share / replicas, "timeout": "120s"},
+                "learning": {"prometheusShare": share / replicas, "timeout": WHOLE_READ_TIMEOUT},
             }
         )
         costs = offline(settings, cluster)

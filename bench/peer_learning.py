@@ -26,7 +26,14 @@ import requests
 import yaml
 
 from bench.fixtures import write_node_file
-from bench.learning import MINUTE, chart_defaults, every_pod_read, scraping, worst_sliding_minute
+from bench.learning import (
+    MINUTE,
+    WHOLE_READ_TIMEOUT,
+    chart_defaults,
+    every_pod_read,
+    scraping,
+    worst_sliding_minute,
+)
 from bench.learning_load import Cluster, LearnerRun, PodSeriesExporter
 from bench.report import bench_parser, write_section
 from harness.exporter import serve_metrics
@@ -285,10 +292,7 @@ def measure() -> list[str]:
                 "prometheus": {"url": prometheus.url, "window": "1m", "timeout": "60s"},
                 "metricsServer": {"enabled": False},
                 "nodes": {"file": write_node_file(f"{directory.name}/nodes.json", CLUSTER.nodes)},
-                # The whole-cluster reads timed here are no round the
-                # product makes (it slices this cluster); on a slow machine
-                # they outlast the learner's 30 s.
-                "learning": {"prometheusShare": share / replicas, "timeout": "120s"},
+                "learning": {"prometheusShare": share / replicas, "timeout": WHOLE_READ_TIMEOUT},
                 "peers": {"source": "istio"},
             }
         )

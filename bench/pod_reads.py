@@ -14,7 +14,7 @@ import argparse
 import statistics
 import time
 
-from bench.learning import every_pod_read, scraping
+from bench.learning import WHOLE_READ_TIMEOUT, every_pod_read, scraping
 from bench.learning_load import Cluster, PodSeriesExporter
 from kubectl_nettraffic.config import settings_from_mapping
 from kubectl_nettraffic.learning.pod_slices import FINEST, WHOLE, PodSlice
@@ -42,9 +42,7 @@ def measure(passes: int) -> list[str]:
             {
                 "prometheus": {"url": prometheus.url, "window": "1m", "timeout": "60s"},
                 "metricsServer": {"enabled": False},
-                # The whole-cluster reads are no round the product makes at
-                # this size (it slices it); on a slow machine they outlast 30 s.
-                "learning": {"timeout": "120s"},
+                "learning": {"timeout": WHOLE_READ_TIMEOUT},
             }
         )
         sources = {
