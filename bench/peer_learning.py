@@ -57,7 +57,7 @@ CLUSTER = Cluster(5000, 15_000)
 CALLS_EACH = 2
 TIGHT_CAP = 1  # under the two a workload calls (each is called by two on average)
 LIVE_MINUTES = 60  # the first pass over 150,000 pods at this budget takes about 45 (28 slices); the pairs come after it
-WARM_MINUTES = 2  # the pod count and the first pass's first rounds
+WARM_MINUTES = 2  # the first pass's first rounds
 REPEATS = 3
 T = TypeVar("T")
 

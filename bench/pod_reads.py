@@ -4,7 +4,9 @@ source set, for steering by peers): every pod in one query, and a pass of
 the slices the learner reads such a cluster in (learning/pod_slices.py),
 through the product's PodTrafficSource against a real Prometheus scraping
 the pods' series every 15 s. The forms take turns, pass by pass, so that
-the machine's drift falls on each alike. Prints only.
+the machine's drift falls on each alike. Beside them, what sizes the
+learner's first pass: its first slice (FIRST_SLICE), against counting every
+pod (what sized it before). Prints only.
 
     python -m bench.pod_reads            # about 10 minutes
     python -m bench.pod_reads --passes 5
@@ -13,11 +15,12 @@ the machine's drift falls on each alike. Prints only.
 import argparse
 import statistics
 import time
+from collections.abc import Callable
 
 from bench.learning import WHOLE_READ_TIMEOUT, every_pod_read, scraping
 from bench.learning_load import Cluster, PodSeriesExporter
 from kubectl_nettraffic.config import settings_from_mapping
-from kubectl_nettraffic.learning.pod_slices import FINEST, WHOLE, PodSlice
+from kubectl_nettraffic.learning.pod_slices import FINEST, FIRST_SLICE, WHOLE, PodSlice
 from kubectl_nettraffic.learning.pod_traffic import PodTrafficSource
 from kubectl_nettraffic.sources.prometheus import PrometheusSource
 
@@ -53,12 +56,22 @@ def measure(passes: int) -> list[str]:
         }
         every_pod_read(sources["with nodes"], CLUSTER.pods, 900)
         reads: dict[tuple[str, str], list[tuple[float, int, int]]] = {}
+        sizing: dict[str, list[float]] = {}
+        plain = sources["without nodes"]
+        sizing_reads: dict[str, Callable[[], object]] = {
+            "the pod count": plain.pod_count,
+            "the first slice": lambda: plain.samples(FIRST_SLICE),
+        }
         passes_of = {"whole": [WHOLE], "pass": [PodSlice(i, FINEST) for i in range(FINEST)]}
         for _ in range(passes):
             for form, source in sources.items():
                 for kind, slices in passes_of.items():
                     reads.setdefault((form, kind), []).append(_timed(source, slices))
                 print(form, [round(r[-1][0], 2) for r in reads.values()], flush=True)
+            for what, read in sizing_reads.items():
+                started = time.perf_counter()
+                read()
+                sizing.setdefault(what, []).append(time.perf_counter() - started)
     finally:
         prometheus.stop()
         pods.stop()
@@ -75,6 +88,11 @@ def measure(passes: int) -> list[str]:
         plain = statistics.median(t for t, _, _ in reads["without nodes", kind])
         nodes = statistics.median(t for t, _, _ in reads["with nodes", kind])
         rows.append(f"| {kind}: with nodes over without | {nodes / plain:.2f}x | - |")
+    for what, seconds in sizing.items():
+        rows.append(
+            f"| sizing the first pass: {what} | {statistics.median(seconds):.2f} s "
+            f"({', '.join(f'{t:.2f}' for t in seconds)}) | - |"
+        )
     return rows
 
 

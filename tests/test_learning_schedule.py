@@ -206,9 +206,14 @@ def test_a_large_cluster_is_read_a_slice_at_a_time_each_pod_once_a_pass():
     pods = _deployments(12_000)
     cluster = SyntheticCluster(pods, clock, seconds_per_pod=1e-5)  # 100,000 pods/s
     learning = _learning(cluster, clock)
+    # The first round reads the first of the finest slices: its 459 pods say
+    # about 12,400 in all, at 5,000 a slice 3, and the pass starts over in them.
+    assert learning.update() == SLICE
+    assert sorted(cluster.read) == sorted(name for name, *_ in pods if name.endswith("b"))
+    assert learning.slices == 3 and learning.latest() is None
+    cluster.read.clear()
     kinds = []
-    # A round counting the pods, then 12,000 pods at 5,000 a slice: 3.
-    while len([k for k in kinds if k == SLICE]) < 4:
+    while len([k for k in kinds if k == SLICE]) < 3:
         _, at = learning.schedule.next_round(learning.slices > 1)
         clock[0] = max(clock[0], at)
         kinds.append(learning.update())
@@ -220,14 +225,48 @@ def test_a_large_cluster_is_read_a_slice_at_a_time_each_pod_once_a_pass():
     assert sorted(cluster.read) == sorted(name for name, *_ in pods)  # each pod once
     assert YOUNG in kinds  # between the slices (no pod is young here: nothing read)
     assert len(learning.latest().workloads) == 1200
-    # The next pass is sized from the pods this one read, without counting again.
-    assert cluster.counted == 1
+    # The next pass is sized from the pods this one read; nothing counted them.
+    assert cluster.counted == 0
     while True:
         _, at = learning.schedule.next_round(learning.slices > 1)
         clock[0] = max(clock[0], at)
         if learning.update() == SLICE:
             break
-    assert cluster.counted == 1 and learning.slices == 1
+    assert cluster.counted == 0 and learning.slices == 1
+
+
+def test_a_large_clusters_first_slice_is_learned_and_its_pass_goes_on_uncounted():
+    clock = [0.0]
+    pods = _deployments(150_000)
+    cluster = SyntheticCluster(pods, clock, seconds_per_pod=2.5e-5)  # 40,000 pods/s
+    learning = _learning(cluster, clock)
+    # The first round: the first of the finest slices, 5,556 pods, about
+    # 150,000 in all, past 13 slices of 5,000: the pass goes on in the 28.
+    assert learning.update() == SLICE
+    assert (learning.slices, learning.next_slice, cluster.counted) == (28, 1, 0)
+    first = {name for name, *_ in pods if name.endswith("b")}
+    assert set(cluster.read) == first
+    # Learned from it at once: its pods' workloads only.
+    learned = {workload.name for workload in learning.latest().workloads}
+    assert learned and learned <= {workload for name, workload, *_ in pods if name in first}
+    # Its pass reads every other pod once, and no count ever.
+    while learning.passes == 0:
+        _step(learning, clock)
+    assert sorted(cluster.read) == sorted(name for name, *_ in pods)
+    assert cluster.counted == 0
+
+
+def test_a_first_slice_without_a_pod_counts_them():
+    clock = [0.0]
+    # A StatefulSet's pods: ordinals, none in the first slice ("b").
+    pods = [(f"db-{i}", "db", 1e6, -1e6) for i in range(4)]
+    cluster = SyntheticCluster(pods, clock, seconds_per_pod=1e-4)
+    learning = _learning(cluster, clock)
+    assert learning.update() == SLICE
+    assert (cluster.counted, learning.slices, learning.latest()) == (1, 1, None)
+    assert learning.update() == SLICE  # the pass, whole
+    assert sorted(cluster.read) == sorted(name for name, *_ in pods)
+    assert learning.latest().workloads.keys() == {Workload("ns", "Deployment", "db")}
 
 
 def test_the_published_figures_count_each_round_its_query_time_and_the_pass():
@@ -251,11 +290,13 @@ def test_the_published_figures_count_each_round_its_query_time_and_the_pass():
                 learning.slices,
                 learning.next_slice,
             )
-    # The pod count, then 3 slices of 5,000 pods at most (1.2 s for 12,000
-    # pods); young rounds between them read nothing. The next pass in 2
-    # slices: 10,000 pods a second, half of the 1.5 s slices may use.
+    # The first of the finest slices (459 pods), then 3 slices of 5,000 pods
+    # at most (1.2 s for 12,000 pods); young rounds between them read
+    # nothing. The next pass in 2 slices: 10,000 pods a second, half of the
+    # 1.5 s slices may use.
     progress = learning.latest().progress
-    assert progress.rounds[SLICE] == 4 and progress.query_seconds[SLICE] == pytest.approx(1.2)
+    assert progress.rounds[SLICE] == 4
+    assert progress.query_seconds[SLICE] == pytest.approx((459 + 12_000) * 1e-4)
     assert (progress.passes, progress.slices, progress.slices_read) == (1, 2, 0)
 
     def fails():
@@ -275,12 +316,12 @@ def test_the_published_figures_count_each_round_its_query_time_and_the_pass():
 
 def test_a_new_workload_is_learned_from_a_young_round_before_its_slice_comes():
     clock = [0.0]
-    old = [(f"old-{i}-{'bcdfg'[i % 5]}", f"old-{i // 10}", 1e6, -1e6) for i in range(20_000)]
+    old = _deployments(20_000)
     cluster = SyntheticCluster(old, clock, seconds_per_pod=1e-4)  # 10,000 pods/s
     learning = _learning(cluster, clock)
-    learning.update()  # counting the pods, a round of its own
-    assert learning.slices == 4 and cluster.read == []
-    while learning.next_slice == 0:  # the first slice of four (young rounds between)
+    learning.update()  # the first of the finest slices: 741 pods, about 20,000 in all
+    assert learning.slices == 5 and learning.next_slice == 0
+    while learning.next_slice == 0:  # the first slice of five (young rounds between)
         _, at = learning.schedule.next_round(learning.slices > 1)
         clock[0] = max(clock[0], at)
         learning.update()

@@ -94,7 +94,7 @@ def _learned(
         peers=PeerTrafficSource(prometheus_source, settings.peers) if with_peers else None,
         services=None if services is None else lambda: services,
     )
-    learning.update()  # counts the pods
+    learning.update()  # the first slice: a small cluster, read whole next
     learning.update()  # one slice: the whole cluster
     if with_peers:
         assert learning.update() == "peers"  # the pairs, in a round of their own

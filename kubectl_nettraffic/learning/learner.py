@@ -27,7 +27,13 @@ from kubectl_nettraffic.kube.service_routing import ZONE, ServiceRouting
 from kubectl_nettraffic.kube.workloads import Workload
 from kubectl_nettraffic.learning.conversations import Conversations, PodPlaces, conversations_of
 from kubectl_nettraffic.learning.peer_traffic import PAIRS_RULE, PeerReport
-from kubectl_nettraffic.learning.pod_slices import WHOLE, PodSlice, slices_for
+from kubectl_nettraffic.learning.pod_slices import (
+    FIRST_SLICE,
+    WHOLE,
+    PodSlice,
+    pods_from_first_slice,
+    slices_for,
+)
 from kubectl_nettraffic.learning.pod_traffic import PodTrafficReport
 from kubectl_nettraffic.learning.progress import LearnerProgress
 from kubectl_nettraffic.learning.schedule import PEERS, SLICE, YOUNG, LearningSchedule
@@ -50,7 +56,8 @@ class PodTrafficReader(Protocol):
     """Where the learner's samples come from (PodTrafficSource in the webhook)."""
 
     def pod_count(self) -> int:
-        """How many pods the cluster runs (a cheap query, to size the slices)."""
+        """How many pods the cluster runs: it reads every pod's series, so
+        only where the first slice holds no pod to size the first pass."""
         ...
 
     def samples(self, pods: PodSlice = WHOLE) -> PodTrafficReport:
@@ -113,7 +120,7 @@ class BandwidthLearning:
         self.pods_per_slice = FIRST_PODS_PER_SLICE
         self._pass_pods = 0
         self._pass_seconds = 0.0
-        self._sized = False  # the first pass counts the pods; later ones use the last's
+        self._sized = False  # the first pass is sized by its first slice; later ones by the last
         self._stop = threading.Event()
 
     def latest(self) -> LearnedBandwidth | None:
@@ -137,14 +144,12 @@ class BandwidthLearning:
                 return kind
             if kind == YOUNG:
                 report = self.reader.young_samples()
-            elif not self._sized:
-                # Counting the pods reads every pod's series: a round of its
-                # own, so the first slice waits for room after it.
-                self.slices = slices_for(self.reader.pod_count(), self.pods_per_slice)
-                self._sized = True
-                return kind
-            else:
+            elif self._sized:
                 report = self.reader.samples(PodSlice(self.next_slice, self.slices))
+            else:
+                report = self.reader.samples(FIRST_SLICE)
+                if not self._sized_by(report):
+                    return kind  # the pass starts over, in fewer slices
             if self.peers is not None and not report.missing:
                 self.places.record(report.samples)
                 if kind == SLICE and self.next_slice == self.slices - 1:
@@ -164,6 +169,20 @@ class BandwidthLearning:
         self.learner.observe(report.samples, report.evaluated_at)
         self._latest = self._published(self.learner.learned(report.evaluated_at))
         return kind
+
+    def _sized_by(self, first: PodTrafficReport) -> bool:
+        """Sizes the first pass from its first slice, read in the finest
+        slices (FIRST_SLICE); True if the pass goes on in them. Counting
+        the pods instead reads every pod's series: at 150,000 pods it took
+        longer than a minute's budget for slices, and held the first slice
+        off for as long as the budget needed to recover (bench.learning).
+        A first slice without a pod counts them (a small cluster, or one
+        whose pods the controllers did not name)."""
+        self._sized = True
+        pods = len(first.samples)
+        cluster = pods_from_first_slice(pods) if pods else self.reader.pod_count()
+        self.slices = slices_for(cluster, self.pods_per_slice)
+        return self.slices == FIRST_SLICE.count
 
     def _count(self, kind: str, seconds: float) -> None:
         """One more round of ``kind``, failed or not; the published figures
@@ -257,7 +276,7 @@ class BandwidthLearning:
         if self._pass_pods:
             self.slices = slices_for(self._pass_pods, self.pods_per_slice)
         else:
-            self._sized = False  # nothing read: count again
+            self._sized = False  # nothing read: sized again by its first slice
         self.next_slice = self._pass_pods = 0
         self._pass_seconds = 0.0
 

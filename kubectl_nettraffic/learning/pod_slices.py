@@ -65,6 +65,18 @@ class PodSlice:
 
 
 WHOLE = PodSlice(0, 1)
+# The first slice a learner reads, before it knows the cluster's size: the
+# finest slice, so that it costs little in any cluster, and the pods it
+# holds say how many the cluster runs (pods_from_first_slice).
+FIRST_SLICE = PodSlice(0, FINEST)
+
+
+def pods_from_first_slice(pods: int) -> int:
+    """The cluster's pods, estimated from FIRST_SLICE's: each random
+    character ends about as many of the controllers' pods. Pods named
+    otherwise (a StatefulSet's ordinals 0, 1 and 3, names written by hand)
+    are not counted; the first pass reads them all and sizes the next."""
+    return pods * len(_RANDOM)
 
 
 def slices_for(pods: int, pods_per_slice: float) -> int:
