@@ -57,10 +57,10 @@ def measure(passes: int) -> list[str]:
         every_pod_read(sources["with nodes"], CLUSTER.pods, 900)
         reads: dict[tuple[str, str], list[tuple[float, int, int]]] = {}
         sizing: dict[str, list[float]] = {}
-        plain = sources["without nodes"]
+        without_nodes = sources["without nodes"]
         sizing_reads: dict[str, Callable[[], object]] = {
-            "the pod count": plain.pod_count,
-            "the first slice": lambda: plain.samples(FIRST_SLICE),
+            "the pod count": without_nodes.pod_count,
+            "the first slice": lambda: without_nodes.samples(FIRST_SLICE),
         }
         passes_of = {"whole": [WHOLE], "pass": [PodSlice(i, FINEST) for i in range(FINEST)]}
         for _ in range(passes):
