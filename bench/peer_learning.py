@@ -3,11 +3,12 @@
 reported by both ends over TCP as Istio's proxies do): the flow query, the
 node read the learner's query gains with a flow source, the conversations
 table as sent to the serving process, and the learner with both live,
-on its schedule, against its budget (learning.prometheusShare). The flow
-query cut in Prometheus (each end's busiest pairs) is timed beside the
-same pairs read whole and cut here, as before the cut moved; with
---flows-only, beside the learner's read of the pairs' recording rule
-(peers.recordingRule) too, the rule evaluated once a minute.
+on its schedule, against its budget (learning.prometheusShare). The
+learner's flow read (every pair, whole, where they are within the cap's
+bound; else cut in Prometheus to each end's busiest) and the cut it falls
+back to are timed beside the same pairs read whole and cut here; with
+--flows-only, from the pairs' recording rule (peers.recordingRule) too,
+the rule evaluated once a minute.
 
     python -m bench.peer_learning
     python -m bench.peer_learning --flows-only   # the flow reads alone, a few minutes
@@ -19,7 +20,7 @@ import statistics
 import tempfile
 import time
 from collections.abc import Callable, Iterable
-from typing import NamedTuple, TypeVar
+from typing import TypeVar
 
 import numpy as np
 import requests
@@ -35,9 +36,10 @@ from bench.learning import (
     worst_sliding_minute,
 )
 from bench.learning_load import Cluster, LearnerRun, PodSeriesExporter
+from bench.peer_flow_reads import flow_reads, flow_settings
 from bench.report import bench_parser, write_section
 from harness.exporter import serve_metrics
-from kubectl_nettraffic.config import Settings, settings_from_mapping
+from kubectl_nettraffic.config import settings_from_mapping
 from kubectl_nettraffic.kube.workloads import Workload
 from kubectl_nettraffic.learning.conversations import PodPlaces, conversations_of
 from kubectl_nettraffic.learning.learner import BandwidthLearning
@@ -46,8 +48,6 @@ from kubectl_nettraffic.learning.peer_traffic import (
     PeerReport,
     PeerTrafficSource,
     pair_rates,
-    pairs_in,
-    read_peers,
 )
 from kubectl_nettraffic.learning.pod_traffic import PodTrafficSource
 from kubectl_nettraffic.sources.prometheus import PrometheusSource
@@ -55,7 +55,6 @@ from kubectl_nettraffic.units import promql_duration
 
 CLUSTER = Cluster(5000, 15_000)
 CALLS_EACH = 2
-TIGHT_CAP = 1  # under the two a workload calls (each is called by two on average)
 LIVE_MINUTES = 60  # the first pass over 150,000 pods at this budget takes about 45 (28 slices); the pairs come after it
 WARM_MINUTES = 2  # the first pass's first rounds
 REPEATS = 3
@@ -136,148 +135,6 @@ def median_seconds(call: Callable[[], T]) -> tuple[float, T]:
         result = call()
         times.append(time.perf_counter() - started)
     return statistics.median(times), result
-
-
-def _settings(
-    prometheus_url: str, cap: int = 8, recorded: bool = False, each_way: bool = False
-) -> Settings:
-    """The learner's settings here: Istio's pairs over a 1m window."""
-    return settings_from_mapping(
-        {
-            "prometheus": {"url": prometheus_url, "window": "1m", "timeout": "60s"},
-            "peers": {
-                "source": "istio",
-                "maxPerWorkload": cap,
-                "recordingRule": {"enabled": recorded},
-                "bytesEachWay": each_way,
-            },
-        }
-    )
-
-
-class Read(NamedTuple):
-    """One of the learner's reads, timed (median of REPEATS), with the pairs
-    read whole as of the same moment that it is compared with."""
-
-    name: str  # in its row
-    goal: str  # in its goal's row
-    seconds: float
-    report: PeerReport
-    whole: PeerReport
-
-
-class Reads(NamedTuple):
-    """One cap's reads: the pairs read whole and cut here, and the learner's
-    reads: cut in Prometheus, and from the recording rule where one is loaded."""
-
-    whole_seconds: float
-    whole: PeerReport
-    learner: list[Read]
-
-
-def _reads(
-    prometheus_url: str, known: set[Workload], cap: int, at: float, rule: bool, each_way: bool
-) -> Reads:
-    settings = _settings(prometheus_url, cap, each_way=each_way)
-    source = PrometheusSource(settings.prometheus)
-    peers, window = settings.peers, settings.prometheus.window
-    whole = pair_rates(peers, window)
-    assert whole is not None
-    whole_seconds, whole_report = median_seconds(
-        lambda: pairs_in(source.query_vector(whole, at=at), known, peers)
-    )
-    cut_seconds, cut = median_seconds(lambda: read_peers(source, peers, window, known, at))
-    assert cut is not None
-    learner = [Read("cut in Prometheus", "cut in Prometheus", cut_seconds, cut, whole_report)]
-    if rule:
-        on = _settings(prometheus_url, cap, recorded=True, each_way=each_way).peers
-        seconds, recorded = median_seconds(lambda: read_peers(source, on, window, known, at))
-        assert recorded is not None and not recorded.rule_missing
-        # Its samples are up to a minute old: compared with every pair read
-        # whole as of the rule's last evaluation.
-        answer = source.query_vector(f"timestamp({PAIRS_RULE})", at=at)
-        evaluated = max(float(series["value"][1]) for series in answer)
-        then = pairs_in(source.query_vector(whole, at=evaluated), known, peers)
-        learner.append(
-            Read(
-                "cut from the recording rule (peers.recordingRule)",
-                "from the recording rule",
-                seconds,
-                recorded,
-                then,
-            )
-        )
-    return Reads(whole_seconds, whole_report, learner)
-
-
-def _yes(met: bool) -> str:
-    return "yes" if met else "**no**"
-
-
-def _pair_rates(report: PeerReport) -> dict[frozenset[Workload], float]:
-    return {
-        frozenset((w, peer)): rate for w, listed in report.peers.items() for peer, rate in listed
-    }
-
-
-def _differing_pairs(whole: PeerReport, cut: PeerReport) -> list[tuple[Workload, Workload]]:
-    """The pairs one read keeps and the other not, or weighs 0.1% apart."""
-    first, second = _pair_rates(whole), _pair_rates(cut)
-    differ = []
-    for pair in first.keys() | second.keys():
-        one, other = first.get(pair, 0.0), second.get(pair, 0.0)
-        if abs(one - other) > 1e-3 * max(one, other):
-            a, b = sorted(pair)
-            differ.append((a, b))
-    return differ
-
-
-def _read_row(
-    read: Read, reads: Reads, differ: list[tuple[Workload, Workload]], cap: int, bound: int
-) -> str:
-    report = read.report
-    kept = sum(len(listed) for listed in report.peers.values()) // 2
-    most = max((len(listed) for listed in report.peers.values()), default=0)
-    both_ways = sum(1 for one, other in differ if {(one, other), (other, one)} <= reads.whole.calls)
-    return (
-        f"| ... at peers.maxPerWorkload {cap}: read whole and cut here / {read.name}, median of "
-        f"{REPEATS} | {reads.whole_seconds:.2f} s / {read.seconds:.2f} s "
-        f"({read.seconds / reads.whole_seconds:.2f}x); series in the answer "
-        f"{reads.whole.series:,} / {report.series:,} (bound {bound:,}); "
-        f"{kept:,} pairs kept, at most {most} a workload; "
-        f"pairs kept or weighed otherwise than whole: {len(differ)} ({both_ways} called both ways) |"
-    )
-
-
-def flow_reads(
-    prometheus_url: str, known: set[Workload], rule: bool = False, each_way: bool = False
-) -> list[str]:
-    """The flow query's rows: the learner's read (cut in Prometheus to each
-    end's busiest) beside the same pairs read whole and cut here, as before
-    the cut moved into the query; with ``rule`` (the pairs' recording rule
-    loaded), the learner's read of the recorded pairs too; at the chart's cap
-    and at one the pairs exceed."""
-    at = time.time()
-    rows = []
-    for cap in (8, TIGHT_CAP):
-        reads = _reads(prometheus_url, known, cap, at, rule, each_way)
-        # Each end's busiest pairs, as source and as destination; with the
-        # ways, a series each way.
-        bound = 2 * cap * len(known) * (2 if each_way else 1)
-        goals = []
-        for read in reads.learner:
-            differ = _differing_pairs(read.whole, read.report)
-            rows.append(_read_row(read, reads, differ, cap, bound))
-            within = read.report.series <= bound and read.report.series < reads.whole.series
-            faster = read.seconds <= reads.whole_seconds
-            goals.append(
-                f"| goal, {read.goal}: the answer within the cap (fewer series than the pairs, "
-                f"at most {bound:,}); the same pairs and bytes kept as cut whole; the read no "
-                f"slower than whole | {_yes(within)}; {_yes(not differ)}; {_yes(faster)} |"
-            )
-        if cap == TIGHT_CAP:
-            rows.extend(goals)
-    return rows
 
 
 def measure() -> list[str]:
@@ -379,7 +236,7 @@ def _rule_file(directory: str, each_way: bool) -> str:
     """The pairs' recording rule as the chart writes it (pair_rates; the
     chart's own template is held equal to it by tests/test_chart.py), at
     the chart's interval."""
-    peers = _settings("http://unused", recorded=True, each_way=each_way).peers
+    peers = flow_settings("http://unused", recorded=True, each_way=each_way).peers
     expression = pair_rates(peers, 60.0)
     group = {
         "name": "nettraffic-pairs",
@@ -410,10 +267,10 @@ def measure_flows(each_way: bool) -> list[str]:
         known = {
             Workload(f"ns-{i % 200}", "Deployment", f"app-{i}") for i in range(CLUSTER.deployments)
         }
-        whole = pair_rates(_settings(prometheus.url, each_way=each_way).peers, 60.0)
+        whole = pair_rates(flow_settings(prometheus.url, each_way=each_way).peers, 60.0)
         assert whole is not None
         deadline = time.monotonic() + 600
-        source = PrometheusSource(_settings(prometheus.url).prometheus)
+        source = PrometheusSource(flow_settings(prometheus.url).prometheus)
         while time.monotonic() < deadline and (
             len(source.query_vector(whole)) < flows.pairs
             or len(source.query_vector(PAIRS_RULE)) < flows.pairs
@@ -467,8 +324,9 @@ def main(argv: list[str] | None = None) -> int:
             + (" --bytes-each-way" if each_way else ""),
             f"A real Prometheus scraping Istio's TCP byte counters for {CLUSTER.deployments * CALLS_EACH:,} "
             "pairs, both reporters (a stand-in exporter in this process, on the same 2 cores); "
-            "the learner's flow read as it runs, cut in Prometheus, beside the same pairs read "
-            "whole and cut in Python, in one run"
+            "the learner's flow read as it runs (every pair where they are within the cap's "
+            "bound, else cut in Prometheus) and the cut it falls back to, beside the same pairs "
+            "read whole and cut in Python, in one run"
             + (
                 " (peers.bytesEachWay: a series per way, both of a pair's ways kept)."
                 if each_way

@@ -3,12 +3,14 @@ metrics through a real Prometheus, matched to the learner's workloads; bad
 series counted, not fatal."""
 
 import math
+import re
 import shutil
 import subprocess
 import time
 from dataclasses import replace
 
 import pytest
+import requests
 import yaml
 
 from harness.prometheus import prometheus_with_history
@@ -18,7 +20,10 @@ from kubectl_nettraffic.errors import ConfigError
 from kubectl_nettraffic.kube.workloads import Workload
 from kubectl_nettraffic.learning.peer_traffic import (
     PAIRS_RULE,
+    PeerTrafficSource,
+    answer_bound,
     pair_rates,
+    pairs_in,
     peer_query,
     peers_from,
     read_peers,
@@ -128,46 +133,105 @@ def test_the_busiest_peers_are_kept_by_both_ends_and_the_rest_counted(prometheus
     assert report.peers[WEB] == [(API, dict(report.peers[API])[WEB])] and report.dropped == {}
 
 
-def test_the_cap_starts_in_prometheus_and_keeps_what_either_end_would():
-    """Ten clients each call the same five servers; at maxPerWorkload 2 a
-    client's call comes back from Prometheus only if it is among the
-    client's two busiest or the server's two busiest, and what comes back
-    carries its full bytes."""
-    clients = [f"c{i}" for i in range(10)]
-    servers = [f"s{j}" for j in range(5)]
-    rate = {
-        (c, s): 1e5 * (1 + i) * (1 + 3 * j) + 7e3 * ((i * 5 + j * 3) % 11)
-        for i, c in enumerate(clients)
-        for j, s in enumerate(servers)
-    }
-    flows = [Flow(("shop", c), ("shop", s), tcp_received=r) for (c, s), r in rate.items()]
-    known = {Workload("shop", "Deployment", name) for name in clients + servers}
+# Ten clients each call the same five servers (50 pairs, 15 workloads).
+CLIENTS = [f"c{i}" for i in range(10)]
+SERVERS = [f"s{j}" for j in range(5)]
+RATE = {
+    (c, s): 1e5 * (1 + i) * (1 + 3 * j) + 7e3 * ((i * 5 + j * 3) % 11)
+    for i, c in enumerate(CLIENTS)
+    for j, s in enumerate(SERVERS)
+}
+CALLERS = {Workload("shop", "Deployment", name) for name in CLIENTS + SERVERS}
+
+
+@pytest.fixture(scope="module")
+def callers():
+    flows = [Flow(("shop", c), ("shop", s), tcp_received=r) for (c, s), r in RATE.items()]
     server = prometheus_with_history([], END, more=list(istio_lines(flows, END)))
-    try:
-        settings = _settings(server.url, maxPerWorkload=2)
-        source = PrometheusSource(settings.prometheus, clock=lambda: END)
-        window = settings.prometheus.window
-        answer = source.query_vector(peer_query(settings.peers, window), at=END)
-        uncapped = source.query_vector(pair_rates(settings.peers, window), at=END)
-        report = read_peers(source, settings.peers, window, known)
-    finally:
-        server.stop()
-    busiest: set[tuple[str, str]] = set()  # each end's two busiest calls
+    yield server
+    server.stop()
+
+
+def _queries_answered(server) -> float:
+    """Prometheus's own count of the queries it evaluated, off its /metrics."""
+    text = requests.get(server.url + "/metrics", timeout=10).text
+    found = re.search(
+        r'prometheus_engine_query_duration_seconds_count\{slice="inner_eval"\} (\S+)', text
+    )
+    assert found, "Prometheus's /metrics has no query count"
+    return float(found[1])
+
+
+def test_pairs_within_the_bound_are_read_whole_and_cut_here(callers):
+    """At maxPerWorkload 2 the cut may return 2 x 2 x 15 = 60 series: the
+    50 pairs come back whole, and what is kept is what cutting every pair
+    here keeps, to the byte."""
+    settings = _settings(callers.url, maxPerWorkload=2)
+    source = PrometheusSource(settings.prometheus, clock=lambda: END)
+    window = settings.prometheus.window
+    report = read_peers(source, settings.peers, window, CALLERS)
+    whole = pairs_in(
+        source.query_vector(pair_rates(settings.peers, window), at=END), CALLERS, settings.peers
+    )
+    assert answer_bound(settings.peers, len(CALLERS)) == 60
+    assert report is not None and not report.cut_in_prometheus and report.series == 50
+    assert (report.peers, report.dropped, report.calls) == (whole.peers, whole.dropped, whole.calls)
+
+
+def test_past_the_bound_the_cut_starts_in_prometheus_and_keeps_what_either_end_would(callers):
+    """At maxPerWorkload 1 the 50 pairs are past the bound (30): a client's
+    call comes back from Prometheus only if it is the client's busiest or
+    the server's busiest, and what comes back carries its full bytes."""
+    settings = _settings(callers.url, maxPerWorkload=1)
+    source = PrometheusSource(settings.prometheus, clock=lambda: END)
+    window = settings.prometheus.window
+    answer = source.query_vector(peer_query(settings.peers, window), at=END)
+    uncapped = source.query_vector(pair_rates(settings.peers, window), at=END)
+    report = read_peers(source, settings.peers, window, CALLERS)
+    busiest: set[tuple[str, str]] = set()  # each end's busiest call
     for end in (0, 1):
-        for name in {pair[end] for pair in rate}:
-            mine = sorted((p for p in rate if p[end] == name), key=rate.get, reverse=True)
-            busiest.update(mine[:2])
+        for name in {pair[end] for pair in RATE}:
+            busiest.add(max((p for p in RATE if p[end] == name), key=RATE.__getitem__))
     came_back = {
         (series["metric"]["source_workload"], series["metric"]["destination_workload"])
         for series in answer
     }
-    assert len(uncapped) == 50 and came_back == busiest and len(came_back) < 50
-    assert report is not None
-    for (c, s), bytes_per_second in rate.items():
+    assert len(uncapped) == 50 and came_back == busiest and len(came_back) < 30
+    assert report is not None and report.cut_in_prometheus and report.series == len(came_back)
+    for (c, s), bytes_per_second in RATE.items():
         listed = dict(report.peers.get(Workload("shop", "Deployment", c), []))
         got = listed.get(Workload("shop", "Deployment", s))
+        assert (got is not None) == ((c, s) in busiest)
         if got is not None:
             assert got == pytest.approx(bytes_per_second, rel=0.05)
+
+
+def test_after_an_answer_past_the_bound_the_learner_cuts_at_once_for_a_while(callers):
+    """The first read tries every pair (one query past the bound) and then
+    cuts (a second); the next CUT_READS_BEFORE_WHOLE cut at once (one
+    query each); then whole is tried again. With the bound wide enough,
+    one query whole."""
+    settings = _settings(callers.url, maxPerWorkload=1)
+    learner_source = PeerTrafficSource(
+        PrometheusSource(settings.prometheus, clock=lambda: END), settings.peers
+    )
+    queries, cut = [], []
+    for _ in range(PeerTrafficSource.CUT_READS_BEFORE_WHOLE + 2):
+        before = _queries_answered(callers)
+        report = learner_source.read(CALLERS, END)
+        queries.append(_queries_answered(callers) - before)
+        assert report is not None
+        cut.append(report.cut_in_prometheus)
+    assert queries == [2] + [1] * PeerTrafficSource.CUT_READS_BEFORE_WHOLE + [2]
+    assert all(cut)
+    wide = PeerTrafficSource(
+        PrometheusSource(_settings(callers.url, maxPerWorkload=2).prometheus, clock=lambda: END),
+        _settings(callers.url, maxPerWorkload=2).peers,
+    )
+    before = _queries_answered(callers)
+    report = wide.read(CALLERS, END)
+    assert _queries_answered(callers) - before == 1
+    assert report is not None and not report.cut_in_prometheus
 
 
 @pytest.mark.parametrize("source", ["istio", "linkerd"])
@@ -248,23 +312,33 @@ def test_recorded_pairs_read_as_the_flow_metrics_do(tmp_path):
         # The last evaluation before END: what the read at END finds.
         (evaluated,) = {float(series["value"][1]) for series in answer}
         assert END - 60 < evaluated <= END
-        recorded = read_peers(source, settings.peers, window, known, at=END)
         plain = replace(
             settings.peers, recording_rule=replace(settings.peers.recording_rule, enabled=False)
         )
-        inline = read_peers(source, plain, window, known, at=evaluated)
+        # Read whole (the answer within the cap's bound), and cut in Prometheus.
+        reads = [
+            (
+                read_peers(source, settings.peers, window, known, at=END, whole_first=whole),
+                read_peers(source, plain, window, known, at=evaluated, whole_first=whole),
+            )
+            for whole in (True, False)
+        ]
         assert f"(recorded: {PAIRS_RULE})" in _peer_inputs(source, settings, known)
     finally:
         server.stop()
-    assert recorded is not None and inline is not None and not recorded.rule_missing
-    _assert_same_pairs(recorded, inline)
-    assert (recorded.calls, recorded.dropped, recorded.ignored, recorded.sent) == (
-        inline.calls,
-        inline.dropped,
-        inline.ignored,
-        inline.sent,
-    )
-    assert recorded.series == inline.series < 15  # cut alike, in Prometheus
+    for (recorded, inline), whole in zip(reads, (True, False), strict=True):
+        assert recorded is not None and inline is not None and not recorded.rule_missing
+        _assert_same_pairs(recorded, inline)
+        assert (recorded.calls, recorded.dropped, recorded.ignored, recorded.sent) == (
+            inline.calls,
+            inline.dropped,
+            inline.ignored,
+            inline.sent,
+        )
+        assert recorded.series == inline.series
+        assert recorded.cut_in_prometheus == inline.cut_in_prometheus == (not whole)
+    (whole_read, _), (cut_read, _) = reads
+    assert whole_read and cut_read and whole_read.series == 15 > cut_read.series
 
 
 def test_without_recorded_pairs_the_flow_metrics_are_read_and_it_is_said(prometheus):

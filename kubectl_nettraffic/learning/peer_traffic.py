@@ -54,15 +54,21 @@ matched is counted by reason and left out: a series without the labels,
 an unknown end, a workload talking to itself, a rate that is not a finite
 number above zero, a name two workload kinds share, and the pairs past
 ``peers.maxPerWorkload`` (a pair among either end's busiest is kept by both
-ends). The cap starts in Prometheus (``peer_query``): each end's busiest
-series come back, so a workload called by thousands does not bring them
-all; what comes back is cut again here, pair by pair. With
-``peers.recordingRule`` the cut reads the pairs from the chart's recording
-rule (``PAIRS_RULE``, the same expression evaluated by Prometheus on its
-own schedule) instead of computing every pair's rate twice at each read.
+ends). The answer is bounded by what the cap lets through
+(``answer_bound``): every pair is read whole (``bounded_query``: no more
+series than the bound, plus one to tell) and cut here, which costs
+Prometheus one evaluation of the pairs and keeps exactly each end's
+busiest; only where the pairs are more than the bound does the cut start
+in Prometheus (``peer_query``): each end's busiest series come back, so a
+workload called by thousands does not bring them all, at the price of the
+pairs computed twice or more and a pair called both ways ranked by each direction
+apart. With ``peers.recordingRule`` both read the pairs from the chart's
+recording rule (``PAIRS_RULE``, the same expression evaluated by
+Prometheus on its own schedule) instead of computing them at each read.
 """
 
 import json
+import logging
 import math
 from collections import Counter
 from collections.abc import Iterable, Mapping
@@ -74,6 +80,8 @@ from kubectl_nettraffic.kube.workloads import Workload
 from kubectl_nettraffic.learning.flow_ends import WorkloadNames
 from kubectl_nettraffic.sources.prometheus import PrometheusSource
 from kubectl_nettraffic.units import promql_duration
+
+log = logging.getLogger(__name__)
 
 ISTIO_BYTES = (
     "istio_tcp_sent_bytes_total",
@@ -281,14 +289,10 @@ def peer_query(settings: PeerSettings, window: float, recorded: bool = False) ->
     end and as the destination end, so the answer grows with the workloads,
     not with the pairs; ``recorded``: the rates from the recording rule;
     None without a source."""
-    rates = pair_rates(settings, window)
+    rates = _rates(settings, window, recorded)
     if rates is None:
         return None
-    if recorded:
-        rates = PAIRS_RULE
-    labels, most = labels_of(settings), settings.max_per_workload
-    if settings.source in AGENT_LABELS:
-        most *= 2  # a flow between two nodes comes once from each node's agent
+    labels, most = labels_of(settings), _most_series(settings)
     source_end = f"{labels.source_workload}, {labels.source_namespace}"
     destination_end = f"{labels.destination_workload}, {labels.destination_namespace}"
     if settings.source not in WAYS_TAGGED or not settings.bytes_each_way:
@@ -307,6 +311,37 @@ def peer_query(settings: PeerSettings, window: float, recorded: bool = False) ->
         f"{rates} and ignoring ({WAY}) (topk by ({source_end}) ({most}, {total}) "
         f"or topk by ({destination_end}) ({most}, {total}))"
     )
+
+
+def _rates(settings: PeerSettings, window: float, recorded: bool) -> str | None:
+    """``pair_rates``, or the recording rule holding them (``recorded``)."""
+    rates = pair_rates(settings, window)
+    return PAIRS_RULE if recorded and rates is not None else rates
+
+
+def _most_series(settings: PeerSettings) -> int:
+    """The series of each end's busiest pairs the cut keeps per end."""
+    if settings.source in AGENT_LABELS:
+        return 2 * settings.max_per_workload  # a flow between nodes comes from each node's agent
+    return settings.max_per_workload
+
+
+def answer_bound(settings: PeerSettings, workloads: int) -> int:
+    """The most series ``peer_query`` returns for ``workloads`` ends: each
+    end's busiest as the source end and as the destination end, a series
+    each way where the source tells the ways."""
+    ways = 2 if settings.source in WAYS_TAGGED and settings.bytes_each_way else 1
+    return 2 * _most_series(settings) * ways * workloads
+
+
+def bounded_query(
+    settings: PeerSettings, window: float, bound: int, recorded: bool = False
+) -> str | None:
+    """Every pair's series, ``bound`` + 1 at most: an answer of ``bound`` or
+    fewer holds them all. One evaluation of the pairs (``topk`` of more than
+    the series costs what the pairs do: bench.peer_learning --flows-only)."""
+    rates = _rates(settings, window, recorded)
+    return None if rates is None else f"topk({bound + 1}, {rates})"
 
 
 def labels_of(settings: PeerSettings) -> PeerLabelSettings:
@@ -338,6 +373,9 @@ class PeerReport:
     # peers.recordingRule is on, but Prometheus held no recorded pair while
     # the flow metrics held some: these were read from the flow metrics.
     rule_missing: bool = False
+    # More pairs than answer_bound lets through: each end's busiest were cut
+    # in Prometheus (peer_query), not every pair read and cut here.
+    cut_in_prometheus: bool = False
     # (from, to) -> the bytes/s the first end sends the second, for the
     # pairs whose source tells the way (``WAY``); the two ways of a pair
     # add up to its figure in ``peers``.
@@ -483,27 +521,58 @@ def read_peers(
     known: Iterable[Workload],
     at: float | None = None,
     waypoints: frozenset[tuple[str, str]] = frozenset(),
+    whole_first: bool = True,
 ) -> PeerReport | None:
-    """One query (as of ``at``, default now), the pairs matched to
-    ``known``; None without a flow source. ``waypoints``: Istio ambient's
-    waypoints, as (namespace, name), whose legs are left out. With
-    ``peers.recordingRule``, the recorded pairs, or the flow metrics
+    """The pairs as of ``at`` (default now), matched to ``known``; None
+    without a flow source. Every pair read whole where they are no more
+    than ``answer_bound`` (``whole_first``: tried first), else each end's
+    busiest cut in Prometheus (``cut_in_prometheus``). ``waypoints``: Istio
+    ambient's waypoints, as (namespace, name), whose legs are left out.
+    With ``peers.recordingRule``, the recorded pairs, or the flow metrics
     themselves where none is recorded (``rule_missing``)."""
+    known = list(known)
     recorded = settings.recording_rule.enabled
-    query = peer_query(settings, window, recorded)
-    if query is None:
+    if pair_rates(settings, window) is None:
         return None
-    result = source.query_vector(query, at=at)
+    bound = answer_bound(settings, len(known))
+    result, cut = _answer(source, settings, window, recorded, bound, whole_first, at)
+    rule_missing = False
     if recorded and not result:
         # No recorded pairs: the rule is not loaded (yet), or there is no
         # pair at all. The flow metrics themselves tell which.
-        inline = peer_query(settings, window)
-        assert inline is not None
-        result = source.query_vector(inline, at=at)
-        report = pairs_in(result, known, settings, waypoints)
-        report.rule_missing = bool(result)
-        return report
-    return pairs_in(result, known, settings, waypoints)
+        result, cut = _answer(source, settings, window, False, bound, whole_first, at)
+        rule_missing = bool(result)
+    report = pairs_in(result, known, settings, waypoints)
+    report.rule_missing, report.cut_in_prometheus = rule_missing, cut
+    return report
+
+
+def _answer(
+    source: PrometheusSource,
+    settings: PeerSettings,
+    window: float,
+    recorded: bool,
+    bound: int,
+    whole_first: bool,
+    at: float | None,
+) -> tuple[list[dict[str, Any]], bool]:
+    """The pairs' series, and whether they were cut in Prometheus: read
+    whole when ``whole_first`` and no more than ``bound``, else cut there."""
+    if whole_first:
+        whole = bounded_query(settings, window, bound, recorded)
+        assert whole is not None
+        result = source.query_vector(whole, at=at)
+        if len(result) <= bound:
+            return result, False
+        log.info(
+            "more than %d pair series (peers.maxPerWorkload %d): each end's busiest cut in "
+            "Prometheus",
+            bound,
+            settings.max_per_workload,
+        )
+    cut = peer_query(settings, window, recorded)
+    assert cut is not None
+    return source.query_vector(cut, at=at), True
 
 
 def pairs_in(
@@ -520,11 +589,18 @@ def pairs_in(
 
 
 class PeerTrafficSource:
-    """The learner's flow query, through the node source's client (auth, TLS)."""
+    """The learner's flow query, through the node source's client (auth,
+    TLS). After an answer past the bound, the next ``CUT_READS_BEFORE_WHOLE``
+    reads cut in Prometheus at once, as the pairs rarely shrink by a pass:
+    a whole read tried every time would cost one evaluation of every pair
+    more each pass."""
+
+    CUT_READS_BEFORE_WHOLE = 8
 
     def __init__(self, prometheus: PrometheusSource, settings: PeerSettings) -> None:
         self.prometheus = prometheus
         self.settings = settings
+        self.cut_reads_left = 0  # before a whole read is tried again
 
     def read(
         self,
@@ -533,4 +609,14 @@ class PeerTrafficSource:
         waypoints: frozenset[tuple[str, str]] = frozenset(),
     ) -> PeerReport | None:
         window = self.prometheus.settings.window
-        return read_peers(self.prometheus, self.settings, window, known, at, waypoints)
+        whole_first = self.cut_reads_left == 0
+        report = read_peers(
+            self.prometheus, self.settings, window, known, at, waypoints, whole_first
+        )
+        if report is None or not report.cut_in_prometheus:
+            self.cut_reads_left = 0
+        elif whole_first:
+            self.cut_reads_left = self.CUT_READS_BEFORE_WHOLE
+        else:
+            self.cut_reads_left -= 1
+        return report
