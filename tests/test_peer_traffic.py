@@ -198,6 +198,10 @@ def test_past_the_bound_the_cut_starts_in_prometheus_and_keeps_what_either_end_w
     }
     assert len(uncapped) == 50 and came_back == busiest and len(came_back) < 30
     assert report is not None and report.cut_in_prometheus and report.series == len(came_back)
+    said = _peer_inputs(source, settings, CALLERS)
+    assert "each end's busiest cut in Prometheus" in said and "maxPerWorkload 1" in said
+    wide = _settings(callers.url, maxPerWorkload=2)
+    assert "cut in Prometheus" not in _peer_inputs(source, wide, CALLERS)
     for (c, s), bytes_per_second in RATE.items():
         listed = dict(report.peers.get(Workload("shop", "Deployment", c), []))
         got = listed.get(Workload("shop", "Deployment", s))

@@ -359,6 +359,11 @@ def _peer_inputs(
     detail = f"{peers.source}: {pairs} pair(s) among {len(report.peers)} workload(s)"
     if peers.recording_rule.enabled:
         detail += f" (recorded: {PAIRS_RULE})"
+    if report.cut_in_prometheus:
+        detail += (
+            f"; more pair series than peers.maxPerWorkload {peers.max_per_workload} lets through "
+            "for the known workloads: each end's busiest cut in Prometheus"
+        )
     if report.agent_unknown:
         ip = f"{peers.source}.ip"
         detail += (
