@@ -61,10 +61,10 @@ Prometheus one evaluation of the pairs and keeps exactly each end's
 busiest; only where the pairs are more than the bound does the cut start
 in Prometheus (``peer_query``): each end's busiest series come back, so a
 workload called by thousands does not bring them all, at the price of the
-pairs computed twice or more and a pair called both ways ranked by each direction
-apart. With ``peers.recordingRule`` both read the pairs from the chart's
-recording rule (``PAIRS_RULE``, the same expression evaluated by
-Prometheus on its own schedule) instead of computing them at each read.
+pairs computed twice or more and a pair called both ways ranked by each
+direction apart. With ``peers.recordingRule`` both read the pairs from
+the chart's recording rule (``PAIRS_RULE``, the same expression evaluated
+by Prometheus on its own schedule) instead of computing them at each read.
 """
 
 import json
