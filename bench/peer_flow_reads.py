@@ -61,6 +61,7 @@ class Reads(NamedTuple):
     recording rule too where one is loaded."""
 
     whole_seconds: float
+    bound: int  # the most series the learner's read lets through (answer_bound)
     # The run-to-run noise: the most a second whole read in the same round
     # was off the first, as a share of it (the worst of the rounds).
     noise: float
@@ -124,7 +125,8 @@ def _reads(
         if against is None:
             against = whole_report
         learner.append(Read(name, goals[name], statistics.median(times), report, against))
-    return Reads(statistics.median(whole_times), noise, whole_report, learner)
+    bound = answer_bound(peers, len(known))
+    return Reads(statistics.median(whole_times), bound, noise, whole_report, learner)
 
 
 def _yes(met: bool) -> str:
@@ -179,9 +181,7 @@ def flow_reads(
     rows = []
     for cap in (8, TIGHT_CAP):
         reads = _reads(prometheus_url, known, cap, at, rule, each_way)
-        bound = answer_bound(
-            flow_settings(prometheus_url, cap, each_way=each_way).peers, len(known)
-        )
+        bound = reads.bound
         goals = []
         for read in reads.learner:
             differ = _differing_pairs(read.whole, read.report)

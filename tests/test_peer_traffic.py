@@ -228,9 +228,9 @@ def test_after_an_answer_past_the_bound_the_learner_cuts_at_once_for_a_while(cal
         cut.append(report.cut_in_prometheus)
     assert queries == [2] + [1] * PeerTrafficSource.CUT_READS_BEFORE_WHOLE + [2]
     assert all(cut)
+    wide_settings = _settings(callers.url, maxPerWorkload=2)
     wide = PeerTrafficSource(
-        PrometheusSource(_settings(callers.url, maxPerWorkload=2).prometheus, clock=lambda: END),
-        _settings(callers.url, maxPerWorkload=2).peers,
+        PrometheusSource(wide_settings.prometheus, clock=lambda: END), wide_settings.peers
     )
     before = _queries_answered(callers)
     report = wide.read(CALLERS, END)
