@@ -59,6 +59,14 @@ def _missing_a_zone(figures: Figures) -> float:
     return sum(1 for pods, zones in figures.zones.values() if pods >= 3 and zones < 3)
 
 
+def _not_near(figures: Figures) -> float:
+    """Client pods not near their server (``Figures.pods_near``): counted
+    this way round it is judged as the other measures are, beyond the
+    default's run-to-run noise (its two rollouts' near pods differ by up to
+    3 of 9-12 in one draw, 2026-12-01)."""
+    return len(figures.pod_p99s_ms) - figures.pods_near()
+
+
 def _count(value: float) -> str:
     return f"{value:g}"
 
@@ -74,6 +82,8 @@ MEASURES: tuple[tuple[str, Callable[[Figures], float], Callable[[float], str], b
     # load added to every round trip then, so judged in busy draws too.
     ("request p99 of the median client pod less the probe's", _beyond_probe, _ms, False),
     ("workloads of 3 pods or more missing a zone", _missing_a_zone, _count, False),
+    ("client pods not near their server (p99 not within half the zones' round trip of the"
+     " probe's)", _not_near, _count, True),
 )  # fmt: skip
 
 
@@ -135,30 +145,6 @@ def _cross_zone(draws: Sequence[Draw]) -> Verdict:
     )
 
 
-def _pods_near(draws: Sequence[Draw], measured: set[int]) -> list[Verdict]:
-    """Client pods whose p99 stayed near the probe's (``Figures.pods_near``)."""
-    found = []
-    for policy in (OURS, PEERS):
-        rows, met = [], []
-        for number, draw in _with_defaults(draws, policy):
-            if number not in measured:
-                continue
-            bar = min(draw[name].pods_near() for name in DEFAULTS)
-            ours = draw[policy]
-            met.append(ours.pods_near() >= bar)
-            rows.append(f"{number}: {ours.pods_near()} vs {bar} of {len(ours.pod_p99s_ms)}")
-        found.append(
-            Verdict(
-                f"{policy}: client pods near their server (p99 within half the zones' round"
-                " trip of the probe's) at least as many as the fewer of the default's two"
-                " rollouts, every draw measured",
-                "draw, ours vs the default: " + ("; ".join(rows) or "none measured"),
-                all(met) if met else None,
-            )
-        )
-    return found
-
-
 def verdicts(runs: Sequence[Sequence[Figures]]) -> list[Verdict]:
     draws = [{f.policy: f for f in run} for run in runs]
     busy = [too_busy(draw) for draw in draws]
@@ -171,5 +157,4 @@ def verdicts(runs: Sequence[Sequence[Figures]]) -> list[Verdict]:
     found += _no_worse(draws, measured, OURS)
     found += _no_worse(draws, measured, PEERS)
     found.append(_cross_zone(draws))
-    found += _pods_near(draws, measured)
     return found
